@@ -1,0 +1,45 @@
+"""Process settings (pydantic-settings, prefix `ARBITER_`). Nothing is created at import time:
+call `Settings()` where a process starts and pass the object down."""
+
+from __future__ import annotations
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class Settings(BaseSettings):
+    """Every knob a process reads from its environment; defaults suit one machine."""
+
+    model_config = SettingsConfigDict(env_prefix="ARBITER_", extra="ignore")
+
+    redis_url: str = "redis://127.0.0.1:6379/0"
+    cluster: str = "default"
+    """Redis key prefix `arb:{cluster}:` — one hash slot per cluster."""
+    database_url: str = "sqlite:///./arbiter.db"
+    admin_token: str = Field(default="", repr=False)
+    """Bearer token for `/admin`; empty disables the admin API."""
+
+    gateway_id: str = ""
+    """Unique per gateway replica (grants are routed to it); empty → generated at start."""
+    host: str = "127.0.0.1"
+    port: int = 8080
+    max_body_bytes: int = 1_048_576
+    queue_timeout_s: float = 300.0
+    """A request not granted within this time gets a 504 (OpenAI error shape)."""
+    default_queue_cap: int = 256
+    """Per-tenant cap on queued requests unless the tenant record sets one."""
+    strict_hierarchy: bool = False
+    """When true, unknown applications/agents in headers are rejected instead of created."""
+    progress_interval_s: float = 0.1
+    upstream_connect_timeout_s: float = 5.0
+
+    policy: str = "vtc"
+    lease_ttl_s: float = 2.0
+    scrape_interval_s: float = 0.5
+    checkpoint_interval_s: float = 1.0
+    scheduler_port: int = 9090
+
+    recorder_batch: int = 200
+    recorder_interval_s: float = 0.25
+
+    log_level: str = "INFO"
