@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
+import logging
+from pathlib import Path
+from typing import Annotated, Any
+
 import typer
+from rich.console import Console
+from rich.panel import Panel
 
 app = typer.Typer(
     name="arbiter",
@@ -10,9 +17,133 @@ app = typer.Typer(
     no_args_is_help=True,
     pretty_exceptions_show_locals=False,
 )
-worker_app = typer.Typer(help="Run a worker: simulated vLLM, or a supervised real vLLM server.",
-                         no_args_is_help=True)
+worker_app = typer.Typer(
+    help="Run a worker: simulated vLLM, or a supervised real vLLM server.", no_args_is_help=True
+)
 app.add_typer(worker_app, name="worker")
+Opt = typer.Option
+
+
+def _settings(**overrides: Any) -> Any:
+    from control_plane.settings import Settings
+
+    return Settings(**{k: v for k, v in overrides.items() if v is not None})
+
+
+def _logging(level: str) -> None:
+    logging.basicConfig(
+        level=level.upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s"
+    )
+
+
+@app.command()
+def gateway(
+    host: Annotated[str | None, Opt(help="Interface (default ARBITER_HOST).")] = None,
+    port: Annotated[int | None, Opt(help="Port (default ARBITER_PORT or 8080).")] = None,
+    redis_url: Annotated[str | None, Opt(help="Redis URL (ARBITER_REDIS_URL).")] = None,
+    database_url: Annotated[str | None, Opt(help="SQL URL (ARBITER_DATABASE_URL).")] = None,
+) -> None:
+    """Serve the tenant API (OpenAI-compatible), the admin API and /metrics."""
+    import uvicorn
+
+    from control_plane.api.app import create_app
+
+    settings = _settings(host=host, port=port, redis_url=redis_url, database_url=database_url)
+    _logging(settings.log_level)
+    uvicorn.run(
+        create_app(settings),
+        host=settings.host,
+        port=settings.port,
+        log_level="warning",
+        access_log=False,
+        timeout_graceful_shutdown=10,
+    )
+
+
+@app.command()
+def scheduler(
+    with_recorder: Annotated[bool, Opt(help="Also run the recorder in this process.")] = False,
+    port: Annotated[int | None, Opt(help="Status port (ARBITER_SCHEDULER_PORT).")] = None,
+    redis_url: Annotated[str | None, Opt(help="Redis URL (ARBITER_REDIS_URL).")] = None,
+    policy: Annotated[str | None, Opt(help="Policy until the `policy` knob is set.")] = None,
+) -> None:
+    """Run a scheduler replica: leader when it holds the lease, standby otherwise."""
+    from control_plane.scheduler.main import run_scheduler
+
+    settings = _settings(scheduler_port=port, redis_url=redis_url, policy=policy)
+    _logging(settings.log_level)
+    asyncio.run(run_scheduler(settings, with_recorder=with_recorder))
+
+
+@app.command()
+def recorder(
+    redis_url: Annotated[str | None, Opt(help="Redis URL (ARBITER_REDIS_URL).")] = None,
+    database_url: Annotated[str | None, Opt(help="SQL URL (ARBITER_DATABASE_URL).")] = None,
+) -> None:
+    """Write completion events to SQL (request rows and fairness rollups)."""
+    from control_plane.recorder.main import run_recorder
+
+    settings = _settings(redis_url=redis_url, database_url=database_url)
+    _logging(settings.log_level)
+    asyncio.run(run_recorder(settings))
+
+
+@app.command()
+def up(
+    workers: Annotated[int, Opt(help="Number of workers.")] = 2,
+    worker_kind: Annotated[str, Opt(help="sim or vllm.")] = "sim",
+    profile: Annotated[str, Opt(help="Latency profile of simulated workers.")] = "tiny-cpu",
+    speed: Annotated[float, Opt(help="Speed factor of simulated workers.")] = 1.0,
+    port: Annotated[int, Opt(help="Gateway port.")] = 8080,
+    console: Annotated[bool, Opt(help="Start the operator console.")] = True,
+    console_port: Annotated[int, Opt(help="Console port.")] = 8501,
+    database_url: Annotated[str, Opt(help="SQL URL.")] = "sqlite:///./arbiter.db",
+    state_dir: Annotated[Path, Opt(help="Where logs, Redis data and up.json go.")] = Path(
+        ".arbiter"
+    ),
+    policy: Annotated[str, Opt(help="Initial scheduling policy.")] = "vtc",
+    vllm_model: Annotated[str | None, Opt(help="Model dir for --worker-kind vllm.")] = None,
+    vllm_python: Annotated[str | None, Opt(help="vLLM's Python interpreter.")] = None,
+) -> None:
+    """Run everything on this machine until Ctrl-C (private Redis, SQLite, all services)."""
+    from control_plane.up.deploy import Deployment, UpError, UpOptions
+
+    out = Console()
+    dep = Deployment(
+        UpOptions(
+            workers=workers,
+            worker_kind=worker_kind,
+            profile=profile,
+            speed=speed,
+            port=port,
+            console=console,
+            console_port=console_port,
+            database_url=database_url,
+            state_dir=state_dir,
+            policy=policy,
+            vllm_model=vllm_model,
+            vllm_python=vllm_python,
+        )
+    )
+    try:
+        with out.status("starting Redis, workers, scheduler, gateway, console…"):
+            info = dep.start()
+        keys = "\n".join(f"  {name}: {key}" for name, key in info["tenants"].items())
+        out.print(
+            Panel(
+                f"gateway   {info['gateway_url']}/v1\nconsole   {info['console_url'] or '(off)'}\n"
+                f"admin     {info['admin_token']}\nworkers   {', '.join(info['workers'])}\n"
+                f"API keys\n{keys}\n\nwritten to {state_dir / 'up.json'}; Ctrl-C stops everything",
+                title="Arbiter is up",
+            )
+        )
+        dep.watch()
+    except UpError as exc:
+        out.print(f"[red]arbiter up failed:[/red] {exc}")
+        raise typer.Exit(1) from exc
+    finally:
+        with out.status("stopping…"):
+            dep.stop()
 
 
 def _register() -> None:
@@ -21,6 +152,12 @@ def _register() -> None:
 
     sim_cli.register(worker_app)
     vllm_cli.register(worker_app)
+    for module in ("control_plane.sim.cli", "control_plane.admin_cli"):
+        try:
+            mod = __import__(module, fromlist=["register"])
+        except ModuleNotFoundError:
+            continue
+        mod.register(app)
 
 
 def main() -> None:

@@ -30,6 +30,8 @@ class Settings(BaseSettings):
     """Per-tenant cap on queued requests unless the tenant record sets one."""
     strict_hierarchy: bool = False
     """When true, unknown applications/agents in headers are rejected instead of created."""
+    default_max_tokens: int = 512
+    """Output bound assumed for scheduling when a request sets no `max_tokens`."""
     progress_interval_s: float = 0.1
     upstream_connect_timeout_s: float = 5.0
 

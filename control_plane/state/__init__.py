@@ -1,0 +1,39 @@
+"""The only code that touches Redis: key space, Lua scripts and typed stores.
+
+Every outage-type Redis error leaves this package as `StateUnavailable`.
+"""
+
+from control_plane.state.arrivals import ArrivalsConsumer
+from control_plane.state.checkpoints import Checkpoint
+from control_plane.state.client import connect, ping
+from control_plane.state.errors import StateUnavailable
+from control_plane.state.events import EventStream
+from control_plane.state.grants import GrantStream
+from control_plane.state.keys import KeySpace
+from control_plane.state.knobs import Knobs, KnobSubscription
+from control_plane.state.lease import LeaderLease
+from control_plane.state.rate_limit import RateLimiter
+from control_plane.state.request_store import FINAL_STATUSES, RequestStore, SubmitResult
+from control_plane.state.stores import StateStores
+from control_plane.state.worker_registry import WORKER_STATUSES, WorkerRegistry
+
+__all__ = [
+    "FINAL_STATUSES",
+    "WORKER_STATUSES",
+    "ArrivalsConsumer",
+    "Checkpoint",
+    "EventStream",
+    "GrantStream",
+    "KeySpace",
+    "KnobSubscription",
+    "Knobs",
+    "LeaderLease",
+    "RateLimiter",
+    "RequestStore",
+    "StateStores",
+    "StateUnavailable",
+    "SubmitResult",
+    "WorkerRegistry",
+    "connect",
+    "ping",
+]

@@ -1,0 +1,119 @@
+"""`create_app(settings)`: the gateway's FastAPI app (tenant API, admin API, health, metrics).
+
+Nothing is created at import time; the lifespan opens Redis, SQL and the HTTP client, starts
+the grant reader and the event reporter, and closes everything on shutdown.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+from fastapi import FastAPI
+
+from control_plane.api import health, openai_routes
+from control_plane.api.body_limit import BodyLimit
+from control_plane.api.errors import install_error_handlers
+from control_plane.gateway.deps import GatewayDeps
+from control_plane.gateway.directory import RedisModelCatalog, RedisRateLimiter, SqlDirectory
+from control_plane.gateway.grants import GrantWaiter
+from control_plane.gateway.metrics import GatewayMetrics
+from control_plane.gateway.reporter import EventReporter
+from control_plane.gateway.service import Gateway
+from control_plane.settings import Settings
+from control_plane.state import StateStores, StateUnavailable
+from storage.db import Database
+
+
+@dataclass
+class UsageReader:
+    """`GET /v1/usage`: the tenant's totals from SQL history."""
+
+    db: Database
+
+    async def for_tenant(self, tenant: str, *, since: float) -> dict[str, Any]:
+        usage = await asyncio.to_thread(self._read, tenant, since)
+        return {
+            "requests": usage.requests,
+            "prompt_tokens": usage.n_in,
+            "completion_tokens": usage.n_out,
+            "total_tokens": usage.n_in + usage.n_out,
+            "unified_service": usage.unified_service,
+        }
+
+    def _read(self, tenant: str, since: float) -> Any:
+        with self.db.reader() as r:
+            return r.requests.usage_for_tenant(tenant=tenant, since=since)
+
+
+def create_app(settings: Settings, *, db: Database | None = None) -> FastAPI:
+    """The gateway application for `settings` (one replica)."""
+    gateway_id = settings.gateway_id or f"gw-{uuid.uuid4().hex[:8]}"
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        database = db or Database(settings.database_url)
+        stores = StateStores.open(
+            settings.redis_url, settings.cluster, client_name=f"arbiter-{gateway_id}"
+        )
+        http = httpx.AsyncClient(
+            timeout=httpx.Timeout(None, connect=settings.upstream_connect_timeout_s),
+            limits=httpx.Limits(max_connections=4096, max_keepalive_connections=1024),
+        )
+        directory = SqlDirectory(database, strict=settings.strict_hierarchy)
+        reporter = EventReporter(stores.events, settings.progress_interval_s)
+        deps = GatewayDeps(
+            settings=settings,
+            gateway_id=gateway_id,
+            requests=stores.requests,
+            directory=directory,
+            catalog=RedisModelCatalog(stores, database),
+            limiter=RedisRateLimiter(stores),
+            waiter=None,
+            reporter=reporter,
+            http=http,
+            metrics=GatewayMetrics(),
+        )
+        gateway = Gateway(deps)
+        deps.waiter = GrantWaiter(stores.grants, gateway_id, gateway.release_orphan)
+        with contextlib.suppress(StateUnavailable):
+            await stores.preload_scripts()
+            deps.waiter.start_after(await stores.grants.latest_id(gateway_id))
+        app.state.settings, app.state.gateway_id = settings, gateway_id
+        app.state.stores, app.state.db, app.state.gateway = stores, database, gateway
+        app.state.keys, app.state.directory = directory, directory
+        app.state.metrics, app.state.usage = deps.metrics, UsageReader(database)
+        app.state.started_at = time.time()
+        tasks = [asyncio.create_task(deps.waiter.run()), asyncio.create_task(reporter.run())]
+        try:
+            yield
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            await http.aclose()
+            await stores.aclose()
+            if db is None:
+                database.dispose()
+
+    app = FastAPI(title="Arbiter gateway", version="0.1.0", lifespan=lifespan)
+    install_error_handlers(app)
+    app.include_router(openai_routes.router)
+    app.include_router(health.router)
+    _include_admin(app)
+    app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
+    return app
+
+
+def _include_admin(app: FastAPI) -> None:
+    try:
+        from control_plane.api.admin import router as admin_router
+    except ImportError:  # pragma: no cover - admin API lands in its own module
+        return
+    app.include_router(admin_router)

@@ -1,0 +1,50 @@
+"""ASGI middleware refusing bodies over a byte limit with 413 (before any parsing)."""
+
+from __future__ import annotations
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from control_plane.api.errors import ApiError
+
+
+class BodyTooLarge(Exception):
+    """Raised inside the counting receive when the streamed body passes the limit."""
+
+
+class BodyLimit:
+    """Rejects requests whose Content-Length, or streamed body, exceeds `max_bytes`."""
+
+    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+        self.app = app
+        self.max_bytes = max_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        for name, value in scope["headers"]:
+            if name == b"content-length" and value.isdigit() and int(value) > self.max_bytes:
+                await self._refuse(scope, receive, send)
+                return
+        seen = 0
+        limit = self.max_bytes
+
+        async def counting_receive() -> Message:
+            nonlocal seen
+            message = await receive()
+            if message["type"] == "http.request":
+                seen += len(message.get("body", b""))
+                if seen > limit:
+                    raise BodyTooLarge
+            return message
+
+        try:
+            await self.app(scope, counting_receive, send)
+        except BodyTooLarge:
+            await self._refuse(scope, receive, send)
+
+    async def _refuse(self, scope: Scope, receive: Receive, send: Send) -> None:
+        err = ApiError(
+            413, f"Request body exceeds {self.max_bytes} bytes.", code="request_too_large"
+        )
+        await err.response()(scope, receive, send)

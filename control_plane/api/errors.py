@@ -1,0 +1,103 @@
+"""OpenAI-shaped errors: `{"error": {"message", "type", "param", "code"}}` with honest statuses.
+
+Every failure a client can see goes through `ApiError` (or one of the handlers registered by
+`install_error_handlers`), so no route ever returns FastAPI's default `{"detail": ...}` shape.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from control_plane.state.errors import StateUnavailable
+
+_TYPES = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    403: "permission_error",
+    404: "not_found_error",
+    405: "invalid_request_error",
+    413: "invalid_request_error",
+    422: "invalid_request_error",
+    429: "rate_limit_error",
+    500: "server_error",
+    502: "server_error",
+    503: "service_unavailable",
+    504: "timeout_error",
+}
+
+
+class ApiError(Exception):
+    """An error the client should see, rendered in OpenAI's shape."""
+
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        *,
+        code: str | None = None,
+        param: str | None = None,
+        type_: str | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.code = code
+        self.param = param
+        self.type = type_ or _TYPES.get(status, "server_error")
+        self.headers = headers or {}
+
+    def body(self) -> dict[str, Any]:
+        return error_body(self.message, self.type, self.param, self.code)
+
+    def response(self) -> JSONResponse:
+        return JSONResponse(self.body(), status_code=self.status, headers=self.headers)
+
+
+def error_body(message: str, type_: str, param: str | None, code: str | None) -> dict[str, Any]:
+    return {"error": {"message": message, "type": type_, "param": param, "code": code}}
+
+
+def unavailable(message: str = "Arbiter's state store is unreachable; retry shortly.") -> ApiError:
+    return ApiError(503, message, code="state_unavailable", headers={"Retry-After": "1"})
+
+
+def _validation_error(exc: RequestValidationError) -> ApiError:
+    errors = exc.errors()
+    first = errors[0] if errors else {"loc": (), "msg": "invalid request", "type": ""}
+    loc = [str(p) for p in first.get("loc", ()) if p not in ("body",)]
+    param = ".".join(loc) or None
+    if first.get("type") == "json_invalid":
+        return ApiError(400, f"Malformed JSON body: {first.get('msg')}", code="invalid_json")
+    msg = f"Invalid value for '{param}': {first.get('msg')}" if param else str(first.get("msg"))
+    return ApiError(422 if param else 400, msg, param=param, code="invalid_value")
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    """Map validation, HTTP, state-store and unexpected errors to OpenAI's shape."""
+
+    async def on_api_error(_: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, ApiError)
+        return exc.response()
+
+    async def on_validation(_: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, RequestValidationError)
+        return _validation_error(exc).response()
+
+    async def on_http(_: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, StarletteHTTPException)
+        headers = dict(exc.headers or {})
+        return ApiError(exc.status_code, str(exc.detail), headers=headers).response()
+
+    async def on_state(_: Request, exc: Exception) -> JSONResponse:
+        return unavailable().response()
+
+    app.add_exception_handler(ApiError, on_api_error)
+    app.add_exception_handler(RequestValidationError, on_validation)
+    app.add_exception_handler(StarletteHTTPException, on_http)
+    app.add_exception_handler(StateUnavailable, on_state)

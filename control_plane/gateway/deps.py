@@ -1,0 +1,56 @@
+"""Everything a gateway replica needs, injected (no globals): stores, caches, clients, knobs."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+import httpx
+
+from control_plane.gateway.grants import GrantWaiter
+from control_plane.gateway.identity import NodeInfo, TenantInfo
+from control_plane.gateway.metrics import GatewayMetrics
+from control_plane.gateway.reporter import EventReporter
+from control_plane.settings import Settings
+from control_plane.state import RequestStore
+
+
+class TenantDirectory(Protocol):
+    """Tenants and their hierarchy, as stored in SQL (cached by the implementation)."""
+
+    async def tenant(self, name: str) -> TenantInfo: ...
+
+    async def resolve(self, tenant: TenantInfo, app: str, agent: str) -> NodeInfo: ...
+
+
+@dataclass(frozen=True, slots=True)
+class ModelEntry:
+    name: str
+    max_model_len: int | None
+    unit_factor: float
+
+
+class ModelCatalog(Protocol):
+    async def require(self, name: str) -> ModelEntry: ...
+
+    async def served(self) -> list[ModelEntry]: ...
+
+
+class RateLimiter(Protocol):
+    async def check(self, tenant: TenantInfo) -> None: ...
+
+
+@dataclass
+class GatewayDeps:
+    """The wiring of one gateway replica; built by the app factory's lifespan."""
+
+    settings: Settings
+    gateway_id: str
+    requests: RequestStore
+    directory: TenantDirectory
+    catalog: ModelCatalog
+    limiter: RateLimiter
+    waiter: GrantWaiter | None
+    reporter: EventReporter
+    http: httpx.AsyncClient
+    metrics: GatewayMetrics

@@ -1,0 +1,209 @@
+"""SQL-backed lookups for the gateway, cached briefly so the hot path rarely touches SQL.
+
+Keys resolve through a 2-second cache (a revocation on this gateway clears it at once; other
+gateways see it within the TTL or on the `directory` knob). Applications and agents named in
+headers are created on first use with default weights, unless strict mode is on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Generic, TypeVar
+
+from control_plane.api.errors import ApiError
+from control_plane.gateway.deps import ModelEntry
+from control_plane.gateway.identity import NodeInfo, SloDefaults, TenantInfo
+from control_plane.gateway.unified import unit_factor
+from control_plane.state import StateStores
+from storage.db import Database
+from storage.records import AgentRecord, AppRecord, ModelRecord, TenantRecord
+
+K = TypeVar("K")
+V = TypeVar("V")
+
+
+class TtlCache(Generic[K, V]):
+    """A tiny time-bounded memo (per process; cleared on directory changes)."""
+
+    def __init__(self, ttl_s: float) -> None:
+        self.ttl_s = ttl_s
+        self._data: dict[K, tuple[float, V]] = {}
+
+    def get(self, key: K) -> V | None:
+        hit = self._data.get(key)
+        if hit is None or time.monotonic() - hit[0] > self.ttl_s:
+            return None
+        return hit[1]
+
+    def put(self, key: K, value: V) -> V:
+        self._data[key] = (time.monotonic(), value)
+        return value
+
+    def clear(self) -> None:
+        self._data.clear()
+
+
+def tenant_info(rec: TenantRecord) -> TenantInfo:
+    return TenantInfo(
+        name=rec.name,
+        tier=rec.priority_tier,
+        weight=rec.weight,
+        queue_cap=rec.queue_cap,
+        rate_limit_rps=rec.rate_limit_rps,
+        slo=SloDefaults(rec.slo_ttft_ms, rec.slo_tpot_ms, rec.slo_e2e_ms),
+    )
+
+
+class SqlDirectory:
+    """Tenants, keys and hierarchy from SQL (see the module docstring for caching)."""
+
+    def __init__(self, db: Database, *, strict: bool = False, ttl_s: float = 2.0) -> None:
+        self.db = db
+        self.strict = strict
+        self._keys: TtlCache[str, str | None] = TtlCache(ttl_s)
+        self._tenants: TtlCache[str, TenantInfo] = TtlCache(ttl_s)
+        self._nodes: TtlCache[tuple[str, str, str], NodeInfo] = TtlCache(ttl_s * 5)
+
+    def invalidate(self) -> None:
+        self._keys.clear()
+        self._tenants.clear()
+        self._nodes.clear()
+
+    async def tenant_for_key(self, api_key: str) -> str | None:
+        hit = self._keys.get(api_key)
+        if hit is not None:
+            return hit
+        rec = await asyncio.to_thread(self._resolve_key, api_key)
+        if rec is not None:
+            self._tenants.put(rec.name, tenant_info(rec))
+            return self._keys.put(api_key, rec.name)
+        return None
+
+    def _resolve_key(self, api_key: str) -> TenantRecord | None:
+        with self.db.reader() as r:
+            return r.keys.resolve(plaintext=api_key)
+
+    async def tenant(self, name: str) -> TenantInfo:
+        hit = self._tenants.get(name)
+        if hit is not None:
+            return hit
+        rec = await asyncio.to_thread(self._get_tenant, name)
+        if rec is None:
+            raise ApiError(401, f"Tenant {name!r} no longer exists.", code="invalid_api_key")
+        return self._tenants.put(name, tenant_info(rec))
+
+    def _get_tenant(self, name: str) -> TenantRecord | None:
+        with self.db.reader() as r:
+            return r.tenants.get_tenant(name=name)
+
+    async def resolve(self, tenant: TenantInfo, app: str, agent: str) -> NodeInfo:
+        key = (tenant.name, app, agent)
+        hit = self._nodes.get(key)
+        if hit is not None and hit.tenant == tenant:
+            return hit
+        app_rec, agent_rec = await asyncio.to_thread(self._nodes_of, tenant.name, app, agent)
+        app_slo = SloDefaults(app_rec.slo_ttft_ms, app_rec.slo_tpot_ms, app_rec.slo_e2e_ms)
+        agent_slo = SloDefaults(agent_rec.slo_ttft_ms, agent_rec.slo_tpot_ms, agent_rec.slo_e2e_ms)
+        tier = agent_rec.priority_tier if agent_rec.priority_tier is not None else tenant.tier
+        node = NodeInfo(
+            tenant=tenant,
+            app=app,
+            agent=agent,
+            app_weight=app_rec.weight,
+            agent_weight=agent_rec.weight,
+            tier=max(tier, tenant.tier),
+            slo=agent_slo.over(app_slo).over(tenant.slo),
+        )
+        return self._nodes.put(key, node)
+
+    def _nodes_of(self, tenant: str, app: str, agent: str) -> tuple[AppRecord, AgentRecord]:
+        if self.strict:
+            with self.db.reader() as r:
+                app_rec = r.tenants.get_app(tenant=tenant, name=app)
+                agent_rec = r.tenants.get_agent(tenant=tenant, app=app, name=agent)
+            if app_rec is None or agent_rec is None:
+                missing = f"application {app!r}" if app_rec is None else f"agent {agent!r}"
+                raise ApiError(
+                    403,
+                    f"Unknown {missing} for tenant {tenant!r} (strict mode).",
+                    code="unknown_node",
+                    param="X-Arbiter-App" if app_rec is None else "X-Arbiter-Agent",
+                )
+            return app_rec, agent_rec
+        with self.db.repos() as r:
+            return (
+                r.tenants.get_or_create_app(tenant=tenant, name=app),
+                r.tenants.get_or_create_agent(tenant=tenant, app=app, name=agent),
+            )
+
+
+class RedisModelCatalog:
+    """Models served by healthy registered workers (Redis), priced from the SQL registry."""
+
+    def __init__(self, stores: StateStores, db: Database, ttl_s: float = 1.0) -> None:
+        self.stores = stores
+        self.db = db
+        self._cache: TtlCache[str, list[ModelEntry]] = TtlCache(ttl_s)
+
+    async def served(self) -> list[ModelEntry]:
+        hit = self._cache.get("all")
+        if hit is not None:
+            return hit
+        workers = await self.stores.workers.list()
+        metrics = await self.stores.workers.metrics()
+        lengths: dict[str, int | None] = {}
+        for w in workers:
+            sample = metrics.get(str(w["id"])) or {}
+            for name, max_len in (sample.get("models") or {}).items():
+                lengths[name] = max_len
+            if w.get("model"):
+                lengths.setdefault(str(w["model"]), None)
+        records = {m.name: m for m in await asyncio.to_thread(self._models)}
+        entries = []
+        for name in sorted(lengths):
+            rec = records.get(name)
+            factor = (
+                unit_factor(rec.hidden_size, rec.num_layers, rec.unified_cost_factor)
+                if rec
+                else 1.0
+            )
+            entries.append(ModelEntry(name, lengths[name], factor))
+        return self._cache.put("all", entries)
+
+    def _models(self) -> list[ModelRecord]:
+        with self.db.reader() as r:
+            return r.models.list()
+
+    async def require(self, name: str) -> ModelEntry:
+        for entry in await self.served():
+            if entry.name == name:
+                return entry
+        raise ApiError(
+            404,
+            f"The model '{name}' does not exist or no worker serves it.",
+            param="model",
+            code="model_not_found",
+        )
+
+
+class RedisRateLimiter:
+    """Per-tenant request rate limit (token bucket in Redis; burst = 2 s of rate)."""
+
+    def __init__(self, stores: StateStores) -> None:
+        self.stores = stores
+
+    async def check(self, tenant: TenantInfo) -> None:
+        rate = tenant.rate_limit_rps
+        if not rate:
+            return
+        ok, retry = await self.stores.rate_limiter.allow(
+            tenant.name, rate, max(1.0, 2 * rate), time.time()
+        )
+        if not ok:
+            raise ApiError(
+                429,
+                f"Rate limit of {rate:g} requests/s exceeded for tenant {tenant.name!r}.",
+                code="rate_limit_exceeded",
+                headers={"Retry-After": str(max(1, round(retry + 0.5)))},
+            )

@@ -1,0 +1,86 @@
+"""One request's life inside a gateway: identity, timings and the completion event it produces."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from control_plane.gateway.grants import Grant
+from control_plane.gateway.identity import NodeInfo
+from control_plane.gateway.proxy import StreamStats
+from control_plane.policies.job import Job
+
+
+@dataclass(slots=True)
+class Flight:
+    """Mutable per-request state kept by the gateway while it serves one client."""
+
+    job: Job
+    node: NodeInfo
+    chat: bool
+    payload: dict[str, Any]
+    received_at: float
+    submitted_at: float = 0.0
+    grant: Grant | None = None
+    granted_at: float | None = None
+    upstream_ready_at: float | None = None
+    attempts: int = 0
+    stats: StreamStats = field(default_factory=StreamStats)
+    finished: bool = False
+    grant_future: asyncio.Future[Grant] | None = None
+    client_stream_options: dict[str, Any] | None = None
+
+    @property
+    def id(self) -> str:
+        return self.job.id
+
+    def queue_ms(self) -> float:
+        end = self.granted_at if self.granted_at is not None else time.time()
+        return max(0.0, (end - self.submitted_at) * 1000.0)
+
+    def overhead_ms(self) -> float:
+        """Time spent in Arbiter itself before the answer starts: door + dispatch hop."""
+        door = self.submitted_at - self.received_at
+        hop = (self.upstream_ready_at or time.time()) - (self.granted_at or self.submitted_at)
+        return max(0.0, (door + hop) * 1000.0)
+
+    def response_headers(self) -> dict[str, str]:
+        return {
+            "X-Arbiter-Request-Id": self.id,
+            "X-Arbiter-Workflow": self.job.workflow or "",
+            "X-Arbiter-Queue-Ms": f"{self.queue_ms():.2f}",
+            "X-Arbiter-Overhead-Ms": f"{self.overhead_ms():.2f}",
+        }
+
+    def completion_event(self, status: str, error: str | None = None) -> dict[str, Any]:
+        """The `complete` event: everything the scheduler and the recorder need."""
+        job, stats = self.job, self.stats
+        n_in = stats.n_in if stats.n_in is not None else job.n_in
+        return {
+            "type": "complete",
+            "id": job.id,
+            "status": status,
+            "error": error,
+            "tenant": job.tenant,
+            "app": job.app,
+            "agent": job.agent,
+            "model": job.model,
+            "workflow": job.workflow,
+            "upstream": job.upstream,
+            "task": job.task,
+            "tier": job.tier,
+            "slo": job.slo.to_json(),
+            "unit_factor": job.unit_factor,
+            "arrival": self.received_at,
+            "dispatched": self.granted_at,
+            "first_token": stats.first_token_at,
+            "finished": stats.finished_at or time.time(),
+            "n_in": n_in,
+            "n_in_est": job.n_in,
+            "n_out": stats.n_out,
+            "worker": self.grant.worker_id if self.grant else None,
+            "attempts": self.attempts,
+            "finish_reason": stats.finish_reason,
+        }

@@ -1,0 +1,101 @@
+"""Grant delivery to one gateway replica: one blocking reader, one future per waiting request.
+
+Rule: a request's future is registered *before* its envelope is submitted, so a grant can never
+arrive for a request the reader does not know yet. A grant for an id nobody waits for (the client
+left as the scheduler granted it) is handed to `on_orphan`, which must release it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from control_plane.state.errors import StateUnavailable
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class Grant:
+    """Where a request runs: chosen by the scheduler, delivered through `grants:<gateway>`."""
+
+    request_id: str
+    worker_id: str
+    worker_url: str
+    granted_at: float
+
+
+class GrantSource(Protocol):
+    async def read(
+        self, gateway_id: str, last_id: str, block_ms: int, count: int
+    ) -> list[tuple[str, dict[str, Any]]]: ...
+
+
+class GrantWaiter:
+    """Resolves per-request futures from the gateway's grant stream."""
+
+    def __init__(
+        self,
+        source: GrantSource,
+        gateway_id: str,
+        on_orphan: Callable[[Grant], Awaitable[None]],
+    ) -> None:
+        self._source = source
+        self._gateway_id = gateway_id
+        self._on_orphan = on_orphan
+        self._waiting: dict[str, asyncio.Future[Grant]] = {}
+        self._last_id = "0-0"
+        self.healthy = True
+
+    def start_after(self, stream_id: str) -> None:
+        """Read grants after `stream_id` (the stream's latest id when the gateway starts)."""
+        self._last_id = stream_id
+
+    def expect(self, request_id: str) -> asyncio.Future[Grant]:
+        fut: asyncio.Future[Grant] = asyncio.get_running_loop().create_future()
+        self._waiting[request_id] = fut
+        return fut
+
+    def forget(self, request_id: str) -> None:
+        fut = self._waiting.pop(request_id, None)
+        if fut is not None and not fut.done():
+            fut.cancel()
+
+    async def run(self) -> None:
+        """Read grants until cancelled; on Redis outages back off and resume where it left."""
+        backoff = 0.05
+        while True:
+            try:
+                entries = await self._source.read(self._gateway_id, self._last_id, 1000, 512)
+                self.healthy = True
+                backoff = 0.05
+            except StateUnavailable:
+                self.healthy = False
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, 2.0)
+                continue
+            for stream_id, fields in entries:
+                self._last_id = stream_id
+                await self._deliver(_parse(fields))
+
+    async def _deliver(self, grant: Grant) -> None:
+        fut = self._waiting.pop(grant.request_id, None)
+        if fut is not None and not fut.done():
+            fut.set_result(grant)
+            return
+        try:
+            await self._on_orphan(grant)
+        except Exception:
+            log.exception("releasing orphan grant %s failed", grant.request_id)
+
+
+def _parse(fields: dict[str, Any]) -> Grant:
+    return Grant(
+        request_id=str(fields["id"]),
+        worker_id=str(fields["worker_id"]),
+        worker_url=str(fields["worker_url"]),
+        granted_at=float(fields.get("granted_at", 0.0)),
+    )

@@ -1,0 +1,254 @@
+"""The streaming proxy: forward one granted request to its worker and relay the answer.
+
+The worker is always asked to stream with `include_usage` and `continuous_usage_stats`, so the
+gateway learns exact token counts as they happen, whatever the client asked for. The client then
+gets exactly the shape it asked for: a stream (with usage chunks only if it asked), or one
+aggregated JSON body. Every token relayed is counted in `StreamStats` and reported as progress.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+import orjson
+
+from control_plane.api.errors import error_body
+
+DONE = b"data: [DONE]\n\n"
+
+
+class WorkerUnreachable(Exception):
+    """The worker failed before sending a first token (connect error, 5xx, broken stream)."""
+
+
+class WorkerRejected(Exception):
+    """The worker refused the request (4xx): the client gets the worker's error as is."""
+
+    def __init__(self, status: int, body: dict[str, Any]) -> None:
+        super().__init__(f"worker answered {status}")
+        self.status = status
+        self.body = body
+
+
+class StreamBroken(Exception):
+    """The worker failed after the first token; the client gets an error event."""
+
+
+@dataclass(slots=True)
+class StreamStats:
+    """What the relay observed: token counts (exact, from usage) and timestamps (epoch s)."""
+
+    n_in: int | None = None
+    n_out: int = 0
+    first_token_at: float | None = None
+    finished_at: float | None = None
+    finish_reason: str | None = None
+    role: str = "assistant"
+    pieces: list[str] = field(default_factory=list)
+    last_chunk: dict[str, Any] | None = None
+
+
+def upstream_payload(body: dict[str, Any], priority: int | None) -> dict[str, Any]:
+    """The client's body as the worker must see it: always streamed, with continuous usage."""
+    payload = dict(body)
+    payload.pop("metadata", None)
+    payload["stream"] = True
+    payload["stream_options"] = {"include_usage": True, "continuous_usage_stats": True}
+    payload.pop("priority", None)
+    if priority is not None:
+        payload["priority"] = priority
+    return payload
+
+
+async def open_upstream(
+    client: httpx.AsyncClient, url: str, payload: dict[str, Any]
+) -> httpx.Response:
+    """Send the request and wait for the worker's status line; classify failures."""
+    request = client.build_request(
+        "POST", url, content=orjson.dumps(payload), headers={"content-type": "application/json"}
+    )
+    try:
+        resp = await client.send(request, stream=True)
+    except httpx.HTTPError as exc:
+        raise WorkerUnreachable(f"{type(exc).__name__}: {exc}") from exc
+    if resp.status_code == 200:
+        return resp
+    raw = await _read_safely(resp)
+    if 400 <= resp.status_code < 500:
+        raise WorkerRejected(resp.status_code, _as_error(raw, resp.status_code))
+    raise WorkerUnreachable(f"worker answered {resp.status_code}")
+
+
+async def _read_safely(resp: httpx.Response) -> bytes:
+    try:
+        return await resp.aread()
+    except httpx.HTTPError:
+        return b""
+    finally:
+        await resp.aclose()
+
+
+def _as_error(raw: bytes, status: int) -> dict[str, Any]:
+    try:
+        data = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        data = None
+    if isinstance(data, dict) and isinstance(data.get("error"), dict):
+        err = data["error"]
+        return error_body(
+            str(err.get("message", "")),
+            str(err.get("type") or "invalid_request_error"),
+            err.get("param"),
+            _code(err.get("code"), status),
+        )
+    if isinstance(data, dict) and "message" in data:  # vLLM's older flat ErrorResponse
+        return error_body(
+            str(data["message"]),
+            str(data.get("type") or "invalid_request_error"),
+            data.get("param"),
+            _code(data.get("code"), status),
+        )
+    return error_body(
+        raw.decode(errors="replace")[:500] or f"worker answered {status}",
+        "invalid_request_error",
+        None,
+        None,
+    )
+
+
+def _code(code: Any, status: int) -> str | None:
+    if code is None or isinstance(code, str):
+        return code
+    return None if code == status else str(code)
+
+
+class Relay:
+    """Turns the worker's SSE stream into the client's bytes, counting tokens as they pass."""
+
+    def __init__(
+        self,
+        resp: httpx.Response,
+        stats: StreamStats,
+        on_tokens: Callable[[int, float], None],
+        *,
+        want_usage: bool,
+        want_continuous: bool,
+    ) -> None:
+        self._resp = resp
+        self._stats = stats
+        self._on_tokens = on_tokens
+        self._want_usage = want_usage
+        self._want_continuous = want_continuous
+
+    async def chunks(self) -> AsyncIterator[dict[str, Any]]:
+        """Yield parsed chunks (dict) in order; raises WorkerUnreachable/StreamBroken on failure."""
+        try:
+            async for line in self._resp.aiter_lines():
+                if not line.startswith("data: "):
+                    continue
+                data = line[6:]
+                if data == "[DONE]":
+                    self._stats.finished_at = time.time()
+                    return
+                chunk = orjson.loads(data)
+                if "error" in chunk and "choices" not in chunk:
+                    raise self._failure(str(chunk["error"]))
+                self._account(chunk)
+                yield chunk
+        except httpx.HTTPError as exc:
+            raise self._failure(f"{type(exc).__name__}: {exc}") from exc
+        raise self._failure("worker closed the stream without [DONE]")
+
+    async def close(self) -> None:
+        """Close the upstream connection; a worker aborts a request whose client is gone."""
+        await self._resp.aclose()
+
+    def _failure(self, why: str) -> Exception:
+        if self._stats.first_token_at is None:
+            return WorkerUnreachable(why)
+        return StreamBroken(why)
+
+    def _account(self, chunk: dict[str, Any]) -> None:
+        usage = chunk.get("usage")
+        now = time.time()
+        if usage:
+            self._stats.n_in = int(usage.get("prompt_tokens") or 0)
+            total = int(usage.get("completion_tokens") or 0)
+        else:
+            total = self._stats.n_out + (1 if chunk.get("choices") else 0)
+        delta = total - self._stats.n_out
+        if delta > 0:
+            if self._stats.first_token_at is None:
+                self._stats.first_token_at = now
+            self._stats.n_out = total
+            self._on_tokens(delta, now)
+        for choice in chunk.get("choices") or ():
+            if choice.get("finish_reason"):
+                self._stats.finish_reason = choice["finish_reason"]
+        self._stats.last_chunk = chunk
+
+    def encode(self, chunk: dict[str, Any]) -> bytes | None:
+        """The SSE bytes the client should see for `chunk`, or None to drop it."""
+        if not chunk.get("choices"):
+            return _sse(chunk) if self._want_usage and chunk.get("usage") else None
+        if self._want_continuous:
+            return _sse(chunk)
+        if "usage" in chunk:
+            chunk = {k: v for k, v in chunk.items() if k != "usage"}
+        return _sse(chunk)
+
+
+def _sse(chunk: dict[str, Any]) -> bytes:
+    return b"data: " + orjson.dumps(chunk) + b"\n\n"
+
+
+def error_event(message: str, code: str = "worker_failed") -> bytes:
+    return b"data: " + orjson.dumps(error_body(message, "server_error", None, code)) + b"\n\n"
+
+
+def collect_piece(chunk: dict[str, Any], stats: StreamStats, chat: bool) -> None:
+    """Accumulate text for a non-streamed answer."""
+    for choice in chunk.get("choices") or ():
+        if chat:
+            delta = choice.get("delta") or {}
+            if delta.get("role"):
+                stats.role = delta["role"]
+            if delta.get("content"):
+                stats.pieces.append(delta["content"])
+        elif choice.get("text"):
+            stats.pieces.append(choice["text"])
+
+
+def aggregate(stats: StreamStats, *, chat: bool, request_id: str, model: str) -> dict[str, Any]:
+    """One OpenAI-shaped (chat.)completion body from the relayed stream."""
+    base = stats.last_chunk or {}
+    n_in = stats.n_in or 0
+    usage = {
+        "prompt_tokens": n_in,
+        "completion_tokens": stats.n_out,
+        "total_tokens": n_in + stats.n_out,
+    }
+    text = "".join(stats.pieces)
+    if chat:
+        choice: dict[str, Any] = {
+            "index": 0,
+            "message": {"role": stats.role, "content": text},
+            "logprobs": None,
+            "finish_reason": stats.finish_reason,
+        }
+        obj = "chat.completion"
+    else:
+        choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": stats.finish_reason}
+        obj = "text_completion"
+    return {
+        "id": base.get("id", request_id),
+        "object": obj,
+        "created": base.get("created", int(time.time())),
+        "model": base.get("model", model),
+        "choices": [choice],
+        "usage": usage,
+    }

@@ -1,0 +1,92 @@
+"""Progress and completion events from a gateway to the scheduler and the recorder.
+
+Rule: progress is batched — at most one event per request per flush, flushes at most
+`interval` seconds apart (ARCHITECTURE.md §2: ≤ 100 ms). Progress carries the *cumulative*
+`n_out`, so consumers charge `n_out − already charged`: a late, repeated or reordered event can
+never charge twice. A completion event replaces that request's pending progress. If Redis is down
+the batch is kept and retried: token charges are delayed, never lost.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+from control_plane.state.errors import StateUnavailable
+
+log = logging.getLogger(__name__)
+
+
+class EventSink(Protocol):
+    async def publish(self, events: Sequence[dict[str, Any]]) -> list[str]: ...
+
+
+class EventReporter:
+    """Batches `progress` deltas and publishes `complete` events for one gateway."""
+
+    def __init__(self, sink: EventSink, interval: float = 0.1, max_buffer: int = 100_000) -> None:
+        self._sink = sink
+        self._interval = interval
+        self._max_buffer = max_buffer
+        self._progress: dict[str, dict[str, Any]] = {}
+        self._outbox: list[dict[str, Any]] = []
+        self._wake = asyncio.Event()
+
+    def progress(self, request_id: str, n_out: int, now: float, **extra: Any) -> None:
+        """Record that the request has streamed `n_out` tokens in total by `now`."""
+        entry = self._progress.get(request_id)
+        if entry is None:
+            self._progress[request_id] = {
+                "type": "progress",
+                "id": request_id,
+                "n_out": n_out,
+                "t": now,
+                **extra,
+            }
+        else:
+            entry["n_out"] = n_out
+            entry["t"] = now
+            entry.update(extra)
+
+    def emit(self, event: dict[str, Any], *, urgent: bool = True) -> None:
+        """Queue a non-progress event (complete, worker_failed…); it supersedes pending progress."""
+        self._progress.pop(str(event.get("id", "")), None)
+        self._outbox.append(event)
+        if len(self._outbox) > self._max_buffer:
+            log.error(
+                "event outbox over %d entries; Redis has been down too long", self._max_buffer
+            )
+        if urgent:
+            self._wake.set()
+
+    async def flush(self) -> None:
+        batch = self._outbox + list(self._progress.values())
+        if not batch:
+            return
+        self._outbox = []
+        self._progress = {}
+        try:
+            await self._sink.publish(batch)
+        except StateUnavailable:
+            self._outbox = batch + self._outbox
+            raise
+
+    async def run(self) -> None:
+        """Flush every `interval` (or at once on urgent events) until cancelled; flush on exit."""
+        try:
+            while True:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._wake.wait(), timeout=self._interval)
+                self._wake.clear()
+                try:
+                    await self.flush()
+                except StateUnavailable:
+                    await asyncio.sleep(min(1.0, self._interval * 5))
+        finally:
+            try:
+                await asyncio.shield(self.flush())
+            except (StateUnavailable, asyncio.CancelledError):
+                log.warning("could not flush %d events on shutdown", len(self._outbox))

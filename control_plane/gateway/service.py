@@ -1,0 +1,354 @@
+"""The gateway's request path: door checks → Redis → grant → worker → client.
+
+Guarantees (ARCHITECTURE.md §2): the envelope is in Redis before the gateway waits; every
+accepted request ends served or with an explicit error; a client that leaves while queued is
+withdrawn, one that leaves while streaming has its upstream closed (the worker aborts it) and its
+tokens so far are still reported; a worker that fails before the first token gets the request
+re-queued once in its original place.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+from fastapi import Request
+from fastapi.responses import JSONResponse, Response, StreamingResponse
+
+from control_plane.api.errors import ApiError
+from control_plane.api.schemas import ChatCompletionRequest, CompletionRequest
+from control_plane.gateway.deps import GatewayDeps
+from control_plane.gateway.flight import Flight
+from control_plane.gateway.grants import Grant, GrantWaiter
+from control_plane.gateway.identity import NodeInfo
+from control_plane.gateway.proxy import (
+    DONE,
+    Relay,
+    StreamBroken,
+    WorkerRejected,
+    WorkerUnreachable,
+    aggregate,
+    collect_piece,
+    error_event,
+    open_upstream,
+    upstream_payload,
+)
+from control_plane.gateway.tags import RequestTags, clamp_tier, read_tags, strip_tags, tighten
+from control_plane.gateway.tokens import estimate_prompt_tokens
+from control_plane.policies.job import Job, Slo
+from control_plane.state.errors import StateUnavailable
+
+log = logging.getLogger(__name__)
+Body = ChatCompletionRequest | CompletionRequest
+
+
+class Gateway:
+    """Serves tenant requests for one gateway replica."""
+
+    def __init__(self, deps: GatewayDeps) -> None:
+        self.d = deps
+
+    @property
+    def _waiter(self) -> GrantWaiter:
+        assert self.d.waiter is not None, "the app factory wires the grant waiter"
+        return self.d.waiter
+
+    async def serve(self, request: Request, body: Body, tenant_name: str) -> Response:
+        received = time.time()
+        tags = read_tags(request.headers, body.metadata)
+        tenant = await self.d.directory.tenant(tenant_name)
+        node = await self.d.directory.resolve(
+            tenant, tags.app or "default", tags.agent or "default"
+        )
+        model = await self.d.catalog.require(body.model)
+        await self.d.limiter.check(tenant)
+        flight = self._flight(body, tags, node, model.unit_factor, received)
+        await self._submit(flight)
+        grant_or_error = await self._run_until_upstream(request, flight)
+        if isinstance(grant_or_error, Response):
+            return grant_or_error
+        relay = grant_or_error
+        if body.stream:
+            return StreamingResponse(
+                self._stream(flight, relay),
+                media_type="text/event-stream",
+                headers=flight.response_headers(),
+            )
+        return await self._collect(flight, relay)
+
+    # -- door ------------------------------------------------------------------------------
+
+    def _flight(
+        self, body: Body, tags: RequestTags, node: NodeInfo, unit: float, received: float
+    ) -> Flight:
+        n_in = estimate_prompt_tokens(body)
+        max_tokens = body.requested_max_tokens() or self.d.settings.default_max_tokens
+        rid = f"req-{uuid.uuid4().hex}"
+        job = Job(
+            id=rid,
+            tenant=node.tenant.name,
+            app=node.app,
+            agent=node.agent,
+            model=body.model,
+            arrival=received,
+            n_in=n_in,
+            max_tokens=max_tokens,
+            workflow=tags.workflow or f"wf-{uuid.uuid4().hex[:16]}",
+            upstream=tags.upstream,
+            task=tags.task,
+            tier=clamp_tier(node.tier, tags.priority),
+            slo=_slo(node, tags),
+            unit_factor=unit,
+        )
+        raw = body.model_dump(exclude_none=True, exclude_unset=True)
+        raw["metadata"] = strip_tags(body.metadata)
+        options = body.stream_options.model_dump(exclude_none=True) if body.stream_options else None
+        return Flight(
+            job=job,
+            node=node,
+            chat=isinstance(body, ChatCompletionRequest),
+            payload=upstream_payload(raw, None),
+            received_at=received,
+            client_stream_options=options,
+        )
+
+    async def _submit(self, flight: Flight) -> None:
+        fut = self._waiter.expect(flight.id)
+        flight.grant_future = fut
+        envelope = {
+            "job": flight.job.to_json(),
+            "weights": flight.node.weights(),
+            "gateway": self.d.gateway_id,
+        }
+        cap = flight.node.tenant.queue_cap or self.d.settings.default_queue_cap
+        try:
+            result = await self.d.requests.submit(
+                envelope,
+                request_id=flight.id,
+                tenant=flight.job.tenant,
+                gateway_id=self.d.gateway_id,
+                queue_cap=cap,
+                now=time.time(),
+            )
+        except BaseException:
+            self._waiter.forget(flight.id)
+            raise
+        flight.submitted_at = time.time()
+        if not result.accepted:
+            self._waiter.forget(flight.id)
+            raise ApiError(
+                429,
+                f"Tenant {flight.job.tenant!r} has {result.depth} requests queued "
+                f"(cap {cap}); retry later.",
+                code="queue_full",
+                headers={"Retry-After": "1"},
+            )
+
+    # -- waiting and opening the worker ----------------------------------------------------
+
+    async def _run_until_upstream(self, request: Request, flight: Flight) -> Relay | Response:
+        watcher = asyncio.create_task(_wait_disconnect(request))
+        try:
+            while True:
+                grant = await self._await_grant(flight, watcher)
+                if isinstance(grant, Response):
+                    return grant
+                try:
+                    resp = await open_upstream(
+                        self.d.http, grant.worker_url + _path(flight), flight.payload
+                    )
+                except WorkerUnreachable as exc:
+                    retry = await self._worker_failed(flight, grant, str(exc))
+                    if retry is None:
+                        continue
+                    return retry
+                except WorkerRejected as exc:
+                    await self._finish(flight, "error", _message(exc.body))
+                    return JSONResponse(
+                        exc.body, status_code=exc.status, headers=flight.response_headers()
+                    )
+                flight.upstream_ready_at = time.time()
+                return Relay(
+                    resp,
+                    flight.stats,
+                    lambda n, t: self._tokens(flight, t),
+                    want_usage=_wants(flight, "include_usage"),
+                    want_continuous=_wants(flight, "continuous_usage_stats"),
+                )
+        finally:
+            watcher.cancel()
+
+    async def _await_grant(self, flight: Flight, watcher: asyncio.Task[None]) -> Grant | Response:
+        fut = flight.grant_future
+        assert fut is not None
+        timeout = self.d.settings.queue_timeout_s
+        waitables: set[asyncio.Future[Any]] = {fut, watcher}
+        done, _ = await asyncio.wait(
+            waitables, timeout=timeout, return_when=asyncio.FIRST_COMPLETED
+        )
+        if fut in done:
+            grant = fut.result()
+            flight.grant, flight.granted_at = grant, time.time()
+            return grant
+        reason = "client_disconnected" if watcher in done else "queue_timeout"
+        if await self.d.requests.withdraw(flight.id, now=time.time(), reason=reason):
+            self._waiter.forget(flight.id)
+            self.d.metrics.withdrawn(reason)
+            if reason == "queue_timeout":
+                raise ApiError(
+                    504,
+                    f"Request waited {timeout:.0f}s in the queue without being "
+                    "scheduled; retry later.",
+                    code="queue_timeout",
+                    headers={"Retry-After": "5"},
+                )
+            return Response(status_code=499)
+        grant = await fut  # granted while we gave up: it must still be released
+        flight.grant, flight.granted_at = grant, time.time()
+        await self._finish(flight, "aborted", reason)
+        return Response(status_code=499)
+
+    async def _worker_failed(self, flight: Flight, grant: Grant, why: str) -> Response | None:
+        """Requeue once (keeping its place); None means: wait for the next grant."""
+        log.warning(
+            "worker %s failed request %s before its first token: %s",
+            grant.worker_id,
+            flight.id,
+            why,
+        )
+        self.d.reporter.emit(
+            {
+                "type": "worker_failed",
+                "id": flight.id,
+                "worker": grant.worker_id,
+                "reason": why,
+                "t": time.time(),
+            }
+        )
+        flight.attempts += 1
+        flight.grant_future = self._waiter.expect(flight.id)
+        if await self.d.requests.requeue(flight.id, now=time.time()):
+            return None
+        self._waiter.forget(flight.id)
+        await self._finish(flight, "error", f"worker failed: {why}")
+        raise ApiError(
+            503,
+            "The worker failed before answering and no retry is left; retry later.",
+            code="worker_failed",
+            headers={"Retry-After": "1"},
+        )
+
+    # -- relaying ---------------------------------------------------------------------------
+
+    def _tokens(self, flight: Flight, now: float) -> None:
+        self.d.reporter.progress(flight.id, flight.stats.n_out, now)
+
+    async def _stream(self, flight: Flight, relay: Relay) -> AsyncIterator[bytes]:
+        status: str = "aborted"
+        error: str | None = "client disconnected"
+        try:
+            async for chunk in relay.chunks():
+                data = relay.encode(chunk)
+                if data is not None:
+                    yield data
+            yield DONE
+            status, error = "ok", None
+        except (StreamBroken, WorkerUnreachable) as exc:
+            status, error = "error", f"worker failed mid-stream: {exc}"
+            self.d.reporter.emit(
+                {
+                    "type": "worker_failed",
+                    "id": flight.id,
+                    "worker": flight.grant.worker_id if flight.grant else None,
+                    "reason": str(exc),
+                    "t": time.time(),
+                }
+            )
+            yield error_event(f"The worker failed while streaming: {exc}")
+        finally:
+            await relay.close()
+            await self._finish(flight, status, error)
+
+    async def _collect(self, flight: Flight, relay: Relay) -> Response:
+        status, error = "error", None
+        try:
+            async for chunk in relay.chunks():
+                collect_piece(chunk, flight.stats, flight.chat)
+            status = "ok"
+        except (StreamBroken, WorkerUnreachable) as exc:
+            error = f"worker failed mid-answer: {exc}"
+        finally:
+            await relay.close()
+            await self._finish(flight, status, error)
+        if error is not None:
+            raise ApiError(502, f"The worker failed while answering: {error}", code="worker_failed")
+        body = aggregate(
+            flight.stats, chat=flight.chat, request_id=flight.id, model=flight.job.model
+        )
+        return JSONResponse(body, headers=flight.response_headers())
+
+    async def _finish(self, flight: Flight, status: str, error: str | None) -> None:
+        if flight.finished:
+            return
+        flight.finished = True
+        if flight.stats.finished_at is None:
+            flight.stats.finished_at = time.time()
+        self.d.reporter.emit(flight.completion_event(status, error))
+        self.d.metrics.completed(flight, status)
+        try:
+            await self.d.requests.finish(flight.id, now=time.time(), status=status)
+        except StateUnavailable:
+            log.warning("could not mark %s finished in Redis; the event stream will", flight.id)
+
+    async def release_orphan(self, grant: Grant) -> None:
+        """A grant arrived for a request this gateway no longer serves: release it."""
+        await self.d.requests.finish(grant.request_id, now=time.time(), status="aborted")
+        self.d.reporter.emit(
+            {
+                "type": "complete",
+                "id": grant.request_id,
+                "status": "aborted",
+                "error": "client gone before grant",
+                "orphan": True,
+                "worker": grant.worker_id,
+                "finished": time.time(),
+                "n_in": 0,
+                "n_out": 0,
+            }
+        )
+
+
+def _slo(node: NodeInfo, tags: RequestTags) -> Slo:
+    def sec(ms: float | None) -> float | None:
+        return None if ms is None else ms / 1000.0
+
+    return Slo(
+        ttft_s=sec(tighten(node.slo.ttft_ms, tags.slo_ttft_ms)),
+        tpot_s=sec(tighten(node.slo.tpot_ms, tags.slo_tpot_ms)),
+        e2e_s=sec(tighten(node.slo.e2e_ms, tags.slo_e2e_ms)),
+    )
+
+
+def _path(flight: Flight) -> str:
+    return "/v1/chat/completions" if flight.chat else "/v1/completions"
+
+
+def _wants(flight: Flight, option: str) -> bool:
+    opts = flight.client_stream_options or {}
+    return bool(opts.get(option))
+
+
+def _message(body: dict[str, Any]) -> str:
+    err = body.get("error")
+    return str(err.get("message")) if isinstance(err, dict) else str(body)
+
+
+async def _wait_disconnect(request: Request) -> None:
+    while True:
+        message = await request.receive()
+        if message["type"] == "http.disconnect":
+            return

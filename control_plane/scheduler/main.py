@@ -1,0 +1,103 @@
+"""`arbiter scheduler`: one scheduler replica (leader or standby), optionally with the recorder.
+
+Serves `/healthz`, `/readyz` (200 while leading or ready to take over) and `/metrics` on
+`settings.scheduler_port`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+import socket
+import uuid
+from collections.abc import Iterator
+
+import uvicorn
+from fastapi import FastAPI
+from fastapi.responses import JSONResponse, Response
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from control_plane.recorder.service import Recorder
+from control_plane.scheduler.service import SchedulerService
+from control_plane.settings import Settings
+from control_plane.state import StateStores, StateUnavailable, ping
+from storage.db import Database
+
+log = logging.getLogger(__name__)
+
+
+class QuietServer(uvicorn.Server):
+    """A uvicorn server that leaves signal handling to its host process."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
+
+
+def status_app(service: SchedulerService) -> FastAPI:
+    app = FastAPI(title="Arbiter scheduler")
+
+    @app.get("/healthz")
+    async def healthz() -> dict[str, str]:
+        return {"status": "ok", "holder": service.holder}
+
+    @app.get("/readyz")
+    async def readyz() -> Response:
+        try:
+            await ping(service.stores.redis)
+        except StateUnavailable as exc:
+            return JSONResponse({"status": "unavailable", "reason": str(exc)}, status_code=503)
+        role = "leader" if service.leading else "standby"
+        return JSONResponse({"status": "ready", "role": role, "holder": service.holder})
+
+    @app.get("/metrics")
+    async def metrics() -> Response:
+        return Response(generate_latest(service.metrics.registry), media_type=CONTENT_TYPE_LATEST)
+
+    return app
+
+
+async def run_scheduler(settings: Settings, *, with_recorder: bool = False) -> None:
+    """Run until SIGTERM/SIGINT; the lease is released on the way out."""
+    holder = f"sched-{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+    stores = StateStores.open(settings.redis_url, settings.cluster, client_name=holder)
+    service = SchedulerService(settings, stores, holder)
+    db = Database(settings.database_url) if with_recorder else None
+    tasks = [asyncio.create_task(service.run(), name="scheduler")]
+    if db is not None:
+        await asyncio.to_thread(db.migrate)
+        recorder = Recorder(
+            stores,
+            db,
+            f"rec-{holder}",
+            batch=settings.recorder_batch,
+            interval_s=settings.recorder_interval_s,
+        )
+        tasks.append(asyncio.create_task(recorder.run(), name="recorder"))
+    server = QuietServer(
+        uvicorn.Config(
+            status_app(service),
+            host=settings.host,
+            port=settings.scheduler_port,
+            log_level="warning",
+        )
+    )
+    tasks.append(asyncio.create_task(server.serve(), name="status"))
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    await stop.wait()
+    log.info("scheduler %s stopping", holder)
+    server.should_exit = True
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+    with contextlib.suppress(StateUnavailable):
+        await stores.lease.release(holder)
+    await stores.aclose()
+    if db is not None:
+        db.dispose()

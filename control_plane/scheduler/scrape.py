@@ -1,0 +1,77 @@
+"""Reading a worker's health, models and load from its own endpoints (vLLM's names).
+
+The same code reads a real vLLM server and Arbiter's simulated worker: `/health`, `/v1/models`
+(`max_model_len`) and `/metrics` (`vllm:num_requests_running`, `vllm:num_requests_waiting`,
+`vllm:kv_cache_usage_perc`, `vllm:num_preemptions_total`, `vllm:cache_config_info`).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import httpx
+from prometheus_client.parser import text_string_to_metric_families
+
+
+@dataclass(slots=True)
+class WorkerSample:
+    """One scrape of one worker; `healthy` is False when any endpoint failed."""
+
+    healthy: bool
+    scraped_at: float
+    running: float = 0.0
+    waiting: float = 0.0
+    kv_usage: float = 0.0
+    preemptions_total: float = 0.0
+    kv_tokens: int | None = None
+    models: dict[str, int | None] | None = None
+    error: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+_GAUGES = {
+    "vllm:num_requests_running": "running",
+    "vllm:num_requests_waiting": "waiting",
+    "vllm:kv_cache_usage_perc": "kv_usage",
+    "vllm:gpu_cache_usage_perc": "kv_usage",
+    "vllm:num_preemptions_total": "preemptions_total",
+}
+
+
+def parse_metrics(text: str) -> dict[str, float | int | None]:
+    """Sum vLLM's load metrics over label sets; KV capacity from `cache_config_info`."""
+    out: dict[str, float | int | None] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            key = _GAUGES.get(sample.name)
+            if key is not None:
+                out[key] = float(out.get(key) or 0.0) + float(sample.value)
+            elif sample.name.startswith("vllm:cache_config_info"):
+                blocks = sample.labels.get("num_gpu_blocks")
+                size = sample.labels.get("block_size")
+                if blocks and size and blocks != "None":
+                    out["kv_tokens"] = int(blocks) * int(size)
+    return out
+
+
+async def scrape(client: httpx.AsyncClient, url: str, limit_s: float = 2.0) -> WorkerSample:
+    """Health, models and metrics of the worker at `url` (root, no `/v1`)."""
+    now = time.time()
+    try:
+        health = await client.get(f"{url}/health", timeout=limit_s)
+        if health.status_code != 200:
+            return WorkerSample(False, now, error=f"/health answered {health.status_code}")
+        models_resp = await client.get(f"{url}/v1/models", timeout=limit_s)
+        metrics_resp = await client.get(f"{url}/metrics", timeout=limit_s)
+    except httpx.HTTPError as exc:
+        return WorkerSample(False, now, error=f"{type(exc).__name__}: {exc}")
+    models = {m["id"]: m.get("max_model_len") for m in models_resp.json().get("data", [])}
+    parsed = parse_metrics(metrics_resp.text)
+    sample = WorkerSample(True, now, models=models)
+    for key, value in parsed.items():
+        setattr(sample, key, int(value) if key == "kv_tokens" and value is not None else value)
+    return sample

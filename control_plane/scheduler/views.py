@@ -1,0 +1,49 @@
+"""The live-state JSON the leader checkpoints to Redis for the admin API and the console."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from control_plane.scheduler.core import SchedulerCore
+
+
+def live_view(core: SchedulerCore, holder: str, now: float) -> dict[str, Any]:
+    """Per tenant: queue, in-flight, counter, service; per worker: health and load; policy."""
+    policy = core.dispatcher.policy
+    workers = []
+    for state in core.workers.values():
+        view = state.view()
+        workers.append(
+            {
+                "id": view.id,
+                "url": view.url,
+                "model": view.model,
+                "healthy": view.healthy,
+                "draining": view.draining,
+                "status": state.record.get("status", "active"),
+                "inflight": view.inflight,
+                "max_num_seqs": view.max_num_seqs,
+                "kv_tokens": view.kv_tokens,
+                "running": view.running,
+                "waiting": view.waiting,
+                "kv_usage": view.kv_usage,
+                "preemptions": view.preemptions,
+                "scraped_at": state.sample.scraped_at if state.sample else None,
+                "error": state.sample.error if state.sample else None,
+            }
+        )
+    return {
+        "leader": holder,
+        "updated_at": now,
+        "policy": {
+            "name": policy.name,
+            "params": policy.params.model_dump(),
+            "snapshot": policy.snapshot(),
+        },
+        "admission": core.dispatcher.admission.snapshot(),
+        "placement": core.dispatcher.placement.snapshot(),
+        "queue_depth": len(core.pending),
+        "inflight": len(core.running),
+        "tenants": core.tenant_view(now),
+        "workers": workers,
+    }

@@ -1,0 +1,54 @@
+"""The scheduler's reader of the `arrivals` stream."""
+
+from __future__ import annotations
+
+from redis.asyncio import Redis
+from redis.exceptions import ResponseError
+
+from control_plane.state.client import check_client, clamp_block_ms
+from control_plane.state.codec import stream_entries
+from control_plane.state.errors import guarded
+from control_plane.state.groups import ensure_group, is_missing_group
+from control_plane.state.keys import KeySpace
+
+
+class ArrivalsConsumer:
+    """Reads ids of newly (re)queued requests through the consumer group `scheduler`.
+
+    Entries are acknowledged as they are read (XREADGROUP NOACK): the `queued` ZSET, not this
+    stream, is the durable truth, and a new leader rebuilds from it. A leader therefore calls
+    `ensure_group()`, then `RequestStore.load_queued()`, then loops on `read()`, and ignores ids
+    it already knows. A group lost with Redis' data is re-created on the next read.
+    """
+
+    def __init__(self, redis: Redis, keyspace: KeySpace, *, group: str = "scheduler") -> None:
+        self._redis = check_client(redis)
+        self._stream = keyspace.arrivals
+        self.group = group
+
+    @guarded
+    async def ensure_group(self) -> bool:
+        """Create the consumer group if missing; True when it was created now."""
+        return await ensure_group(self._redis, self._stream, self.group)
+
+    @guarded
+    async def read(self, consumer: str, count: int = 256, block_ms: int | None = 1000) -> list[str]:
+        """Up to `count` new request ids, waiting up to `block_ms` (None: no wait)."""
+        try:
+            reply = await self._read(consumer, count, block_ms)
+        except ResponseError as exc:
+            if not is_missing_group(exc):
+                raise
+            await self.ensure_group()
+            reply = await self._read(consumer, count, block_ms)
+        return [fields["id"] for _, fields in stream_entries(reply) if "id" in fields]
+
+    async def _read(self, consumer: str, count: int, block_ms: int | None) -> object:
+        return await self._redis.xreadgroup(
+            self.group,
+            consumer,
+            {self._stream: ">"},
+            count=count,
+            block=clamp_block_ms(block_ms),
+            noack=True,
+        )

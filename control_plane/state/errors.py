@@ -1,0 +1,52 @@
+"""The one domain error of the state layer, and the guard that produces it."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Coroutine
+from typing import Any, ParamSpec, TypeVar
+
+from redis import exceptions as rex
+
+P = ParamSpec("P")
+T = TypeVar("T")
+
+# Errors that mean "Redis cannot serve us right now" (down, loading, failing over, full).
+# Programming errors (wrong type, bad script) stay ResponseError and surface as bugs.
+_UNAVAILABLE: tuple[type[BaseException], ...] = (
+    rex.ConnectionError,  # includes BusyLoadingError and MaxConnectionsError
+    rex.TimeoutError,
+    rex.ReadOnlyError,
+    rex.ClusterDownError,  # includes MasterDownError
+    rex.TryAgainError,
+    rex.OutOfMemoryError,
+    OSError,  # socket errors redis-py did not wrap (includes builtin Connection/TimeoutError)
+)
+
+
+class StateUnavailable(Exception):
+    """Redis is unreachable or cannot serve; retry later (the API answers 503 + Retry-After).
+
+    Every Redis outage-type error raised inside `control_plane.state` leaves it as this one
+    exception, with the original as `__cause__`.
+    """
+
+
+def is_unavailable(exc: BaseException) -> bool:
+    """True when `exc` is an outage-type Redis error."""
+    return isinstance(exc, _UNAVAILABLE)
+
+
+def guarded(func: Callable[P, Coroutine[Any, Any, T]]) -> Callable[P, Coroutine[Any, Any, T]]:
+    """Decorate an async state method so outage-type errors become `StateUnavailable`."""
+
+    @functools.wraps(func)
+    async def wrapper(*args: P.args, **kwargs: P.kwargs) -> T:
+        try:
+            return await func(*args, **kwargs)
+        except StateUnavailable:
+            raise
+        except _UNAVAILABLE as exc:
+            raise StateUnavailable(f"redis unavailable: {exc}") from exc
+
+    return wrapper

@@ -1,0 +1,134 @@
+"""The `events` stream: progress, completion and withdrawal events for scheduler and recorder."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from redis.asyncio import Redis
+from redis.exceptions import ResponseError
+
+from control_plane.state.client import check_client, clamp_block_ms
+from control_plane.state.codec import StreamEntry, dumps, loads, stream_entries
+from control_plane.state.errors import guarded
+from control_plane.state.groups import ensure_group, is_missing_group
+from control_plane.state.keys import KeySpace
+
+EventEntry = tuple[str, dict[str, Any]]
+GROUPS = ("scheduler", "recorder")
+
+
+def _decode(entries: Iterable[StreamEntry]) -> list[EventEntry]:
+    return [(entry_id, loads(fields["data"])) for entry_id, fields in entries if "data" in fields]
+
+
+class EventStream:
+    """Events as JSON (one `data` field per entry), read by one consumer group per reader.
+
+    Delivery is at least once: an entry read by a group stays pending for its consumer until
+    `ack`ed. A consumer that restarts under the same name gets its own unacknowledged entries
+    back from `pending_for`; entries of a consumer that died under another name are taken
+    over with `claim` once idle long enough. Readers must therefore be idempotent.
+    """
+
+    def __init__(
+        self,
+        redis: Redis,
+        keyspace: KeySpace,
+        *,
+        groups: Sequence[str] = GROUPS,
+        maxlen: int = 1_000_000,
+    ) -> None:
+        self._redis = check_client(redis)
+        self._stream = keyspace.events
+        self.groups = tuple(groups)
+        self._maxlen = maxlen
+
+    @guarded
+    async def ensure_groups(self) -> None:
+        """Create every consumer group that is missing (each reads from the stream's start)."""
+        for group in self.groups:
+            await ensure_group(self._redis, self._stream, group)
+
+    @guarded
+    async def publish(self, events: Sequence[dict[str, Any]]) -> list[str]:
+        """Append `events` in one pipelined round trip; returns their stream ids."""
+        if not events:
+            return []
+        pipe = self._redis.pipeline(transaction=False)
+        for event in events:
+            pipe.xadd(self._stream, {"data": dumps(event)}, maxlen=self._maxlen, approximate=True)
+        return [str(entry_id) for entry_id in await pipe.execute()]
+
+    @guarded
+    async def read(
+        self,
+        group: str,
+        consumer: str,
+        count: int = 256,
+        block_ms: int | None = 1000,
+        *,
+        noack: bool = False,
+    ) -> list[EventEntry]:
+        """New events for `group`, waiting up to `block_ms` (None: no wait).
+
+        Unless `noack`, each returned entry stays pending until `ack`.
+        """
+        return _decode(await self._group_read(group, consumer, ">", count, block_ms, noack))
+
+    @guarded
+    async def ack(self, group: str, ids: Sequence[str]) -> int:
+        """Acknowledge processed entries; returns how many were pending."""
+        if not ids:
+            return 0
+        return int(await self._redis.xack(self._stream, group, *ids))
+
+    @guarded
+    async def pending_for(self, group: str, consumer: str, count: int = 256) -> list[EventEntry]:
+        """This consumer's delivered but unacknowledged events (re-read after a restart)."""
+        return _decode(await self._group_read(group, consumer, "0", count, None, False))
+
+    @guarded
+    async def claim(
+        self, group: str, consumer: str, *, min_idle_ms: int, count: int = 256
+    ) -> list[EventEntry]:
+        """Take over up to `count` events pending longer than `min_idle_ms` on other consumers."""
+        out: list[StreamEntry] = []
+        cursor = "0-0"
+        while len(out) < count:
+            reply = await self._redis.xautoclaim(
+                self._stream, group, consumer, min_idle_ms, start_id=cursor, count=count - len(out)
+            )
+            cursor = str(reply[0])
+            out.extend((str(i), f) for i, f in reply[1] if f is not None)
+            if cursor == "0-0":
+                break
+        return _decode(out)
+
+    @guarded
+    async def pending_count(self, group: str) -> int:
+        """Number of entries delivered to `group` and not yet acknowledged."""
+        summary = await self._redis.xpending(self._stream, group)
+        return int(summary["pending"])
+
+    async def _group_read(
+        self, group: str, consumer: str, start: str, count: int, block_ms: int | None, noack: bool
+    ) -> list[StreamEntry]:
+        async def once() -> list[StreamEntry]:
+            reply = await self._redis.xreadgroup(
+                group,
+                consumer,
+                {self._stream: start},
+                count=count,
+                block=clamp_block_ms(block_ms),
+                noack=noack,
+            )
+            return stream_entries(reply)
+
+        try:
+            return await once()
+        except ResponseError as exc:
+            if not is_missing_group(exc):
+                raise
+            await ensure_group(self._redis, self._stream, group)
+            return await once()

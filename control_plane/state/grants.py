@@ -1,0 +1,57 @@
+"""The gateways' reader of their own `grants:<gateway-id>` stream."""
+
+from __future__ import annotations
+
+from redis.asyncio import Redis
+
+from control_plane.state.client import check_client, clamp_block_ms
+from control_plane.state.codec import StreamEntry, stream_entries
+from control_plane.state.errors import guarded
+from control_plane.state.keys import KeySpace
+
+
+class GrantStream:
+    """Plain XREAD of one gateway's grants (one reader per gateway, no consumer group).
+
+    Each entry is `{id, worker_id, worker_url, granted_at, attempt}` as strings, written by the
+    grant script. The reader keeps the last stream id it processed and passes it back; it
+    starts from `latest_id()` taken BEFORE it accepts its first request, so no grant can fall
+    between its start and its first read. A re-queued request gets a second grant entry.
+    """
+
+    def __init__(self, redis: Redis, keyspace: KeySpace) -> None:
+        self._redis = check_client(redis)
+        self._ks = keyspace
+
+    @guarded
+    async def read(
+        self, gateway_id: str, last_id: str, block_ms: int | None = 1000, count: int = 512
+    ) -> list[StreamEntry]:
+        """Entries after `last_id`, waiting up to `block_ms` for the first (None: no wait)."""
+        reply = await self._redis.xread(
+            {self._ks.grants(gateway_id): last_id}, count=count, block=clamp_block_ms(block_ms)
+        )
+        return stream_entries(reply)
+
+    @guarded
+    async def latest_id(self, gateway_id: str) -> str:
+        """Id of the newest entry, or "0-0" when the stream is empty or absent."""
+        newest = await self._redis.xrevrange(self._ks.grants(gateway_id), count=1)
+        return str(newest[0][0]) if newest else "0-0"
+
+    @guarded
+    async def trim(self, gateway_id: str, *, maxlen: int = 10_000) -> int:
+        """Trim to about `maxlen` entries (the grant script already caps it); returns removed."""
+        return int(await self._redis.xtrim(self._ks.grants(gateway_id), maxlen=maxlen))
+
+    @guarded
+    async def trim_before(self, gateway_id: str, min_id: str) -> int:
+        """Drop entries older than `min_id` (already processed by the gateway)."""
+        return int(
+            await self._redis.xtrim(self._ks.grants(gateway_id), minid=min_id, approximate=False)
+        )
+
+    @guarded
+    async def delete(self, gateway_id: str) -> None:
+        """Remove the stream of a gateway that shut down."""
+        await self._redis.delete(self._ks.grants(gateway_id))

@@ -1,0 +1,136 @@
+"""The Redis key space: every key and channel name Arbiter uses, built in one place."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+_CLUSTER_NAME = re.compile(r"^[A-Za-z0-9_.\-]+$")
+
+
+@dataclass(frozen=True, slots=True)
+class KeySpace:
+    """Builds every key of one Arbiter cluster as `arb:{<cluster>}:<name>`.
+
+    The braces are a Redis Cluster hash tag: all keys of a cluster hash to one slot, so every
+    multi-key Lua script stays legal on Redis Cluster. No other module spells a key by hand.
+    """
+
+    cluster: str
+
+    def __post_init__(self) -> None:
+        if not _CLUSTER_NAME.match(self.cluster):
+            raise ValueError(f"cluster name must match {_CLUSTER_NAME.pattern}: {self.cluster!r}")
+
+    @property
+    def prefix(self) -> str:
+        """The common prefix of every key of this cluster (use it with SCAN MATCH prefix*)."""
+        return f"arb:{{{self.cluster}}}:"
+
+    def key(self, name: str) -> str:
+        """The full key for `name`."""
+        return f"{self.prefix}{name}"
+
+    # --- requests -------------------------------------------------------------------------
+    def request(self, request_id: str) -> str:
+        """Hash of one request: envelope JSON, status, tenant, gateway, attempts, times."""
+        return self.key(f"req:{request_id}")
+
+    @property
+    def request_prefix(self) -> str:
+        """Prefix of request hashes; scripts append a request id to it."""
+        return self.key("req:")
+
+    @property
+    def seq(self) -> str:
+        """Global arrival counter (INCR)."""
+        return self.key("seq")
+
+    @property
+    def queued(self) -> str:
+        """ZSET of queued request ids scored by arrival seq."""
+        return self.key("queued")
+
+    @property
+    def tenant_queued(self) -> str:
+        """Hash tenant → number of queued requests."""
+        return self.key("tenant_queued")
+
+    @property
+    def inflight(self) -> str:
+        """Hash request id → worker id of granted, unfinished requests."""
+        return self.key("inflight")
+
+    # --- streams ---------------------------------------------------------------------------
+    @property
+    def arrivals(self) -> str:
+        """Stream gateway → scheduler: one entry per (re)queued request id."""
+        return self.key("arrivals")
+
+    def grants(self, gateway_id: str) -> str:
+        """Stream scheduler → one gateway replica."""
+        return f"{self.grants_prefix}{gateway_id}"
+
+    @property
+    def grants_prefix(self) -> str:
+        """Prefix of the grants streams; the grant script appends the request's gateway id."""
+        return self.key("grants:")
+
+    @property
+    def events(self) -> str:
+        """Stream gateway → scheduler and recorder (progress, completion, withdrawals)."""
+        return self.key("events")
+
+    # --- leader lease ----------------------------------------------------------------------
+    @property
+    def leader(self) -> str:
+        """String: the lease holder's id, with a PX expiry."""
+        return self.key("leader")
+
+    @property
+    def leader_epoch(self) -> str:
+        """Counter incremented on every acquisition: the fencing token."""
+        return self.key("leader:epoch")
+
+    @property
+    def leader_info(self) -> str:
+        """Hash: holder, token and acquisition time of the latest lease (for operators)."""
+        return self.key("leader:info")
+
+    # --- workers, checkpoints, knobs, limits -----------------------------------------------
+    @property
+    def workers(self) -> str:
+        """Set of registered worker ids."""
+        return self.key("workers")
+
+    def worker(self, worker_id: str) -> str:
+        """Hash of one worker's record; every field value is JSON."""
+        return self.key(f"worker:{worker_id}")
+
+    @property
+    def worker_metrics(self) -> str:
+        """Hash worker id → JSON of its latest scraped metrics."""
+        return self.key("worker_metrics")
+
+    def checkpoint(self, name: str) -> str:
+        """String: JSON checkpoint `name` (policy, ledger, live, ...)."""
+        return self.key(f"ckpt:{name}")
+
+    @property
+    def knobs(self) -> str:
+        """Hash knob name → JSON value."""
+        return self.key("knobs")
+
+    @property
+    def knobs_version(self) -> str:
+        """Counter incremented on every knob change."""
+        return self.key("knobs:version")
+
+    @property
+    def knobs_channel(self) -> str:
+        """Pub/sub channel announcing knob changes (a channel, not a key)."""
+        return self.key("chan:knobs")
+
+    def rate(self, tenant: str) -> str:
+        """Hash holding one tenant's token bucket (tokens, last refill time)."""
+        return self.key(f"rate:{tenant}")

@@ -1,0 +1,214 @@
+"""Request envelopes and their lifecycle: queued → granted → finished (or withdrawn)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Final
+
+from redis.asyncio import Redis
+
+from control_plane.state.client import check_client
+from control_plane.state.codec import dumps, loads, str_map, time_arg
+from control_plane.state.errors import guarded
+from control_plane.state.keys import KeySpace
+from control_plane.state.scripts import Scripts
+
+FINAL_STATUSES: Final = frozenset({"ok", "error", "aborted", "timeout"})
+"""Statuses `finish` accepts; `withdrawn` is set only by `withdraw`."""
+_INT_FIELDS: Final = frozenset({"seq", "attempts"})
+_LOAD_CHUNK: Final = 500
+
+
+@dataclass(frozen=True, slots=True)
+class SubmitResult:
+    """Outcome of `RequestStore.submit`.
+
+    `accepted`: the request is durable in Redis and queued (or was already, when `duplicate`).
+    `seq`: its global arrival number (0 when rejected). `depth`: the tenant's queued count
+    after the call (when rejected: the depth that hit the cap).
+    """
+
+    accepted: bool
+    seq: int
+    depth: int
+    duplicate: bool = False
+
+
+def decode_record(fields: dict[str, str]) -> dict[str, Any] | None:
+    """A request hash as a dict: ints for seq/attempts, floats for `*_at`, parsed envelope."""
+    if not fields:
+        return None
+    out: dict[str, Any] = {}
+    for name, value in fields.items():
+        if name == "envelope":
+            out[name] = loads(value)
+        elif name in _INT_FIELDS:
+            out[name] = int(value)
+        elif name.endswith("_at"):
+            out[name] = float(value)
+        else:
+            out[name] = value
+    return out
+
+
+class RequestStore:
+    """Owns the request hashes, the `queued` ZSET, per-tenant queue depths and `inflight`.
+
+    Every state change is one Lua script (one round trip) and checks the current status first,
+    so concurrent gateways and the scheduler cannot double-grant, lose or double-count a
+    request: a request is granted at most once per attempt, withdrawn only while queued,
+    re-queued at its original arrival seq at most `max_attempts - 1` times. Each change is
+    idempotent, so the client's retry of a call whose reply was lost is harmless.
+    """
+
+    def __init__(
+        self,
+        redis: Redis,
+        keyspace: KeySpace,
+        *,
+        retention_s: int = 3600,
+        max_attempts: int = 2,
+        arrivals_maxlen: int = 100_000,
+        grants_maxlen: int = 10_000,
+        events_maxlen: int = 1_000_000,
+    ) -> None:
+        self._redis = check_client(redis)
+        self._ks = keyspace
+        self._scripts = Scripts(redis)
+        self.retention_s = retention_s
+        self.max_attempts = max_attempts
+        self._arrivals_maxlen = arrivals_maxlen
+        self._grants_maxlen = grants_maxlen
+        self._events_maxlen = events_maxlen
+
+    @guarded
+    async def submit(
+        self,
+        envelope: dict[str, Any],
+        *,
+        request_id: str,
+        tenant: str,
+        gateway_id: str,
+        queue_cap: int,
+        now: float,
+    ) -> SubmitResult:
+        """Store and queue a request unless `tenant` already has `queue_cap` queued."""
+        ks = self._ks
+        outcome, seq, depth = await self._scripts.call(
+            "submit",
+            [ks.request(request_id), ks.seq, ks.queued, ks.tenant_queued, ks.arrivals],
+            [
+                request_id,
+                tenant,
+                gateway_id,
+                dumps(envelope),
+                queue_cap,
+                time_arg(now),
+                self._arrivals_maxlen,
+            ],
+        )
+        return SubmitResult(
+            accepted=outcome != "rejected",
+            seq=int(seq),
+            depth=int(depth),
+            duplicate=outcome == "duplicate",
+        )
+
+    @guarded
+    async def grant(self, request_id: str, *, worker_id: str, worker_url: str, now: float) -> bool:
+        """Grant a queued request to a worker; False when it is no longer queued (drop it)."""
+        ks = self._ks
+        result = await self._scripts.call(
+            "grant",
+            [ks.request(request_id), ks.queued, ks.tenant_queued, ks.inflight, ks.grants_prefix],
+            [request_id, worker_id, worker_url, time_arg(now), self._grants_maxlen],
+        )
+        return bool(result)
+
+    @guarded
+    async def withdraw(self, request_id: str, *, now: float, reason: str) -> bool:
+        """Withdraw a queued request; False when it was granted (or ended) meanwhile."""
+        ks = self._ks
+        result = await self._scripts.call(
+            "withdraw",
+            [ks.request(request_id), ks.queued, ks.tenant_queued, ks.events],
+            [request_id, time_arg(now), reason, self.retention_s, self._events_maxlen],
+        )
+        return bool(result)
+
+    @guarded
+    async def requeue(self, request_id: str, *, now: float) -> bool:
+        """Put a granted request back at its original place; False when no attempt is left."""
+        ks = self._ks
+        result = await self._scripts.call(
+            "requeue",
+            [ks.request(request_id), ks.queued, ks.tenant_queued, ks.inflight, ks.arrivals],
+            [request_id, time_arg(now), self.max_attempts, self._arrivals_maxlen],
+        )
+        return bool(result)
+
+    @guarded
+    async def finish(self, request_id: str, *, now: float, status: str) -> bool:
+        """Record the final status (ok, error, aborted, timeout) and free the in-flight slot.
+
+        True when the request now has `status` (also on a repeated call); False when it is
+        unknown or already ended otherwise. The hash expires after `retention_s`.
+        """
+        if status not in FINAL_STATUSES:
+            raise ValueError(f"final status must be one of {sorted(FINAL_STATUSES)}: {status!r}")
+        ks = self._ks
+        result = await self._scripts.call(
+            "finish",
+            [ks.request(request_id), ks.queued, ks.tenant_queued, ks.inflight],
+            [request_id, time_arg(now), status, self.retention_s],
+        )
+        return bool(result)
+
+    @guarded
+    async def get(self, request_id: str) -> dict[str, Any] | None:
+        """The request's record (see `decode_record`), or None when unknown or expired."""
+        return decode_record(str_map(await self._redis.hgetall(self._ks.request(request_id))))
+
+    @guarded
+    async def load_many(self, request_ids: list[str]) -> list[dict[str, Any]]:
+        """Records of `request_ids` in the given order (pipelined); unknown ids are skipped."""
+        records: list[dict[str, Any]] = []
+        for start in range(0, len(request_ids), _LOAD_CHUNK):
+            pipe = self._redis.pipeline(transaction=False)
+            for request_id in request_ids[start : start + _LOAD_CHUNK]:
+                pipe.hgetall(self._ks.request(request_id))
+            for fields in await pipe.execute():
+                record = decode_record(str_map(fields))
+                if record is not None:
+                    records.append(record)
+        return records
+
+    @guarded
+    async def queued_ids(self) -> list[str]:
+        """Ids of queued requests in arrival order."""
+        return [str(i) for i in await self._redis.zrange(self._ks.queued, 0, -1)]
+
+    @guarded
+    async def load_queued(self) -> list[dict[str, Any]]:
+        """Records of every queued request in arrival order (a new leader's rebuild).
+
+        A request granted or withdrawn between the two reads is left out.
+        """
+        records = await self.load_many(await self.queued_ids())
+        return [r for r in records if r.get("status") == "queued"]
+
+    @guarded
+    async def depth(self) -> int:
+        """Number of queued requests, all tenants together."""
+        return int(await self._redis.zcard(self._ks.queued))
+
+    @guarded
+    async def inflight(self) -> dict[str, str]:
+        """Granted, unfinished requests: request id → worker id."""
+        return str_map(await self._redis.hgetall(self._ks.inflight))
+
+    @guarded
+    async def tenant_depths(self) -> dict[str, int]:
+        """Queued requests per tenant (tenants with none are absent)."""
+        raw = str_map(await self._redis.hgetall(self._ks.tenant_queued))
+        return {tenant: int(count) for tenant, count in raw.items()}

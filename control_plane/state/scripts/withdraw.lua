@@ -1,0 +1,35 @@
+-- withdraw: take a still-queued request out of the queue (client left, or queue timeout).
+-- Only a "queued" request is withdrawn: if the scheduler granted it first, this returns 0 and
+-- the gateway must treat the request as running (abort or finish it).
+-- Idempotent: withdrawing an already withdrawn request returns 1 and changes nothing.
+--
+-- KEYS[1]  request hash            arb:{c}:req:<id>
+-- KEYS[2]  queued ZSET             arb:{c}:queued
+-- KEYS[3]  per-tenant queued hash  arb:{c}:tenant_queued
+-- KEYS[4]  events stream           arb:{c}:events
+-- ARGV[1]  request id
+-- ARGV[2]  now (epoch seconds, a JSON number)
+-- ARGV[3]  reason (free text, e.g. "client_disconnected", "queue_timeout")
+-- ARGV[4]  retention of the request hash in seconds (EXPIRE)
+-- ARGV[5]  events stream approximate MAXLEN
+-- Returns  1 when the request is withdrawn, 0 when it was not queued.
+-- Emits    events entry data = {"type":"withdrawn","id","tenant","reason","seq","at"}.
+
+local st = redis.call('HMGET', KEYS[1], 'status', 'tenant', 'seq')
+if st[1] == 'withdrawn' then
+  return 1
+end
+if st[1] ~= 'queued' then
+  return 0
+end
+redis.call('HSET', KEYS[1], 'status', 'withdrawn', 'reason', ARGV[3], 'finished_at', ARGV[2])
+redis.call('EXPIRE', KEYS[1], ARGV[4])
+redis.call('ZREM', KEYS[2], ARGV[1])
+if redis.call('HINCRBY', KEYS[3], st[2], -1) <= 0 then
+  redis.call('HDEL', KEYS[3], st[2])
+end
+local data = '{"type":"withdrawn","id":' .. cjson.encode(ARGV[1]) ..
+  ',"tenant":' .. cjson.encode(st[2]) .. ',"reason":' .. cjson.encode(ARGV[3]) ..
+  ',"seq":' .. st[3] .. ',"at":' .. ARGV[2] .. '}'
+redis.call('XADD', KEYS[4], 'MAXLEN', '~', ARGV[5], '*', 'data', data)
+return 1

@@ -1,0 +1,73 @@
+"""One object holding a Redis client and every store built on it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from redis.asyncio import Redis
+
+from control_plane.state.arrivals import ArrivalsConsumer
+from control_plane.state.checkpoints import Checkpoint
+from control_plane.state.client import connect
+from control_plane.state.errors import guarded
+from control_plane.state.events import EventStream
+from control_plane.state.grants import GrantStream
+from control_plane.state.keys import KeySpace
+from control_plane.state.knobs import Knobs
+from control_plane.state.lease import LeaderLease
+from control_plane.state.rate_limit import RateLimiter
+from control_plane.state.request_store import RequestStore
+from control_plane.state.scripts import Scripts
+from control_plane.state.worker_registry import WorkerRegistry
+
+
+@dataclass(frozen=True, slots=True)
+class StateStores:
+    """Every store of one cluster, sharing one client (and its connection pool).
+
+    Build it where a process starts (`StateStores.open(settings.redis_url, settings.cluster)`)
+    and close it on shutdown; nothing connects until the first command.
+    """
+
+    redis: Redis
+    keyspace: KeySpace
+    requests: RequestStore
+    arrivals: ArrivalsConsumer
+    grants: GrantStream
+    events: EventStream
+    lease: LeaderLease
+    workers: WorkerRegistry
+    checkpoints: Checkpoint
+    knobs: Knobs
+    rate_limiter: RateLimiter
+
+    @classmethod
+    def build(cls, redis: Redis, keyspace: KeySpace) -> StateStores:
+        """Stores over an existing client (made by `connect`: it must decode responses)."""
+        return cls(
+            redis=redis,
+            keyspace=keyspace,
+            requests=RequestStore(redis, keyspace),
+            arrivals=ArrivalsConsumer(redis, keyspace),
+            grants=GrantStream(redis, keyspace),
+            events=EventStream(redis, keyspace),
+            lease=LeaderLease(redis, keyspace),
+            workers=WorkerRegistry(redis, keyspace),
+            checkpoints=Checkpoint(redis, keyspace),
+            knobs=Knobs(redis, keyspace),
+            rate_limiter=RateLimiter(redis, keyspace),
+        )
+
+    @classmethod
+    def open(cls, url: str, cluster: str, *, client_name: str | None = None) -> StateStores:
+        """Stores over a new client for `url` (see `connect`)."""
+        return cls.build(connect(url, client_name=client_name), KeySpace(cluster))
+
+    @guarded
+    async def preload_scripts(self) -> None:
+        """SCRIPT LOAD every Lua script now, so the first calls skip the NOSCRIPT detour."""
+        await Scripts(self.redis).load_all()
+
+    async def aclose(self) -> None:
+        """Close the client and its connection pool."""
+        await self.redis.aclose()

@@ -1,0 +1,318 @@
+"""`arbiter up`: a whole deployment on this machine, supervised until Ctrl-C.
+
+Starts a private `redis-server`, migrates SQLite (or the given database), seeds demo tenants,
+starts N workers (simulated by default, or real vLLM), the scheduler with the recorder, the
+gateway and the console; prints how to reach them and writes `.arbiter/up.json`. Ctrl-C (or
+SIGTERM) stops every child in reverse order. A second run reuses the database and, when still
+valid, the admin token and demo keys of the first.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import secrets
+import shutil
+import signal
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import redis
+
+from control_plane.state import StateStores
+from control_plane.up.children import Child
+from control_plane.up.seed import ensure_demo_tenants, register_model, register_workers
+from storage.db import Database
+from workers.engine.profile import load_profile
+
+ARBITER = [sys.executable, "-m", "control_plane"]
+
+
+@dataclass
+class UpOptions:
+    workers: int = 2
+    worker_kind: str = "sim"
+    profile: str = "tiny-cpu"
+    speed: float = 1.0
+    port: int = 8080
+    host: str = "127.0.0.1"
+    console: bool = True
+    console_port: int = 8501
+    database_url: str = "sqlite:///./arbiter.db"
+    state_dir: Path = field(default_factory=lambda: Path(".arbiter"))
+    policy: str = "vtc"
+    tenants: list[str] = field(default_factory=lambda: ["acme", "globex"])
+    vllm_model: str | None = None
+    vllm_python: str | None = None
+    cluster: str = "local"
+
+
+class UpError(RuntimeError):
+    """A clear, user-facing reason why the deployment could not start."""
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _redis_child(opts: UpOptions, port: int) -> Child:
+    exe = shutil.which("redis-server")
+    if exe is None:
+        raise UpError(
+            "redis-server is not on PATH. Install it first, e.g. "
+            "`sudo apt-get install redis-server` (Debian/Ubuntu) or "
+            "`brew install redis` (macOS)."
+        )
+    data = opts.state_dir / "redis"
+    data.mkdir(parents=True, exist_ok=True)
+    return Child(
+        "redis",
+        [
+            exe,
+            "--port",
+            str(port),
+            "--bind",
+            "127.0.0.1",
+            "--dir",
+            str(data.resolve()),
+            "--appendonly",
+            "yes",
+            "--save",
+            "",
+        ],
+        opts.state_dir / "logs" / "redis.log",
+    )
+
+
+def _wait_redis(url: str, child: Child) -> None:
+    deadline = time.monotonic() + 15
+    client = redis.Redis.from_url(url)
+    while True:
+        try:
+            client.ping()
+            client.close()
+            return
+        except redis.ConnectionError:
+            if time.monotonic() > deadline or not child.alive():
+                raise UpError(f"redis-server did not start:\n{child.tail()}") from None
+            time.sleep(0.1)
+
+
+class Deployment:
+    """The children of one `arbiter up` and the facts printed about them."""
+
+    def __init__(self, opts: UpOptions) -> None:
+        self.opts = opts
+        self.children: list[Child] = []
+        self.redis_url = ""
+        self.info: dict[str, Any] = {}
+
+    def _env(self, admin_token: str) -> dict[str, str]:
+        o = self.opts
+        return {
+            "ARBITER_REDIS_URL": self.redis_url,
+            "ARBITER_DATABASE_URL": o.database_url,
+            "ARBITER_ADMIN_TOKEN": admin_token,
+            "ARBITER_CLUSTER": o.cluster,
+            "ARBITER_POLICY": o.policy,
+            "PYTHONUNBUFFERED": "1",
+        }
+
+    def _spawn(self, child: Child, timeout_s: float) -> Child:
+        self.children.append(child)
+        child.start()
+        child.wait_healthy(timeout_s)
+        return child
+
+    def start(self) -> dict[str, Any]:
+        o = self.opts
+        o.state_dir.mkdir(parents=True, exist_ok=True)
+        previous = _read_json(o.state_dir / "up.json")
+        redis_port = _free_port()
+        self.redis_url = f"redis://127.0.0.1:{redis_port}/0"
+        child = self._spawn(_redis_child(o, redis_port), 15)
+        _wait_redis(self.redis_url, child)
+        db = Database(o.database_url)
+        db.migrate()
+        admin_token = str(previous.get("admin_token") or secrets.token_urlsafe(24))
+        keys = ensure_demo_tenants(db, o.tenants, dict(previous.get("tenants") or {}))
+        env = self._env(admin_token)
+        workers = self._start_workers(db, env)
+        self._start_control_plane(env)
+        db.dispose()
+        gateway_url = f"http://{o.host}:{o.port}"
+        console_url = f"http://{o.host}:{o.console_port}" if self._console() else None
+        self.info = {
+            "gateway_url": gateway_url,
+            "admin_token": admin_token,
+            "tenants": keys,
+            "workers": [w["url"] for w in workers],
+            "redis_url": self.redis_url,
+            "database_url": o.database_url,
+            "console_url": console_url,
+        }
+        (o.state_dir / "up.json").write_text(json.dumps(self.info, indent=2))
+        return self.info
+
+    def _start_workers(self, db: Database, env: dict[str, str]) -> list[dict[str, Any]]:
+        o = self.opts
+        workers: list[dict[str, Any]] = []
+        if o.worker_kind == "sim":
+            profile = load_profile(o.profile)
+            register_model(db, profile)
+        for i in range(o.workers):
+            port = _free_port()
+            url = f"http://127.0.0.1:{port}"
+            if o.worker_kind == "sim":
+                argv = [
+                    *ARBITER,
+                    "worker",
+                    "sim",
+                    "--port",
+                    str(port),
+                    "--profile",
+                    o.profile,
+                    "--speed",
+                    str(o.speed),
+                    "--seed",
+                    str(i),
+                ]
+                rec = {
+                    "id": f"sim-{i}",
+                    "url": url,
+                    "kind": "sim",
+                    "model": profile.model.name,
+                    "profile": o.profile,
+                    "max_num_seqs": profile.max_num_seqs,
+                }
+                timeout = 30.0
+            else:
+                if not o.vllm_model:
+                    raise UpError("--worker-kind vllm needs --vllm-model (a directory or name)")
+                argv = [
+                    *ARBITER,
+                    "worker",
+                    "vllm",
+                    "--model",
+                    o.vllm_model,
+                    "--port",
+                    str(port),
+                    "--served-model-name",
+                    Path(o.vllm_model).name,
+                    "--tiny",
+                ]
+                if o.vllm_python:
+                    argv += ["--python", o.vllm_python]
+                rec = {
+                    "id": f"vllm-{i}",
+                    "url": url,
+                    "kind": "vllm",
+                    "model": Path(o.vllm_model).name,
+                    "max_num_seqs": 64,
+                }
+                timeout = 600.0
+            self._spawn(
+                Child(
+                    f"worker-{i}",
+                    argv,
+                    o.state_dir / "logs" / f"worker-{i}.log",
+                    env,
+                    health_url=f"{url}/health",
+                ),
+                timeout,
+            )
+            workers.append(rec)
+        stores = StateStores.open(self.redis_url, o.cluster)
+
+        async def register() -> None:
+            await register_workers(db, stores, workers)
+            await stores.aclose()
+
+        asyncio.run(register())
+        return workers
+
+    def _start_control_plane(self, env: dict[str, str]) -> None:
+        o = self.opts
+        sched_port = _free_port()
+        self._spawn(
+            Child(
+                "scheduler",
+                [*ARBITER, "scheduler", "--with-recorder"],
+                o.state_dir / "logs" / "scheduler.log",
+                {**env, "ARBITER_SCHEDULER_PORT": str(sched_port)},
+                health_url=f"http://127.0.0.1:{sched_port}/healthz",
+            ),
+            30,
+        )
+        self._spawn(
+            Child(
+                "gateway",
+                [*ARBITER, "gateway", "--host", o.host, "--port", str(o.port)],
+                o.state_dir / "logs" / "gateway.log",
+                env,
+                health_url=f"http://{o.host}:{o.port}/readyz",
+            ),
+            30,
+        )
+        if self._console():
+            app = Path(__file__).resolve().parents[2] / "console" / "streamlit_app.py"
+            self._spawn(
+                Child(
+                    "console",
+                    [
+                        sys.executable,
+                        "-m",
+                        "streamlit",
+                        "run",
+                        str(app),
+                        "--server.port",
+                        str(o.console_port),
+                        "--server.headless",
+                        "true",
+                        "--browser.gatherUsageStats",
+                        "false",
+                    ],
+                    o.state_dir / "logs" / "console.log",
+                    {**env, "ARBITER_CONSOLE_API": f"http://{o.host}:{o.port}"},
+                    health_url=f"http://{o.host}:{o.console_port}/_stcore/health",
+                ),
+                60,
+            )
+
+    def _console(self) -> bool:
+        app = Path(__file__).resolve().parents[2] / "console" / "streamlit_app.py"
+        return self.opts.console and app.exists()
+
+    def watch(self) -> None:
+        """Block until SIGINT/SIGTERM or until a child dies (then stop everything)."""
+        stop = {"now": False}
+
+        def on_signal(signum: int, frame: object) -> None:
+            stop["now"] = True
+
+        signal.signal(signal.SIGTERM, on_signal)
+        signal.signal(signal.SIGINT, on_signal)
+        while not stop["now"]:
+            dead = [c for c in self.children if not c.alive()]
+            if dead:
+                raise UpError(f"{dead[0].name} exited:\n{dead[0].tail()}")
+            time.sleep(0.5)
+
+    def stop(self) -> None:
+        for child in reversed(self.children):
+            child.stop()
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}

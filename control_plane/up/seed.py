@@ -1,0 +1,57 @@
+"""What `arbiter up` writes before starting the services: demo tenants, models, workers."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from control_plane.state import StateStores
+from storage.db import Database
+from workers.engine.profile import LatencyProfile
+
+
+def ensure_demo_tenants(db: Database, names: list[str], known: dict[str, str]) -> dict[str, str]:
+    """Create missing tenants with one key each; reuse keys from a previous run when valid."""
+    keys: dict[str, str] = {}
+    with db.repos() as r:
+        for name in names:
+            if r.tenants.get_tenant(name=name) is None:
+                r.tenants.create_tenant(name=name)
+            old = known.get(name)
+            owner = r.keys.resolve(plaintext=old) if old else None
+            if old and owner is not None and owner.name == name:
+                keys[name] = old
+            else:
+                _, keys[name] = r.keys.create(tenant=name, label="arbiter up")
+    return keys
+
+
+def register_model(db: Database, profile: LatencyProfile) -> None:
+    """The profile's model in the registry (its shape prices tokens in Unified Tokens)."""
+    m = profile.model
+    with db.repos() as r:
+        if r.models.get(name=m.name) is None:
+            r.models.upsert(
+                name=m.name,
+                kind=m.kind,
+                hidden_size=m.hidden_size,
+                num_layers=m.num_layers,
+                max_model_len=m.max_model_len,
+            )
+
+
+async def register_workers(
+    db: Database, stores: StateStores, workers: list[dict[str, Any]]
+) -> None:
+    """Workers in SQL (durable) and in the Redis registry (what the scheduler reads)."""
+    with db.repos() as r:
+        for w in workers:
+            r.workers.register(
+                worker_id=w["id"],
+                url=w["url"],
+                kind=w["kind"],
+                model=w["model"],
+                profile=w.get("profile"),
+                max_num_seqs=w.get("max_num_seqs"),
+            )
+    for w in workers:
+        await stores.workers.upsert({**w, "status": "active"})

@@ -1,0 +1,112 @@
+"""Contract of WorkerRegistry, Checkpoint, Knobs (with pub/sub) and RateLimiter."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from control_plane.state import Checkpoint, Knobs, RateLimiter, StateStores, WorkerRegistry
+
+
+async def test_worker_registry_upserts_merges_and_removes(stores: StateStores) -> None:
+    workers: WorkerRegistry = stores.workers
+    await workers.upsert({"id": "w2", "url": "http://w2", "max_num_seqs": 64, "kv_tokens": 4096})
+    await workers.upsert({"id": "w1", "url": "http://w1", "kind": "sim", "status": "draining"})
+
+    await workers.upsert({"id": "w2", "max_num_seqs": 32})
+
+    assert await workers.list() == [
+        {"id": "w1", "url": "http://w1", "kind": "sim", "status": "draining"},
+        {"id": "w2", "url": "http://w2", "max_num_seqs": 32, "kv_tokens": 4096, "status": "active"},
+    ]
+    assert await workers.set_status("w2", "unhealthy")
+    assert (await workers.get("w2") or {})["status"] == "unhealthy"
+    assert not await workers.set_status("ghost", "active")
+    assert await workers.get("ghost") is None
+    with pytest.raises(ValueError, match="status"):
+        await workers.set_status("w1", "sleeping")
+    with pytest.raises(ValueError, match="id"):
+        await workers.upsert({"url": "http://x"})
+    assert await workers.remove("w1")
+    assert not await workers.remove("w1")
+    assert [w["id"] for w in await workers.list()] == ["w2"]
+
+
+async def test_worker_metrics_are_stamped_and_removed_with_the_worker(
+    stores: StateStores,
+) -> None:
+    workers = stores.workers
+    await workers.upsert({"id": "w1"})
+    await workers.set_metrics("w1", {"running": 3, "waiting": 1, "kv_usage": 0.25}, now=12.5)
+
+    assert await workers.metrics() == {
+        "w1": {"running": 3, "waiting": 1, "kv_usage": 0.25, "at": 12.5}
+    }
+    await workers.remove("w1")
+    assert await workers.metrics() == {}
+
+
+async def test_checkpoints_round_trip_and_replace(stores: StateStores) -> None:
+    checkpoints: Checkpoint = stores.checkpoints
+    assert await checkpoints.load("ledger") is None
+
+    assert await checkpoints.save("ledger", {"a": {"service": 1.5}, "tags": ["x"]})
+    assert await checkpoints.save("live", {"queue": 3})
+    assert await checkpoints.save("ledger", {"a": {"service": 2.0}})
+
+    assert await checkpoints.load("ledger") == {"a": {"service": 2.0}}
+    assert await checkpoints.load("live") == {"queue": 3}
+
+
+async def test_knob_changes_are_stored_versioned_and_announced(stores: StateStores) -> None:
+    knobs: Knobs = stores.knobs
+    first = await knobs.subscribe()
+    second = await knobs.subscribe()
+    try:
+        assert await knobs.set("policy", {"name": "vtc", "params": {}}) == 1
+        assert await knobs.set("queue_cap/acme", 12) == 2
+        assert await knobs.set("policy", "fcfs") == 3
+
+        for sub in (first, second):
+            got = [await asyncio.wait_for(anext(sub), timeout=2) for _ in range(3)]
+            assert got == [
+                {"name": "policy", "value": {"name": "vtc", "params": {}}, "version": 1},
+                {"name": "queue_cap/acme", "value": 12, "version": 2},
+                {"name": "policy", "value": "fcfs", "version": 3},
+            ]
+    finally:
+        await first.aclose()
+        await second.aclose()
+    assert await knobs.get_all() == {"policy": "fcfs", "queue_cap/acme": 12}
+    assert await knobs.get("policy") == "fcfs"
+    assert await knobs.get("missing", 7) == 7
+    assert await knobs.version() == 3
+
+
+async def test_knob_subscription_works_as_a_context_manager(stores: StateStores) -> None:
+    async with await stores.knobs.subscribe() as sub:
+        await stores.knobs.set("revoked_keys", ["k1"])
+        async for change in sub:
+            assert change == {"name": "revoked_keys", "value": ["k1"], "version": 1}
+            break
+
+
+async def test_token_bucket_allows_bursts_then_paces(stores: StateStores) -> None:
+    limiter: RateLimiter = stores.rate_limiter
+    t0 = 1_700_000_000.0
+
+    assert [(await limiter.allow("a", 2.0, 3, t0))[0] for _ in range(3)] == [True] * 3
+    allowed, retry_after = await limiter.allow("a", 2.0, 3, t0)
+    assert not allowed and retry_after == pytest.approx(0.5)
+    assert await limiter.allow("b", 2.0, 3, t0) == (True, 0.0)
+    allowed, retry_after = await limiter.allow("a", 2.0, 3, t0 + 0.25)
+    assert not allowed and retry_after == pytest.approx(0.25)
+    assert await limiter.allow("a", 2.0, 3, t0 + 0.5) == (True, 0.0)
+    # A clock stepping back does not refill the bucket.
+    assert not (await limiter.allow("a", 2.0, 3, t0 - 100))[0]
+    assert await limiter.allow("a", 2.0, 3, t0 + 10, cost=3) == (True, 0.0)
+    with pytest.raises(ValueError):
+        await limiter.allow("a", 0.0, 3, t0)
+    with pytest.raises(ValueError):
+        await limiter.allow("a", 1.0, 1, t0, cost=2)

@@ -1,0 +1,236 @@
+"""Contract of RequestStore: submit, grant, withdraw, requeue, finish and the read helpers."""
+
+from __future__ import annotations
+
+import pytest
+from redis.asyncio import Redis
+
+from control_plane.state import (
+    EventStream,
+    GrantStream,
+    KeySpace,
+    RequestStore,
+    SubmitResult,
+)
+
+NOW = 1_700_000_000.25
+
+
+async def submit(
+    store: RequestStore, rid: str, *, tenant: str = "a", cap: int = 10, gateway: str = "gw1"
+) -> SubmitResult:
+    envelope = {"id": rid, "tenant": tenant, "n_in": 7, "body": {"model": "m", "messages": []}}
+    return await store.submit(
+        envelope, request_id=rid, tenant=tenant, gateway_id=gateway, queue_cap=cap, now=NOW
+    )
+
+
+async def test_submit_stores_envelope_queues_in_order_and_announces(
+    requests: RequestStore, redis: Redis, keyspace: KeySpace
+) -> None:
+    results = [await submit(requests, f"r{i}") for i in range(3)]
+
+    assert [r.seq for r in results] == [1, 2, 3]
+    assert [r.depth for r in results] == [1, 2, 3]
+    assert all(r.accepted and not r.duplicate for r in results)
+    record = await requests.get("r1")
+    assert record is not None
+    assert record["envelope"]["body"] == {"model": "m", "messages": []}
+    assert (record["status"], record["tenant"], record["gateway"]) == ("queued", "a", "gw1")
+    assert (record["seq"], record["attempts"], record["submitted_at"]) == (2, 1, NOW)
+    assert await requests.queued_ids() == ["r0", "r1", "r2"]
+    assert await requests.tenant_depths() == {"a": 3}
+    assert await requests.depth() == 3
+    assert await redis.xlen(keyspace.arrivals) == 3
+
+
+async def test_queue_cap_rejects_without_side_effects(
+    requests: RequestStore, redis: Redis, keyspace: KeySpace
+) -> None:
+    assert (await submit(requests, "a1", cap=2)).accepted
+    assert (await submit(requests, "a2", cap=2)).accepted
+
+    rejected = await submit(requests, "a3", cap=2)
+
+    assert rejected == SubmitResult(accepted=False, seq=0, depth=2)
+    assert await requests.get("a3") is None
+    assert await redis.xlen(keyspace.arrivals) == 2
+    assert (await submit(requests, "b1", tenant="b", cap=2)).seq == 3
+    assert await requests.grant("a1", worker_id="w", worker_url="http://w", now=NOW)
+    assert (await submit(requests, "a3", cap=2)).accepted
+    assert await requests.tenant_depths() == {"a": 2, "b": 1}
+
+
+async def test_resubmitting_an_id_is_a_harmless_duplicate(
+    requests: RequestStore, redis: Redis, keyspace: KeySpace
+) -> None:
+    first = await submit(requests, "r")
+    again = await submit(requests, "r")
+
+    assert again == SubmitResult(accepted=True, seq=first.seq, depth=1, duplicate=True)
+    assert await redis.xlen(keyspace.arrivals) == 1
+    assert await requests.tenant_depths() == {"a": 1}
+
+
+async def test_grant_moves_request_to_inflight_and_notifies_its_gateway(
+    requests: RequestStore, grants: GrantStream
+) -> None:
+    await submit(requests, "r1", gateway="gw-7")
+    await submit(requests, "r2", gateway="gw-8")
+
+    assert await requests.grant("r1", worker_id="w1", worker_url="http://w1:8000", now=NOW + 1)
+
+    record = await requests.get("r1")
+    assert record is not None
+    assert (record["status"], record["worker"], record["granted_at"]) == ("granted", "w1", NOW + 1)
+    assert await requests.queued_ids() == ["r2"]
+    assert await requests.inflight() == {"r1": "w1"}
+    entries = await grants.read("gw-7", "0-0", block_ms=None)
+    assert [fields for _, fields in entries] == [
+        {
+            "id": "r1",
+            "worker_id": "w1",
+            "worker_url": "http://w1:8000",
+            "granted_at": repr(NOW + 1),
+            "attempt": "1",
+        }
+    ]
+    assert await grants.read("gw-8", "0-0", block_ms=None) == []
+
+
+async def test_grant_is_idempotent_for_the_same_worker_and_exclusive_otherwise(
+    requests: RequestStore, grants: GrantStream
+) -> None:
+    await submit(requests, "r1")
+    assert await requests.grant("r1", worker_id="w1", worker_url="u1", now=NOW)
+
+    assert await requests.grant("r1", worker_id="w1", worker_url="u1", now=NOW)
+    assert not await requests.grant("r1", worker_id="w2", worker_url="u2", now=NOW)
+    assert not await requests.grant("unknown", worker_id="w1", worker_url="u1", now=NOW)
+    assert len(await grants.read("gw1", "0-0", block_ms=None)) == 1
+    assert await requests.inflight() == {"r1": "w1"}
+    assert await requests.tenant_depths() == {}
+
+
+async def test_withdraw_removes_a_queued_request_and_emits_an_event(
+    requests: RequestStore, events: EventStream, redis: Redis, keyspace: KeySpace
+) -> None:
+    await submit(requests, "r1")
+
+    assert await requests.withdraw("r1", now=NOW + 2, reason="client_disconnected")
+
+    record = await requests.get("r1")
+    assert record is not None
+    assert (record["status"], record["reason"]) == ("withdrawn", "client_disconnected")
+    assert 0 < await redis.ttl(keyspace.request("r1")) <= requests.retention_s
+    assert (await requests.queued_ids(), await requests.tenant_depths()) == ([], {})
+    emitted = await events.read("scheduler", "s1", block_ms=None)
+    assert [event for _, event in emitted] == [
+        {
+            "type": "withdrawn",
+            "id": "r1",
+            "tenant": "a",
+            "reason": "client_disconnected",
+            "seq": 1,
+            "at": NOW + 2,
+        }
+    ]
+    assert await requests.withdraw("r1", now=NOW + 3, reason="again")
+    assert not await requests.grant("r1", worker_id="w1", worker_url="u1", now=NOW)
+
+
+async def test_withdraw_loses_to_an_earlier_grant(requests: RequestStore) -> None:
+    await submit(requests, "r1")
+    assert await requests.grant("r1", worker_id="w1", worker_url="u1", now=NOW)
+
+    assert not await requests.withdraw("r1", now=NOW, reason="client_disconnected")
+
+    record = await requests.get("r1")
+    assert record is not None and record["status"] == "granted"
+    assert await requests.inflight() == {"r1": "w1"}
+
+
+async def test_requeue_keeps_the_original_place_once(
+    requests: RequestStore, grants: GrantStream, redis: Redis, keyspace: KeySpace
+) -> None:
+    for rid in ("r1", "r2", "r3"):
+        await submit(requests, rid)
+    assert await requests.grant("r1", worker_id="w1", worker_url="u1", now=NOW)
+
+    assert await requests.requeue("r1", now=NOW + 1)
+
+    assert await requests.queued_ids() == ["r1", "r2", "r3"]
+    assert await requests.tenant_depths() == {"a": 3}
+    assert await requests.inflight() == {}
+    record = await requests.get("r1")
+    assert record is not None
+    assert (record["status"], record["attempts"], record["prev_worker"]) == ("queued", 2, "w1")
+    assert "worker" not in record
+    assert await redis.xlen(keyspace.arrivals) == 4
+    assert await requests.grant("r1", worker_id="w2", worker_url="u2", now=NOW + 2)
+    attempts = [f["attempt"] for _, f in await grants.read("gw1", "0-0", block_ms=None)]
+    assert attempts == ["1", "2"]
+    assert not await requests.requeue("r1", now=NOW + 3)
+    record = await requests.get("r1")
+    assert record is not None and (record["status"], record["worker"]) == ("granted", "w2")
+
+
+async def test_requeue_is_idempotent_and_only_for_granted(requests: RequestStore) -> None:
+    await submit(requests, "r1")
+    assert not await requests.requeue("r1", now=NOW)
+    assert await requests.grant("r1", worker_id="w1", worker_url="u1", now=NOW)
+
+    assert await requests.requeue("r1", now=NOW + 1)
+    assert await requests.requeue("r1", now=NOW + 1)
+
+    record = await requests.get("r1")
+    assert record is not None and record["attempts"] == 2
+    assert await requests.tenant_depths() == {"a": 1}
+    assert not await requests.requeue("missing", now=NOW)
+
+
+async def test_finish_is_final_idempotent_and_expires(
+    requests: RequestStore, redis: Redis, keyspace: KeySpace
+) -> None:
+    await submit(requests, "r1")
+    assert await requests.grant("r1", worker_id="w1", worker_url="u1", now=NOW)
+
+    assert await requests.finish("r1", now=NOW + 5, status="ok")
+    assert await requests.finish("r1", now=NOW + 6, status="ok")
+    assert not await requests.finish("r1", now=NOW + 6, status="error")
+
+    record = await requests.get("r1")
+    assert record is not None
+    assert (record["status"], record["finished_at"]) == ("ok", NOW + 5)
+    assert await requests.inflight() == {}
+    assert 0 < await redis.ttl(keyspace.request("r1")) <= requests.retention_s
+    assert not await requests.finish("missing", now=NOW, status="ok")
+    with pytest.raises(ValueError, match="final status"):
+        await requests.finish("r1", now=NOW, status="withdrawn")
+
+
+async def test_finish_of_a_queued_request_frees_its_queue_slot(requests: RequestStore) -> None:
+    await submit(requests, "r1")
+    await submit(requests, "r2")
+
+    assert await requests.finish("r1", now=NOW, status="error")
+
+    assert (await requests.queued_ids(), await requests.tenant_depths()) == (["r2"], {"a": 1})
+    assert await requests.withdraw("r2", now=NOW, reason="queue_timeout")
+    assert not await requests.finish("r2", now=NOW, status="timeout")
+
+
+async def test_load_queued_returns_records_in_arrival_order(requests: RequestStore) -> None:
+    for i, tenant in enumerate(["a", "b", "a", "c"]):
+        await submit(requests, f"r{i}", tenant=tenant)
+    assert await requests.grant("r1", worker_id="w1", worker_url="u1", now=NOW)
+
+    records = await requests.load_queued()
+
+    assert [(r["id"], r["tenant"], r["seq"]) for r in records] == [
+        ("r0", "a", 1),
+        ("r2", "a", 3),
+        ("r3", "c", 4),
+    ]
+    assert records[0]["envelope"]["n_in"] == 7
+    assert [r["id"] for r in await requests.load_many(["r3", "nope", "r1"])] == ["r3", "r1"]

@@ -1,0 +1,179 @@
+"""Contract of the arrivals, grants and events streams (blocking reads, groups, redelivery)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from redis.asyncio import Redis
+
+from control_plane.state import (
+    ArrivalsConsumer,
+    EventStream,
+    GrantStream,
+    KeySpace,
+    RequestStore,
+)
+
+NOW = 1_700_000_000.0
+
+
+async def submit(requests: RequestStore, rid: str, gateway: str = "gw") -> None:
+    result = await requests.submit(
+        {}, request_id=rid, tenant="a", gateway_id=gateway, queue_cap=100, now=NOW
+    )
+    assert result.accepted
+
+
+async def test_arrivals_group_sees_entries_written_before_it_existed(
+    arrivals: ArrivalsConsumer, requests: RequestStore
+) -> None:
+    await submit(requests, "early")
+
+    assert await arrivals.ensure_group()
+    assert not await arrivals.ensure_group()
+    await submit(requests, "late")
+
+    assert await arrivals.read("s1", count=10, block_ms=None) == ["early", "late"]
+    assert await arrivals.read("s1", count=10, block_ms=None) == []
+
+
+async def test_arrivals_are_acked_on_read_and_requeues_reappear(
+    arrivals: ArrivalsConsumer, requests: RequestStore, redis: Redis, keyspace: KeySpace
+) -> None:
+    await arrivals.ensure_group()
+    await submit(requests, "r1")
+    assert await arrivals.read("s1", block_ms=None) == ["r1"]
+    assert (await redis.xpending(keyspace.arrivals, "scheduler"))["pending"] == 0
+
+    assert await requests.grant("r1", worker_id="w", worker_url="u", now=NOW)
+    assert await requests.requeue("r1", now=NOW + 1)
+
+    assert await arrivals.read("s2", block_ms=None) == ["r1"]
+
+
+async def test_arrivals_read_blocks_until_a_submit(
+    arrivals: ArrivalsConsumer, requests: RequestStore
+) -> None:
+    await arrivals.ensure_group()
+    reader = asyncio.create_task(arrivals.read("s1", block_ms=3000))
+    await asyncio.sleep(0.2)
+    assert not reader.done()
+
+    start = time.perf_counter()
+    await submit(requests, "r1")
+    ids = await asyncio.wait_for(reader, timeout=2)
+
+    assert ids == ["r1"]
+    assert time.perf_counter() - start < 0.5
+
+
+async def test_arrivals_group_is_recreated_when_lost(
+    arrivals: ArrivalsConsumer, requests: RequestStore, redis: Redis, keyspace: KeySpace
+) -> None:
+    await arrivals.ensure_group()
+    await redis.delete(keyspace.arrivals)
+
+    assert await arrivals.read("s1", block_ms=None) == []
+    await submit(requests, "r1")
+    assert await arrivals.read("s1", block_ms=None) == ["r1"]
+
+
+async def test_grants_reader_follows_its_own_stream_from_latest_id(
+    grants: GrantStream, requests: RequestStore
+) -> None:
+    await submit(requests, "old", gateway="gw1")
+    assert await requests.grant("old", worker_id="w", worker_url="u", now=NOW)
+    await submit(requests, "other", gateway="gw2")
+    assert await requests.grant("other", worker_id="w", worker_url="u", now=NOW)
+
+    last = await grants.latest_id("gw1")
+    reader = asyncio.create_task(grants.read("gw1", last, block_ms=3000))
+    await asyncio.sleep(0.2)
+    assert not reader.done()
+    await submit(requests, "new", gateway="gw1")
+    assert await requests.grant("new", worker_id="w2", worker_url="http://w2", now=NOW + 1)
+    entries = await asyncio.wait_for(reader, timeout=2)
+
+    assert [(f["id"], f["worker_id"], f["worker_url"]) for _, f in entries] == [
+        ("new", "w2", "http://w2")
+    ]
+    assert entries[0][0] > last
+    assert await grants.latest_id("nobody") == "0-0"
+    assert await grants.read("gw1", entries[0][0], block_ms=None) == []
+
+
+async def test_grants_trim_and_delete(grants: GrantStream, requests: RequestStore) -> None:
+    for i in range(5):
+        await submit(requests, f"r{i}", gateway="gw1")
+        assert await requests.grant(f"r{i}", worker_id="w", worker_url="u", now=NOW)
+    entries = await grants.read("gw1", "0-0", block_ms=None)
+
+    assert await grants.trim_before("gw1", entries[3][0]) == 3
+    assert [f["id"] for _, f in await grants.read("gw1", "0-0", block_ms=None)] == ["r3", "r4"]
+    await grants.delete("gw1")
+    assert await grants.latest_id("gw1") == "0-0"
+
+
+async def test_events_fan_out_to_each_group_with_json_payloads(events: EventStream) -> None:
+    await events.ensure_groups()
+    payloads = [
+        {"type": "progress", "id": "r1", "n_out": 5},
+        {"type": "done", "id": "r1", "x": 1.5},
+    ]
+
+    ids = await events.publish(payloads)
+
+    assert len(ids) == 2
+    for group in ("scheduler", "recorder"):
+        got = await events.read(group, "c1", block_ms=None)
+        assert got == list(zip(ids, payloads, strict=True))
+    assert await events.publish([]) == []
+
+
+async def test_unacked_events_are_redelivered_after_a_restart(events: EventStream) -> None:
+    await events.ensure_groups()
+    ids = await events.publish([{"n": i} for i in range(3)])
+    assert len(await events.read("recorder", "rec-1", block_ms=None)) == 3
+
+    assert await events.ack("recorder", ids[:1]) == 1
+
+    # The recorder restarts under the same name: its unacknowledged entries come back.
+    assert await events.read("recorder", "rec-1", block_ms=None) == []
+    again = await events.pending_for("recorder", "rec-1")
+    assert [entry_id for entry_id, _ in again] == ids[1:]
+    assert await events.pending_count("recorder") == 2
+    await events.ack("recorder", [entry_id for entry_id, _ in again])
+    assert await events.pending_for("recorder", "rec-1") == []
+    assert await events.pending_count("recorder") == 0
+
+
+async def test_events_of_a_dead_consumer_are_claimed_once_idle(events: EventStream) -> None:
+    await events.ensure_groups()
+    ids = await events.publish([{"n": i} for i in range(4)])
+    await events.read("recorder", "dead", block_ms=None)
+
+    assert await events.claim("recorder", "alive", min_idle_ms=60_000) == []
+    await asyncio.sleep(0.15)
+    claimed = await events.claim("recorder", "alive", min_idle_ms=100, count=3)
+
+    assert [entry_id for entry_id, _ in claimed] == ids[:3]
+    rest = await events.claim("recorder", "alive", min_idle_ms=100)
+    assert [entry_id for entry_id, _ in rest] == ids[3:]
+    assert len(await events.pending_for("recorder", "alive")) == 4
+    assert await events.pending_for("recorder", "dead") == []
+
+
+async def test_event_read_blocks_and_recreates_a_lost_group(
+    events: EventStream, redis: Redis, keyspace: KeySpace
+) -> None:
+    await events.ensure_groups()
+    await redis.delete(keyspace.events)
+    reader = asyncio.create_task(events.read("scheduler", "s1", block_ms=3000))
+    await asyncio.sleep(0.2)
+    assert not reader.done()
+
+    await events.publish([{"type": "done"}])
+
+    got = await asyncio.wait_for(reader, timeout=2)
+    assert [event for _, event in got] == [{"type": "done"}]
