@@ -14,7 +14,7 @@ class KeyResolver(Protocol):
     async def tenant_for_key(self, api_key: str) -> str | None: ...
 
 
-def bearer(request: Request) -> str:
+async def bearer(request: Request) -> str:
     header = request.headers.get("authorization", "")
     scheme, _, token = header.partition(" ")
     if scheme.lower() != "bearer" or not token.strip():

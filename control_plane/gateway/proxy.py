@@ -146,22 +146,28 @@ class Relay:
 
     async def chunks(self) -> AsyncIterator[dict[str, Any]]:
         """Yield parsed chunks (dict) in order; raises WorkerUnreachable/StreamBroken on failure."""
+        done = False
         try:
             async for line in self._resp.aiter_lines():
                 if not line.startswith("data: "):
                     continue
                 data = line[6:]
                 if data == "[DONE]":
+                    # keep reading to the end of the body so the connection is reused
                     self._stats.finished_at = time.time()
-                    return
+                    done = True
+                    continue
                 chunk = orjson.loads(data)
                 if "error" in chunk and "choices" not in chunk:
                     raise self._failure(str(chunk["error"]))
                 self._account(chunk)
                 yield chunk
         except httpx.HTTPError as exc:
+            if done:
+                return
             raise self._failure(f"{type(exc).__name__}: {exc}") from exc
-        raise self._failure("worker closed the stream without [DONE]")
+        if not done:
+            raise self._failure("worker closed the stream without [DONE]")
 
     async def close(self) -> None:
         """Close the upstream connection; a worker aborts a request whose client is gone."""

@@ -51,6 +51,7 @@ class Gateway:
 
     def __init__(self, deps: GatewayDeps) -> None:
         self.d = deps
+        self._background: set[asyncio.Task[None]] = set()
 
     @property
     def _waiter(self) -> GrantWaiter:
@@ -299,10 +300,16 @@ class Gateway:
             flight.stats.finished_at = time.time()
         self.d.reporter.emit(flight.completion_event(status, error))
         self.d.metrics.completed(flight, status)
+        # off the response path: the client's answer does not wait for this round trip
+        task = asyncio.create_task(self._mark_finished(flight.id, status))
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    async def _mark_finished(self, request_id: str, status: str) -> None:
         try:
-            await self.d.requests.finish(flight.id, now=time.time(), status=status)
+            await self.d.requests.finish(request_id, now=time.time(), status=status)
         except StateUnavailable:
-            log.warning("could not mark %s finished in Redis; the event stream will", flight.id)
+            log.warning("could not mark %s finished in Redis (it expires)", request_id)
 
     async def release_orphan(self, grant: Grant) -> None:
         """A grant arrived for a request this gateway no longer serves: release it."""

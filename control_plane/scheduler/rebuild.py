@@ -17,7 +17,9 @@ from control_plane.state import StateStores
 
 log = logging.getLogger(__name__)
 
-DEFAULT_ADMISSION: dict[str, Any] = {"name": "capacity", "params": {}}
+# Live, the scheduler's own in-flight count is exact while scraped `waiting` lags by up to a
+# scrape interval; refusing a worker on a stale `waiting > 0` would idle it for that long.
+DEFAULT_ADMISSION: dict[str, Any] = {"name": "capacity", "params": {"skip_waiting": False}}
 DEFAULT_PLACEMENT: dict[str, Any] = {"name": "least_loaded", "params": {}}
 
 

@@ -98,10 +98,20 @@ class SchedulerService:
     # -- inputs -----------------------------------------------------------------------------
     async def _arrivals_loop(self) -> None:
         while True:
-            ids = await self.stores.arrivals.read(self.holder, count=512, block_ms=1000)
-            if not ids:
+            arrivals = await self.stores.arrivals.read_entries(
+                self.holder, count=512, block_ms=1000
+            )
+            if not arrivals:
                 continue
-            records = await self.stores.requests.load_many(ids)
+            # first submissions carry their envelope; re-queues are read from their hash
+            records = [
+                {"envelope": a.envelope, "seq": a.seq, "status": "queued"}
+                for a in arrivals
+                if a.envelope is not None
+            ]
+            requeued = [a.id for a in arrivals if a.envelope is None]
+            if requeued:
+                records += await self.stores.requests.load_many(requeued)
             now = time.time()
             for record in records:
                 if record.get("status") != "queued":

@@ -241,10 +241,14 @@ class Deployment:
     def _start_control_plane(self, env: dict[str, str]) -> None:
         o = self.opts
         sched_port = _free_port()
+        # the recorder gets its own process so SQL work never holds the scheduler's GIL
+        self._spawn(
+            Child("recorder", [*ARBITER, "recorder"], o.state_dir / "logs" / "recorder.log", env), 5
+        )
         self._spawn(
             Child(
                 "scheduler",
-                [*ARBITER, "scheduler", "--with-recorder"],
+                [*ARBITER, "scheduler"],
                 o.state_dir / "logs" / "scheduler.log",
                 {**env, "ARBITER_SCHEDULER_PORT": str(sched_port)},
                 health_url=f"http://127.0.0.1:{sched_port}/healthz",

@@ -1,6 +1,7 @@
 -- submit: store a request envelope and queue it, unless the tenant's queue is full.
 -- After it returns "accepted" the request is durable in Redis: in its hash, in the queued ZSET
--- (score = global arrival seq, so order survives a leader change) and announced on `arrivals`.
+-- (score = global arrival seq, so order survives a leader change) and announced on `arrivals`
+-- with its seq and envelope (re-queues announce the id alone).
 -- Idempotent: a retried call for an id that already exists changes nothing.
 --
 -- KEYS[1]  request hash            arb:{c}:req:<id>
@@ -31,5 +32,7 @@ redis.call('HSET', KEYS[1], 'id', ARGV[1], 'envelope', ARGV[4], 'status', 'queue
   'tenant', ARGV[2], 'gateway', ARGV[3], 'seq', seq, 'attempts', 1, 'submitted_at', ARGV[6])
 redis.call('ZADD', KEYS[3], seq, ARGV[1])
 depth = redis.call('HINCRBY', KEYS[4], ARGV[2], 1)
-redis.call('XADD', KEYS[5], 'MAXLEN', '~', ARGV[7], '*', 'id', ARGV[1])
+-- the envelope rides along so the scheduler needs no second round trip to read it
+redis.call('XADD', KEYS[5], 'MAXLEN', '~', ARGV[7], '*', 'id', ARGV[1], 'seq', seq,
+  'envelope', ARGV[4])
 return {'accepted', seq, depth}

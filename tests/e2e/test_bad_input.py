@@ -1,0 +1,138 @@
+"""Bad input gets OpenAI-shaped errors with honest status codes, and priority cannot be forged."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+
+import httpx
+import pytest
+
+from storage.db import Database
+from tests.support.cluster import Cluster
+
+CHAT = {"model": "tiny-llama", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2}
+
+
+@pytest.fixture
+def gw(cluster: Cluster) -> tuple[Cluster, str, dict[str, str]]:
+    keys = cluster.tenants(["alpha"])
+    cluster.start_worker()
+    cluster.start_scheduler()
+    return cluster, cluster.start_gateway(), keys
+
+
+def _error(resp: httpx.Response, status: int) -> dict[str, object]:
+    assert resp.status_code == status, resp.text
+    body = resp.json()
+    assert set(body) == {"error"} and set(body["error"]) == {"message", "type", "param", "code"}
+    return dict(body["error"])
+
+
+def test_auth_errors(gw: tuple[Cluster, str, dict[str, str]]) -> None:
+    cluster, url, keys = gw
+    _error(httpx.post(f"{url}/v1/chat/completions", json=CHAT), 401)
+    err = _error(
+        httpx.post(
+            f"{url}/v1/chat/completions",
+            json=CHAT,
+            headers={"Authorization": "Bearer arb-nope-nope-nope"},
+        ),
+        401,
+    )
+    assert err["code"] == "invalid_api_key"
+    ok = httpx.post(
+        f"{url}/v1/chat/completions",
+        json=CHAT,
+        headers={"Authorization": f"Bearer {keys['alpha']}"},
+        timeout=30,
+    )
+    assert ok.status_code == 200
+    db = Database(cluster.db_url)
+    with db.repos() as r:
+        (key,) = r.keys.list(tenant="alpha")
+        r.keys.revoke(key_id=key.id)
+    db.dispose()
+    time.sleep(2.3)  # the gateway's key cache lives 2 s
+    _error(
+        httpx.post(
+            f"{url}/v1/chat/completions",
+            json=CHAT,
+            headers={"Authorization": f"Bearer {keys['alpha']}"},
+        ),
+        401,
+    )
+
+
+def test_body_errors(gw: tuple[Cluster, str, dict[str, str]]) -> None:
+    _, url, keys = gw
+    h = {"Authorization": f"Bearer {keys['alpha']}"}
+    err = _error(
+        httpx.post(f"{url}/v1/chat/completions", json={**CHAT, "model": "nope"}, headers=h), 404
+    )
+    assert err["param"] == "model" and err["code"] == "model_not_found"
+    err = _error(
+        httpx.post(
+            f"{url}/v1/chat/completions",
+            content=b"{not json",
+            headers={**h, "content-type": "application/json"},
+        ),
+        400,
+    )
+    assert "JSON" in str(err["message"])
+    err = _error(
+        httpx.post(f"{url}/v1/chat/completions", json={"model": "tiny-llama"}, headers=h), 422
+    )
+    assert err["param"] == "messages"
+    err = _error(httpx.post(f"{url}/v1/chat/completions", json={**CHAT, "n": 2}, headers=h), 422)
+    assert err["param"] == "n"
+    err = _error(
+        httpx.post(f"{url}/v1/chat/completions", json={**CHAT, "max_tokens": -1}, headers=h), 422
+    )
+    assert err["param"] == "max_tokens"
+    big = {**CHAT, "messages": [{"role": "user", "content": "x" * 2_000_000}]}
+    _error(httpx.post(f"{url}/v1/chat/completions", json=big, headers=h), 413)
+    err = _error(
+        httpx.post(
+            f"{url}/v1/chat/completions", json=CHAT, headers={**h, "X-Arbiter-SLO-TTFT-Ms": "-3"}
+        ),
+        400,
+    )
+    assert err["param"] == "X-Arbiter-slo-ttft-ms"
+    long_prompt = {**CHAT, "max_tokens": 4000}
+    err = _error(
+        httpx.post(f"{url}/v1/chat/completions", json=long_prompt, headers=h, timeout=30), 400
+    )
+    assert "2048" in str(err["message"])
+
+
+def test_priority_header_cannot_raise_urgency(gw: tuple[Cluster, str, dict[str, str]]) -> None:
+    cluster, url, keys = gw
+    db = Database(cluster.db_url)
+    with db.repos() as r:
+        r.tenants.update_tenant(name="alpha", changes={"priority_tier": 5})
+    time.sleep(2.3)  # directory cache
+    h = {"Authorization": f"Bearer {keys['alpha']}"}
+    ids = {}
+    for claim in ("0", "9"):
+        resp = httpx.post(
+            f"{url}/v1/chat/completions",
+            json=CHAT,
+            timeout=30,
+            headers={**h, "X-Arbiter-Priority": claim},
+        )
+        assert resp.status_code == 200
+        ids[claim] = resp.headers["X-Arbiter-Request-Id"]
+    deadline = time.monotonic() + 10
+    rows: dict[str, object] = {}
+    while time.monotonic() < deadline and len(rows) < 2:
+        with db.reader() as r:
+            rows = {i: r.requests.get(request_id=i) for i in ids.values()}
+            rows = {k: v for k, v in rows.items() if v is not None}
+        time.sleep(0.2)
+    db.dispose()
+    priority = {
+        claim: dataclasses.asdict(rows[rid])["priority"]  # type: ignore[call-overload]
+        for claim, rid in ids.items()
+    }
+    assert priority == {"0": 5, "9": 9}
