@@ -35,6 +35,9 @@ class Settings(BaseSettings):
     progress_interval_s: float = 0.1
     upstream_connect_timeout_s: float = 5.0
 
+    workers: str = ""
+    """Comma-separated worker URLs the leader registers on start (`url` or `url|max_num_seqs`);
+    workers can also be registered through the admin API."""
     policy: str = "vtc"
     lease_ttl_s: float = 2.0
     scrape_interval_s: float = 0.5
@@ -45,3 +48,15 @@ class Settings(BaseSettings):
     recorder_interval_s: float = 0.25
 
     log_level: str = "INFO"
+
+    def static_workers(self) -> list[dict[str, object]]:
+        """Registry records for `workers` (id = host:port)."""
+        out: list[dict[str, object]] = []
+        for item in filter(None, (w.strip() for w in self.workers.split(","))):
+            url, _, seqs = item.partition("|")
+            url = url.rstrip("/")
+            rec: dict[str, object] = {"id": url.split("://", 1)[-1], "url": url, "kind": "vllm"}
+            if seqs.isdigit():
+                rec["max_num_seqs"] = int(seqs)
+            out.append(rec)
+        return out

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Awaitable, Callable
 from typing import Generic, TypeVar
 
 from control_plane.api.errors import ApiError
@@ -24,11 +25,36 @@ V = TypeVar("V")
 
 
 class TtlCache(Generic[K, V]):
-    """A tiny time-bounded memo (per process; cleared on directory changes)."""
+    """A tiny time-bounded memo (per process; cleared on directory changes).
+
+    `get_or_load` is single-flight: when an entry expires under load, one caller loads it and
+    the others await that load, so an expiry costs one SQL query, not one per request.
+    """
 
     def __init__(self, ttl_s: float) -> None:
         self.ttl_s = ttl_s
         self._data: dict[K, tuple[float, V]] = {}
+        self._loading: dict[K, asyncio.Future[V]] = {}
+
+    async def get_or_load(self, key: K, load: Callable[[], Awaitable[V]]) -> V:
+        hit = self._data.get(key)
+        if hit is not None and time.monotonic() - hit[0] <= self.ttl_s:
+            return hit[1]
+        pending = self._loading.get(key)
+        if pending is not None:
+            return await asyncio.shield(pending)
+        fut: asyncio.Future[V] = asyncio.get_running_loop().create_future()
+        self._loading[key] = fut
+        try:
+            value = await load()
+        except BaseException as exc:
+            fut.set_exception(exc)
+            fut.exception()  # mark retrieved: waiters re-raise it themselves
+            raise
+        finally:
+            self._loading.pop(key, None)
+        fut.set_result(value)
+        return self.put(key, value)
 
     def get(self, key: K) -> V | None:
         hit = self._data.get(key)
@@ -64,34 +90,38 @@ class SqlDirectory:
         self._keys: TtlCache[str, str | None] = TtlCache(ttl_s)
         self._tenants: TtlCache[str, TenantInfo] = TtlCache(ttl_s)
         self._nodes: TtlCache[tuple[str, str, str], NodeInfo] = TtlCache(ttl_s * 5)
+        self._records: TtlCache[tuple[str, str, str], tuple[AppRecord, AgentRecord]] = TtlCache(
+            ttl_s * 5
+        )
 
     def invalidate(self) -> None:
         self._keys.clear()
         self._tenants.clear()
         self._nodes.clear()
+        self._records.clear()
 
     async def tenant_for_key(self, api_key: str) -> str | None:
-        hit = self._keys.get(api_key)
-        if hit is not None:
-            return hit
-        rec = await asyncio.to_thread(self._resolve_key, api_key)
-        if rec is not None:
+        async def load() -> str | None:
+            rec = await asyncio.to_thread(self._resolve_key, api_key)
+            if rec is None:
+                return None
             self._tenants.put(rec.name, tenant_info(rec))
-            return self._keys.put(api_key, rec.name)
-        return None
+            return rec.name
+
+        return await self._keys.get_or_load(api_key, load)
 
     def _resolve_key(self, api_key: str) -> TenantRecord | None:
         with self.db.reader() as r:
             return r.keys.resolve(plaintext=api_key)
 
     async def tenant(self, name: str) -> TenantInfo:
-        hit = self._tenants.get(name)
-        if hit is not None:
-            return hit
-        rec = await asyncio.to_thread(self._get_tenant, name)
-        if rec is None:
-            raise ApiError(401, f"Tenant {name!r} no longer exists.", code="invalid_api_key")
-        return self._tenants.put(name, tenant_info(rec))
+        async def load() -> TenantInfo:
+            rec = await asyncio.to_thread(self._get_tenant, name)
+            if rec is None:
+                raise ApiError(401, f"Tenant {name!r} no longer exists.", code="invalid_api_key")
+            return tenant_info(rec)
+
+        return await self._tenants.get_or_load(name, load)
 
     def _get_tenant(self, name: str) -> TenantRecord | None:
         with self.db.reader() as r:
@@ -102,7 +132,10 @@ class SqlDirectory:
         hit = self._nodes.get(key)
         if hit is not None and hit.tenant == tenant:
             return hit
-        app_rec, agent_rec = await asyncio.to_thread(self._nodes_of, tenant.name, app, agent)
+        records = await self._records.get_or_load(
+            key, lambda: asyncio.to_thread(self._nodes_of, tenant.name, app, agent)
+        )
+        app_rec, agent_rec = records
         app_slo = SloDefaults(app_rec.slo_ttft_ms, app_rec.slo_tpot_ms, app_rec.slo_e2e_ms)
         agent_slo = SloDefaults(agent_rec.slo_ttft_ms, agent_rec.slo_tpot_ms, agent_rec.slo_e2e_ms)
         tier = agent_rec.priority_tier if agent_rec.priority_tier is not None else tenant.tier
@@ -147,9 +180,9 @@ class RedisModelCatalog:
         self._cache: TtlCache[str, list[ModelEntry]] = TtlCache(ttl_s)
 
     async def served(self) -> list[ModelEntry]:
-        hit = self._cache.get("all")
-        if hit is not None:
-            return hit
+        return await self._cache.get_or_load("all", self._load)
+
+    async def _load(self) -> list[ModelEntry]:
         workers = await self.stores.workers.list()
         metrics = await self.stores.workers.metrics()
         lengths: dict[str, int | None] = {}
@@ -169,7 +202,7 @@ class RedisModelCatalog:
                 else 1.0
             )
             entries.append(ModelEntry(name, lengths[name], factor))
-        return self._cache.put("all", entries)
+        return entries
 
     def _models(self) -> list[ModelRecord]:
         with self.db.reader() as r:

@@ -69,6 +69,10 @@ class SchedulerService:
         await self.stores.events.ensure_groups()
         await self.stores.arrivals.ensure_group()
         self.fencing_token = await self.stores.lease.current_token()
+        known = {w["id"] for w in await self.stores.workers.list()}
+        for rec in self.settings.static_workers():
+            if rec["id"] not in known:  # never overwrite an operator's drain
+                await self.stores.workers.upsert(rec)
         now = time.time()
         self.core = await rebuild(self.stores, self.settings.policy, now)
         await self._claim_orphan_events()

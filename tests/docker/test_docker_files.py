@@ -1,0 +1,68 @@
+"""The docker/ files parse, and every Arbiter command they run exists in our CLI."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+COMPOSE = ROOT / "docker" / "compose.yaml"
+DOCKERFILE = ROOT / "docker" / "Dockerfile"
+ROLES = {"gateway", "scheduler", "recorder", "worker", "console"}
+
+
+def _compose() -> dict[str, Any]:
+    data = yaml.safe_load(COMPOSE.read_text())
+    assert isinstance(data, dict)
+    return data
+
+
+def _arbiter_commands() -> list[list[str]]:
+    """The argv of every service that runs the Arbiter image's `arbiter` entrypoint."""
+    out = []
+    for name, svc in _compose()["services"].items():
+        if svc.get("image") == "arbiter:latest" and "entrypoint" not in svc:
+            assert svc.get("command"), f"{name} runs arbiter without a command"
+            out.append([str(part) for part in svc["command"]])
+    return out
+
+
+def test_compose_has_every_role() -> None:
+    services = _compose()["services"]
+    assert {"redis", "postgres", "scheduler", "scheduler-standby", "recorder", "gateway-1",
+            "gateway-2", "console", "worker-sim-1", "worker-sim-2"} <= set(services)
+    assert "--appendonly" in services["redis"]["command"]
+    gpu = [name for name, svc in services.items() if "gpu" in svc.get("profiles", [])]
+    assert len(gpu) >= 1
+    assert services["gateway-1"]["environment"]["ARBITER_GATEWAY_ID"] != \
+        services["gateway-2"]["environment"]["ARBITER_GATEWAY_ID"]
+
+
+def test_every_command_exists_in_the_cli() -> None:
+    commands = _arbiter_commands()
+    assert {c[0] for c in commands} >= {"gateway", "scheduler", "recorder", "worker"}
+    for argv in commands:
+        words = [w for w in argv if not w.startswith("-")][:2]
+        path = words[:2] if words[0] == "worker" else words[:1]
+        result = subprocess.run([sys.executable, "-m", "control_plane", *path, "--help"],
+                                capture_output=True, text=True, timeout=60, cwd=ROOT)
+        assert result.returncode == 0, (argv, result.stderr)
+        for flag in (w for w in argv if w.startswith("--")):
+            assert flag in result.stdout, (argv, flag)
+
+
+def test_console_entrypoint_points_at_the_app() -> None:
+    console = _compose()["services"]["console"]
+    app = console["entrypoint"][console["entrypoint"].index("run") + 1]
+    assert app == "/opt/arbiter/console/streamlit_app.py"
+    assert "COPY console /opt/arbiter/console" in DOCKERFILE.read_text()
+
+
+def test_dockerfile_entrypoint_is_the_cli() -> None:
+    text = DOCKERFILE.read_text()
+    assert 'ENTRYPOINT ["arbiter"]' in text
+    assert "FROM python:3.11" in text
