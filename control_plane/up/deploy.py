@@ -20,9 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import redis
-
-from control_plane.state import StateStores
+from control_plane.state import StateStores, StateUnavailable, connect, ping
 from control_plane.up.children import Child
 from control_plane.up.seed import ensure_demo_tenants, register_model, register_workers
 from storage.db import Database
@@ -92,17 +90,21 @@ def _redis_child(opts: UpOptions, port: int) -> Child:
 
 
 def _wait_redis(url: str, child: Child) -> None:
-    deadline = time.monotonic() + 15
-    client = redis.Redis.from_url(url)
-    while True:
+    async def answers() -> bool:
+        client = connect(url, retries=0)
         try:
-            client.ping()
-            client.close()
-            return
-        except redis.ConnectionError:
-            if time.monotonic() > deadline or not child.alive():
-                raise UpError(f"redis-server did not start:\n{child.tail()}") from None
-            time.sleep(0.1)
+            await ping(client)
+            return True
+        except StateUnavailable:
+            return False
+        finally:
+            await client.aclose()
+
+    deadline = time.monotonic() + 15
+    while not asyncio.run(answers()):
+        if time.monotonic() > deadline or not child.alive():
+            raise UpError(f"redis-server did not start:\n{child.tail()}")
+        time.sleep(0.1)
 
 
 class Deployment:

@@ -1,0 +1,45 @@
+"""Completion events become request rows with the right latencies, cost and SLO outcome."""
+
+from __future__ import annotations
+
+from control_plane.recorder.rows import request_row
+
+
+def _event(**over: object) -> dict[str, object]:
+    base: dict[str, object] = {
+        "type": "complete",
+        "id": "r1",
+        "status": "ok",
+        "tenant": "t",
+        "app": "a",
+        "agent": "g",
+        "model": "m",
+        "arrival": 100.0,
+        "dispatched": 100.5,
+        "first_token": 101.0,
+        "finished": 103.0,
+        "n_in": 10,
+        "n_out": 5,
+        "slo": {"ttft_s": 0.8, "tpot_s": None, "e2e_s": None},
+        "unit_factor": 2.0,
+        "worker": "w",
+        "attempts": 0,
+    }
+    base.update(over)
+    return base
+
+
+def test_row_latencies_and_cost() -> None:
+    row = request_row(_event(), "vtc")
+    assert row is not None
+    assert (row.ttft_ms, row.e2e_ms, row.queue_ms) == (1000.0, 3000.0, 500.0)
+    assert row.tpot_ms == 2000.0 / 4
+    assert row.unified_cost == 2.0 * (10 + 2 * 5)
+    assert row.slo_violated and row.slo_ttft_ms == 800.0
+    assert row.policy == "vtc" and row.attempts == 1
+
+
+def test_met_slo_and_orphans() -> None:
+    ok = request_row(_event(slo={"ttft_s": 5.0}), None)
+    assert ok is not None and not ok.slo_violated
+    assert request_row({"type": "complete", "id": "x", "orphan": True}, None) is None
