@@ -15,8 +15,18 @@ from typing import Any, ClassVar
 from pydantic import BaseModel, ConfigDict
 
 from control_plane.policies.job import Job, Outcome
+from control_plane.policies.latency import LatencyModel, LinearLatency
+from control_plane.policies.ledger import Ledger, Node
 
 Admit = Callable[[Job], bool]
+
+
+class StopPop(Exception):
+    """Raised by an `admit` callable to end a `pop` early: no further job can be admitted.
+
+    Policies change no state before `admit` has returned True, so an aborted `pop` leaves the
+    policy exactly as it was; the caller treats it as `pop` returning None.
+    """
 
 
 class NoParams(BaseModel):
@@ -27,7 +37,10 @@ class NoParams(BaseModel):
 
 @dataclass
 class CostModel:
-    """Service price of tokens (ALGORITHMS.md §0): `w_p` per prompt token, `w_q` per output token."""
+    """Service price of tokens (ALGORITHMS.md §0): `w_p` per prompt token, `w_q` per output token.
+
+    Prices are in Unified Tokens: a token of a model with `unit_factor` f costs f base tokens.
+    """
 
     w_p: float = 1.0
     w_q: float = 2.0
@@ -43,19 +56,40 @@ class CostModel:
 class Weights:
     """Weights per node path prefix: ("t",), ("t", "app"), ("t", "app", "agent"); default 1."""
 
-    table: dict[tuple[str, ...], float] = field(default_factory=dict)
+    table: dict[Node, float] = field(default_factory=dict)
 
-    def of(self, node: tuple[str, ...]) -> float:
+    def of(self, node: Node) -> float:
         return self.table.get(node, 1.0)
 
-    def set(self, node: tuple[str, ...], weight: float) -> None:
+    def set(self, node: Node, weight: float) -> None:
         if weight <= 0:
             raise ValueError(f"weight of {'/'.join(node)} must be > 0, got {weight}")
         self.table[node] = weight
 
 
+@dataclass
+class PolicyContext:
+    """What a policy may read besides jobs: weights, prices, latency estimates, the ledger.
+
+    The same context (and so the same ledger) is handed to the next policy on a switch, which
+    is how virtual counters, credits and SLO windows survive it.
+    """
+
+    weights: Weights = field(default_factory=Weights)
+    cost: CostModel = field(default_factory=CostModel)
+    ledger: Ledger = field(default_factory=Ledger)
+    latency: LatencyModel = field(default_factory=LinearLatency)
+
+
 class Policy(ABC):
-    """Orders pending jobs; subclasses document their ordering rule and guarantee."""
+    """Orders pending jobs; subclasses document their ordering rule and guarantee.
+
+    Contract (tested for every registered policy): `pop` returns a job satisfying `admit`, and
+    returns None only when no pending job does (work conservation); the order is a
+    deterministic function of the calls made; every pushed job leaves exactly once, through
+    `pop` or `remove`; `jobs()` lists every pending job so another policy can `adopt` them;
+    `pop` changes no state before `admit` accepted a job (so `StopPop` may abort it).
+    """
 
     name: ClassVar[str]
     Params: ClassVar[type[BaseModel]] = NoParams
@@ -66,7 +100,7 @@ class Policy(ABC):
 
     @abstractmethod
     def push(self, job: Job, now: float) -> None:
-        """Enqueue a newly arrived (or re-queued) job."""
+        """Enqueue a newly arrived (or re-queued) job; a job id already pending is an error."""
 
     @abstractmethod
     def pop(self, now: float, admit: Admit) -> Job | None:
@@ -83,6 +117,15 @@ class Policy(ABC):
     def __len__(self) -> int:
         return sum(1 for _ in self.jobs())
 
+    def adopt(self, jobs: Iterable[Job], now: float) -> None:
+        """Take over the pending jobs of the previous policy (a switch or a fail-over).
+
+        The default replays them as arrivals in arrival order; policies with counters override
+        it so that a switch does not rewrite the fairness memory kept in the ledger.
+        """
+        for job in sorted(jobs, key=arrival_order):
+            self.push(job, now)
+
     def on_dispatch(self, job: Job, now: float) -> None:  # noqa: B027 - optional hook
         """Called after `pop` returned `job` and it was placed on a worker."""
 
@@ -97,17 +140,31 @@ class Policy(ABC):
 
     def snapshot(self) -> dict[str, Any]:
         """A JSON view of the policy's state for the console and the Redis checkpoint."""
-        return {"name": self.name, "params": self.params.model_dump(), "pending": len(self)}
+        return {
+            "name": self.name,
+            "params": self.params.model_dump(mode="json"),
+            "pending": len(self),
+            "state": self.state(),
+        }
 
-    def restore(self, state: dict[str, Any]) -> None:  # noqa: B027 - optional
-        """Reload what `snapshot` saved (counters); pending jobs are re-pushed separately."""
+    def state(self) -> dict[str, Any]:
+        """Policy-private state beyond the pending jobs and the ledger (JSON)."""
+        return {}
+
+    def restore(self, snapshot: dict[str, Any]) -> None:
+        """Reload what `snapshot()` saved; pending jobs are then handed over with `adopt`."""
+        self.load_state(snapshot.get("state") or {})
+
+    def load_state(self, state: dict[str, Any]) -> None:  # noqa: B027 - optional
+        """Inverse of `state()`."""
 
 
-@dataclass
-class PolicyContext:
-    """What a policy may read besides jobs: weights, prices and the shared ledger."""
+def arrival_order(job: Job) -> tuple[float, int, str]:
+    """The FCFS total order: arrival time, then arrival sequence number, then id."""
+    return (job.arrival, job.seq, job.id)
 
-    weights: Weights = field(default_factory=Weights)
-    cost: CostModel = field(default_factory=CostModel)
-    ledger: Any = None
-    """`control_plane.policies.ledger.Ledger` once it exists; typed loosely to avoid a cycle."""
+
+def switch_policy(old: Policy, new: Policy, now: float) -> Policy:
+    """Hand every pending job of `old` to `new` (zero downtime) and return `new`."""
+    new.adopt(list(old.jobs()), now)
+    return new

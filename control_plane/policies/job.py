@@ -65,13 +65,26 @@ class Job:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "id": self.id, "tenant": self.tenant, "app": self.app, "agent": self.agent,
-            "model": self.model, "arrival": self.arrival, "seq": self.seq, "n_in": self.n_in,
-            "max_tokens": self.max_tokens, "workflow": self.workflow, "upstream": self.upstream,
-            "task": self.task, "tier": self.tier, "slo": self.slo.to_json(),
-            "unit_factor": self.unit_factor, "predicted_out": self.predicted_out,
-            "workflow_start": self.workflow_start, "n_out": self.n_out,
-            "dispatched_at": self.dispatched_at, "worker": self.worker,
+            "id": self.id,
+            "tenant": self.tenant,
+            "app": self.app,
+            "agent": self.agent,
+            "model": self.model,
+            "arrival": self.arrival,
+            "seq": self.seq,
+            "n_in": self.n_in,
+            "max_tokens": self.max_tokens,
+            "workflow": self.workflow,
+            "upstream": self.upstream,
+            "task": self.task,
+            "tier": self.tier,
+            "slo": self.slo.to_json(),
+            "unit_factor": self.unit_factor,
+            "predicted_out": self.predicted_out,
+            "workflow_start": self.workflow_start,
+            "n_out": self.n_out,
+            "dispatched_at": self.dispatched_at,
+            "worker": self.worker,
         }
 
     @classmethod

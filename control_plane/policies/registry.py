@@ -63,3 +63,19 @@ def build_policy(name: str, ctx: PolicyContext, params: dict[str, Any] | None = 
     except ValidationError as exc:
         raise PolicyParamsError(name, [dict(e) for e in exc.errors()]) from exc
     return cls(ctx, validated)
+
+
+for _name, _cls in (
+    ("fcfs", "FcfsPolicy"),
+    ("rr", "RrPolicy"),
+    ("vtc", "VtcPolicy"),
+    ("wfq", "WfqPolicy"),
+    ("hmfs", "HmfsPolicy"),
+    ("exfairs", "ExfairsPolicy"),
+    ("edf", "EdfPolicy"),
+    ("sjf", "SjfPolicy"),
+    ("llf", "LlfPolicy"),
+    ("two_lane", "TwoLanePolicy"),
+    ("priority", "PriorityPolicy"),
+):
+    register_builtin(_name, f"control_plane.policies.{_name}:{_cls}")

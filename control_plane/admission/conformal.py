@@ -1,0 +1,62 @@
+"""Conformal upper bound on output length, per prompt-length bucket (ALGORITHMS.md §4.5)."""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from typing import Any
+
+from control_plane.policies.job import Job
+
+
+class ConformalLengthBound:
+    """`l_upper = l_pred + q_{1−ε}(D_b)` over the last `window` errors `l_real − l_pred`.
+
+    Buckets are powers of two of the prompt length starting at `bucket_base` tokens. The
+    quantile is the split-conformal one, the `⌈(n+1)(1−ε)⌉`-th smallest error, so that a new
+    request's error stays under it with probability ≥ 1 − ε when errors are exchangeable.
+    With too few samples for that rank (n < 1/ε − 1) the bound is the request's `max_tokens`.
+    """
+
+    def __init__(self, epsilon: float = 0.05, window: int = 500, bucket_base: int = 64) -> None:
+        if not 0 < epsilon < 1:
+            raise ValueError("epsilon must be in (0, 1)")
+        self.epsilon = epsilon
+        self.window = window
+        self.bucket_base = bucket_base
+        self._errors: dict[int, deque[int]] = {}
+        self._quantile: dict[int, float | None] = {}
+
+    def bucket(self, n_in: int) -> int:
+        return max(0, (max(n_in, 1) // self.bucket_base).bit_length())
+
+    def observe(self, n_in: int, predicted: int, real: int) -> None:
+        b = self.bucket(n_in)
+        errors = self._errors.get(b)
+        if errors is None:
+            errors = self._errors[b] = deque(maxlen=self.window)
+        errors.append(real - predicted)
+        self._quantile.pop(b, None)
+
+    def quantile(self, n_in: int) -> float | None:
+        """`q_{1−ε}(D_b)` of the job's bucket; None while there are too few samples."""
+        b = self.bucket(n_in)
+        if b not in self._quantile:
+            errors = sorted(self._errors.get(b, ()))
+            rank = math.ceil((len(errors) + 1) * (1 - self.epsilon))
+            self._quantile[b] = float(errors[rank - 1]) if rank <= len(errors) else None
+        return self._quantile[b]
+
+    def upper(self, job: Job) -> int:
+        """Calibrated output-length bound, within `[1, max_tokens]`."""
+        q = self.quantile(job.n_in)
+        if q is None:
+            return max(1, job.max_tokens)
+        return max(1, min(job.max_tokens, math.ceil(job.expected_out + q)))
+
+    def to_json(self) -> dict[str, Any]:
+        return {str(b): list(errors) for b, errors in sorted(self._errors.items())}
+
+    def load_json(self, data: dict[str, Any]) -> None:
+        self._errors = {int(b): deque(map(int, e), maxlen=self.window) for b, e in data.items()}
+        self._quantile.clear()

@@ -1,0 +1,169 @@
+"""Policy + admission + placement, composed once for the live scheduler and the simulator.
+
+The dispatcher is also the single place that charges the ledger, so service and SLO windows
+are recorded the same way whatever policy is active and whichever clock drives it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from control_plane.admission.base import Admission
+from control_plane.placement.base import Placement
+from control_plane.placement.worker_view import WorkerView
+from control_plane.policies.base import Policy, StopPop, switch_policy
+from control_plane.policies.job import Job, Outcome
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """Start `job` on `worker`, reserving `reserved_tokens` of its KV cache."""
+
+    job: Job
+    worker: WorkerView
+    reserved_tokens: int
+
+
+class Dispatcher:
+    """Chooses the next (job, worker) pair and keeps policy, plug-ins and ledger informed.
+
+    `next` asks the policy for its best job that some eligible worker admits, then lets
+    placement pick among the admitting workers. Workers are eligible when healthy, not
+    draining and serving the job's model; the eligible workers with room form the job's pool.
+
+    With `hol_blocking` (the default), the first job in policy order that its pool has room
+    for but cannot fit (a KV fence refuses it) holds that pool for this decision: later jobs
+    of the same model do not overtake it. This is VTC's "stop when the chosen request does not
+    fit", per pool; without it a stream of small requests can starve a large one forever and
+    the counter policies lose their service-gap bound. Pools of other models go on.
+    Guarantee: the returned worker admits the returned job, and a decision is returned
+    whenever some pool's first fitting-or-blocking job fits (work conservation across pools).
+    """
+
+    def __init__(
+        self,
+        policy: Policy,
+        admission: Admission,
+        placement: Placement,
+        *,
+        hol_blocking: bool = True,
+    ) -> None:
+        self.policy = policy
+        self.admission = admission
+        self.placement = placement
+        self.hol_blocking = hol_blocking
+
+    # -- queue ------------------------------------------------------------------------------
+    def push(self, job: Job, now: float) -> None:
+        self.policy.push(job, now)
+
+    def remove(self, job_id: str) -> Job | None:
+        return self.policy.remove(job_id)
+
+    def switch(self, policy: Policy, now: float) -> None:
+        """Zero-downtime switch: `policy` adopts every pending job (same ledger expected)."""
+        self.policy = switch_policy(self.policy, policy, now)
+
+    def adopt(self, jobs: Iterable[Job], now: float) -> None:
+        """Hand queued jobs over at once (fail-over: after `restore`, instead of `push`).
+
+        Unlike one `push` per job, this keeps the virtual counters of clients the ledger still
+        marks as backlogged, so a new leader continues the old one's order.
+        """
+        self.policy.adopt(jobs, now)
+
+    def snapshot(self) -> dict[str, Any]:
+        """Policy, admission and placement state as JSON (the ledger is checkpointed apart)."""
+        return {
+            "policy": self.policy.snapshot(),
+            "admission": self.admission.snapshot(),
+            "placement": self.placement.snapshot(),
+        }
+
+    def restore(self, snapshot: dict[str, Any]) -> None:
+        """Reload `snapshot()` into plug-ins of the same names; then `adopt` the queue."""
+        self.policy.restore(snapshot["policy"])
+        self.admission.restore(snapshot["admission"])
+        self.placement.restore(snapshot["placement"])
+
+    # -- decisions --------------------------------------------------------------------------
+    def next(self, now: float, workers: Sequence[WorkerView]) -> Decision | None:
+        """The next dispatch, or None when nothing admissible is pending."""
+        self.admission.observe(now, workers)
+        by_model: dict[str, list[WorkerView]] = {}
+        for w in workers:
+            if w.healthy and not w.draining and self.admission.has_room(w, now):
+                by_model.setdefault(w.model, []).append(w)
+        if not by_model:
+            return None
+
+        held: set[str] = set()
+
+        def admit(job: Job) -> bool:
+            if job.model in held or job.model not in by_model:
+                return False
+            if any(self.admission.admit(job, w, now) for w in by_model[job.model]):
+                return True
+            if self.hol_blocking:
+                held.add(job.model)
+                if len(held) == len(by_model):
+                    raise StopPop  # every pool is held: scanning further cannot succeed
+            return False
+
+        try:
+            job = self.policy.pop(now, admit)
+        except StopPop:
+            return None
+        if job is None:
+            return None
+        admitting = [w for w in by_model[job.model] if self.admission.admit(job, w, now)]
+        worker = self.placement.choose(job, admitting, now)
+        decision = Decision(job, worker, self.admission.reserve(job))
+        self._dispatched(decision, now)
+        return decision
+
+    def drain(
+        self, now: float, workers: Sequence[WorkerView], limit: int | None = None
+    ) -> list[Decision]:
+        """Repeated `next`, each decision seeing the load the previous ones added."""
+        views = {w.id: w for w in workers}
+        decisions: list[Decision] = []
+        while limit is None or len(decisions) < limit:
+            decision = self.next(now, list(views.values()))
+            if decision is None:
+                break
+            views[decision.worker.id] = decision.worker.with_dispatch(decision.reserved_tokens)
+            decisions.append(decision)
+        return decisions
+
+    def _dispatched(self, decision: Decision, now: float) -> None:
+        job = decision.job
+        job.dispatched_at = now
+        job.worker = decision.worker.id
+        self.policy.on_dispatch(job, now)
+        self.placement.on_dispatch(job, decision.worker, now)
+        cost = self.policy.ctx.cost.input_cost(job)
+        self.policy.ctx.ledger.charge_input(job.path, job.n_in, cost, now)
+
+    # -- progress ---------------------------------------------------------------------------
+    def on_tokens(self, job: Job, n_out_delta: int, now: float) -> None:
+        """`n_out_delta` more output tokens of a running job (adds them to `job.n_out`)."""
+        if n_out_delta <= 0:
+            return
+        job.n_out += n_out_delta
+        self.policy.on_tokens(job, n_out_delta, now)
+        cost = self.policy.ctx.cost.output_cost(job, n_out_delta)
+        self.policy.ctx.ledger.charge_output(job.path, n_out_delta, cost, now)
+
+    def on_finish(self, job: Job, outcome: Outcome, now: float) -> None:
+        """A running job ended; charges any output tokens not yet reported."""
+        self.on_tokens(job, outcome.n_out - job.n_out, now)
+        self.policy.on_finish(job, outcome, now)
+        self.admission.on_finish(job, outcome, now)
+        self.placement.on_finish(job, outcome, now)
+        self.policy.ctx.ledger.record_completion(job.path, outcome.violated(job.slo), now)
+
+    def tick(self, now: float) -> None:
+        self.policy.tick(now)

@@ -1,0 +1,23 @@
+"""Placement registry: `least_loaded`, `round_robin`, `kv_aware`, or any `module:Class`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from control_plane.placement.base import Placement
+from control_plane.policies.plugins import PluginRegistry
+
+PLACEMENTS: PluginRegistry[Placement] = PluginRegistry("placement", Placement)
+PLACEMENTS.register("least_loaded", "control_plane.placement.least_loaded:LeastLoadedPlacement")
+PLACEMENTS.register("round_robin", "control_plane.placement.round_robin:RoundRobinPlacement")
+PLACEMENTS.register("kv_aware", "control_plane.placement.kv_aware:KvAwarePlacement")
+
+
+def build_placement(name: str, params: dict[str, Any] | None = None) -> Placement:
+    """Instantiate placement `name` with validated params (unknown keys rejected)."""
+    cls = PLACEMENTS.resolve(name)
+    return cls(PLACEMENTS.params(name, cls, params))
+
+
+def names() -> list[str]:
+    return PLACEMENTS.names()

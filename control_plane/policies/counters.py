@@ -1,0 +1,46 @@
+"""Virtual-counter bookkeeping shared by VTC, WFQ and HMFS (ALGORITHMS.md §1, §2).
+
+The counters themselves live in the `Ledger`; these functions apply the lift rules to them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from control_plane.policies.ledger import Ledger, Node
+
+
+def lift_floor(ledger: Ledger, group: str, backlogged: Iterable[Node]) -> float | None:
+    """VTC's lift reference for a node joining `group`.
+
+    The smallest counter among the group's backlogged nodes; when none is backlogged, the
+    counter of the node whose request left the group's queue last; None on a fresh ledger.
+    """
+    counters = [ledger.counter(node) for node in backlogged]
+    if counters:
+        return min(counters)
+    last = ledger.last_left(group)
+    return ledger.counter(last) if last is not None else None
+
+
+def lift_on_backlog(ledger: Ledger, node: Node, group: str, backlogged: Iterable[Node]) -> None:
+    """`node` had nothing queued and just got a request: `c = max(c, floor)`."""
+    floor = lift_floor(ledger, group, backlogged)
+    if floor is not None:
+        ledger.lift(node, floor)
+    ledger.set_backlogged(node, True)
+
+
+def lift_adopted(ledger: Ledger, group: str, continuing: set[Node], joining: set[Node]) -> None:
+    """A switch or fail-over hands over the pending jobs of `joining` nodes at once.
+
+    Nodes that the ledger still marks as backlogged (a counter policy saw them queued and no
+    counter policy has seen them leave) continue with their counters untouched; the others are
+    new arrivals and are lifted against the continuing ones, exactly as VTC lifts a client
+    that arrives while those are queued.
+    """
+    kept = continuing | {node for node in joining if ledger.is_backlogged(node)}
+    floor = lift_floor(ledger, group, sorted(kept))
+    for node in sorted(joining - kept):
+        if floor is not None:
+            ledger.lift(node, floor)

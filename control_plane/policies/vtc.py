@@ -1,0 +1,161 @@
+"""VTC — Virtual Token Counter (Sheng et al., OSDI 2024), ALGORITHMS.md §1."""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Iterable, Iterator
+from typing import Any, ClassVar, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from control_plane.policies.base import Admit, Policy, PolicyContext, arrival_order
+from control_plane.policies.counters import lift_adopted, lift_on_backlog
+from control_plane.policies.job import Job
+from control_plane.policies.ledger import Node, group_of
+from control_plane.policies.queues import DuplicateJobError, JobQueue
+
+Candidate = tuple[tuple[float, float, int, str], Job]
+
+
+class VtcParams(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    level: int = Field(1, ge=1, le=3)
+    """The client: 1 = tenant, 2 = application, 3 = agent."""
+    cost_unit: Literal["unified", "raw"] = "unified"
+    """`unified` prices tokens in Unified Tokens (§0); `raw` counts a token as 1 whatever the
+    model (the original VTC, for comparisons with HMFS)."""
+
+
+class VtcPolicy(Policy):
+    """Smallest virtual counter first; ties by earlier arrival, then seq, then id.
+
+    Each client (tenant by default) has a counter in the ledger, charged `w_p · n_in / w` on
+    dispatch and `w_q / w` per output token as it streams. A client that gets a request with
+    none queued is lifted to the smallest backlogged counter (or, with an empty queue, to the
+    counter of the client served last), so idleness banks no credit. `pop` returns the first
+    admissible job in `(counter, arrival, seq, id)` order, so no worker idles while anything
+    admissible waits. Guarantee (Theorem 4.4): two clients backlogged over an interval receive
+    weighted service differing by at most `2 · max(w_p · L_in, w_q · M)`.
+    """
+
+    name: ClassVar[str] = "vtc"
+    Params: ClassVar[type[BaseModel]] = VtcParams
+
+    def __init__(self, ctx: PolicyContext, params: BaseModel | None = None) -> None:
+        super().__init__(ctx, params)
+        assert isinstance(self.params, VtcParams)
+        self._level = self.params.level
+        self._raw = self.params.cost_unit == "raw"
+        self._group = group_of(()) if self._level == 1 else f"flat:{self._level}"
+        self._queues: dict[Node, JobQueue] = {}
+        self._client_of: dict[str, Node] = {}
+
+    def client(self, job: Job) -> Node:
+        return job.path[: self._level]
+
+    # -- queue --------------------------------------------------------------------------
+    def _enqueue(self, job: Job) -> Node | None:
+        """Queue `job`; return its client when that client was not backlogged before."""
+        if job.id in self._client_of:
+            raise DuplicateJobError(f"job {job.id!r} is already pending")
+        client = self.client(job)
+        queue = self._queues.get(client)
+        joined = queue is None
+        if queue is None:
+            queue = self._queues[client] = JobQueue()
+        queue.add(job)
+        self._client_of[job.id] = client
+        return client if joined else None
+
+    def push(self, job: Job, now: float) -> None:
+        others = [c for c in self._queues if c != self.client(job)]
+        joined = self._enqueue(job)
+        if joined is not None:
+            lift_on_backlog(self.ctx.ledger, joined, self._group, others)
+
+    def adopt(self, jobs: Iterable[Job], now: float) -> None:
+        continuing = set(self._queues)
+        joining = {c for job in sorted(jobs, key=arrival_order) if (c := self._enqueue(job))}
+        lift_adopted(self.ctx.ledger, self._group, continuing, joining)
+        self.ctx.ledger.reset_backlog([self._level], self._queues)
+
+    def _candidates(self) -> Iterator[Candidate]:
+        ledger = self.ctx.ledger
+
+        def ordered(client: Node, queue: JobQueue) -> Iterator[Candidate]:
+            counter = ledger.counter(client)
+            for entry, job in queue.entries():
+                yield (counter, entry[1], entry[2], entry[3]), job
+
+        streams = [ordered(c, q) for c, q in self._queues.items()]
+        return heapq.merge(*streams, key=lambda candidate: candidate[0])
+
+    def pop(self, now: float, admit: Admit) -> Job | None:
+        if not self._queues:
+            return None
+        counter = self.ctx.ledger.counter
+        heads = []
+        for client, queue in self._queues.items():
+            entry = queue.head_entry()
+            assert entry is not None
+            heads.append(((counter(client), entry[1], entry[2], entry[3]), queue))
+        best = min(heads, key=lambda h: h[0])[1].head()
+        assert best is not None
+        if admit(best):  # the common case, without building the merged order
+            self._take(best)
+            return best
+        candidates = self._candidates()
+        next(candidates)  # that was `best`
+        for _, job in candidates:
+            if admit(job):
+                self._take(job)
+                return job
+        return None
+
+    def _take(self, job: Job) -> None:
+        client = self._client_of.pop(job.id)
+        queue = self._queues[client]
+        queue.remove(job.id)
+        if not queue:
+            del self._queues[client]
+            self.ctx.ledger.set_backlogged(client, False)
+        self.ctx.ledger.note_left(self._group, client)
+
+    def remove(self, job_id: str) -> Job | None:
+        client = self._client_of.pop(job_id, None)
+        if client is None:
+            return None
+        queue = self._queues[client]
+        job = queue.remove(job_id)
+        if not queue:
+            del self._queues[client]
+            self.ctx.ledger.set_backlogged(client, False)
+        return job
+
+    def jobs(self) -> Iterable[Job]:
+        return [job for _, job in self._candidates()]
+
+    def __len__(self) -> int:
+        return len(self._client_of)
+
+    # -- charges --------------------------------------------------------------------------
+    def _charge(self, job: Job, unified_cost: float) -> None:
+        client = self.client(job)
+        cost = unified_cost / job.unit_factor if self._raw else unified_cost
+        self.ctx.ledger.add_counter(client, cost / self.ctx.weights.of(client))
+
+    def on_dispatch(self, job: Job, now: float) -> None:
+        self._charge(job, self.ctx.cost.input_cost(job))
+
+    def on_tokens(self, job: Job, n_out_delta: int, now: float) -> None:
+        self._charge(job, self.ctx.cost.output_cost(job, n_out_delta))
+
+    def state(self) -> dict[str, Any]:
+        ledger = self.ctx.ledger
+        return {
+            "clients": [
+                {"node": list(c), "counter": ledger.counter(c), "queued": len(q)}
+                for c, q in sorted(self._queues.items())
+            ]
+        }
