@@ -1,0 +1,81 @@
+"""Engine and session factories. Nothing is created at import time.
+
+SQLite: WAL, foreign keys and a busy timeout on every connection, and transactions begun by
+SQLAlchemy itself (pysqlite's own implicit BEGIN is switched off: it breaks SAVEPOINT and
+starts transactions late). A transaction begins DEFERRED unless the engine carries the
+execution option `sqlite_begin="IMMEDIATE"` — used for every transaction that may write, so
+the write lock is taken at BEGIN (waiting up to the busy timeout) instead of failing with
+SQLITE_BUSY when a read snapshot must be upgraded after another writer committed.
+PostgreSQL is used through psycopg 3; the option is ignored there.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+from sqlalchemy import Connection, Engine, create_engine, event
+from sqlalchemy.engine import make_url
+from sqlalchemy.orm import Session, sessionmaker
+
+SQLITE_BUSY_TIMEOUT_MS = 10_000
+
+
+def normalize_url(url: str) -> str:
+    """`postgres://` and `postgresql://` mean psycopg 3 (the only PostgreSQL driver we ship)."""
+    for prefix in ("postgres://", "postgresql://"):
+        if url.startswith(prefix):
+            return "postgresql+psycopg://" + url[len(prefix) :]
+    return url
+
+
+def _json_dumps(value: Any) -> str:
+    return orjson.dumps(value).decode()
+
+
+def create_engine_for(url: str, *, echo: bool = False) -> Engine:
+    """An engine for `url` (SQLite file or memory, or PostgreSQL), configured for Arbiter."""
+    url = normalize_url(url)
+    backend = make_url(url).get_backend_name()
+    options: dict[str, Any] = {
+        "echo": echo,
+        "json_serializer": _json_dumps,
+        "json_deserializer": orjson.loads,
+    }
+    if backend == "postgresql":
+        options["pool_pre_ping"] = True
+    engine = create_engine(url, **options)
+    if backend == "sqlite":
+        event.listen(engine, "connect", _sqlite_pragmas)
+        event.listen(engine, "begin", _sqlite_begin)
+    return engine
+
+
+def writer_engine(engine: Engine) -> Engine:
+    """The same engine (and pool) whose transactions take SQLite's write lock at BEGIN."""
+    return engine.execution_options(sqlite_begin="IMMEDIATE")
+
+
+def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
+    dbapi_connection.isolation_level = None  # SQLAlchemy emits BEGIN itself (_sqlite_begin)
+    cursor = dbapi_connection.cursor()
+    try:
+        cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute("PRAGMA foreign_keys=ON")
+        cursor.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
+        # Durable across process crashes under WAL; only an OS crash can lose the last commit.
+        cursor.execute("PRAGMA synchronous=NORMAL")
+    finally:
+        cursor.close()
+
+
+def _sqlite_begin(conn: Connection) -> None:
+    mode = conn.get_execution_options().get("sqlite_begin", "DEFERRED")
+    conn.exec_driver_sql(f"BEGIN {mode}")
+
+
+def session_factory(engine: Engine, *, write: bool = True) -> sessionmaker[Session]:
+    """Sessions whose objects stay readable after commit (repositories return records);
+    `write=False` gives read-only sessions that never wait for SQLite's write lock."""
+    bind = writer_engine(engine) if write else engine
+    return sessionmaker(bind=bind, expire_on_commit=False)

@@ -1,0 +1,19 @@
+"""Domain errors raised by repositories, so callers never see SQLAlchemy exceptions."""
+
+from __future__ import annotations
+
+
+class StorageError(Exception):
+    """Base of every error `storage/` raises on purpose."""
+
+
+class NotFoundError(StorageError, LookupError):
+    """The named tenant, application, agent, key, model or worker does not exist."""
+
+
+class AlreadyExistsError(StorageError):
+    """A unique name (or URL) is already taken."""
+
+
+class InvalidValueError(StorageError, ValueError):
+    """A field value is out of its domain (e.g. a weight ≤ 0 or an unknown status)."""

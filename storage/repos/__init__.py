@@ -1,0 +1,21 @@
+"""Repositories: one class per aggregate, keyword-only arguments, records in and out."""
+
+from storage.repos.audit import AuditRepo
+from storage.repos.fleet import ModelRepo, WorkerRepo
+from storage.repos.keys import KeyRepo, hash_key
+from storage.repos.raw_reports import report_from_requests
+from storage.repos.requests import RequestRepo
+from storage.repos.rollups import RollupRepo
+from storage.repos.tenants import TenantRepo
+
+__all__ = [
+    "AuditRepo",
+    "KeyRepo",
+    "ModelRepo",
+    "RequestRepo",
+    "RollupRepo",
+    "TenantRepo",
+    "WorkerRepo",
+    "hash_key",
+    "report_from_requests",
+]

@@ -1,0 +1,84 @@
+"""Validation of the editable fields of tenants, applications and agents."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any, Final, TypedDict
+
+from storage.errors import InvalidValueError
+
+
+class AppFields(TypedDict, total=False):
+    """Settable fields of an application (all optional; unset = default or inherited)."""
+
+    weight: float
+    slo_ttft_ms: float | None
+    slo_tpot_ms: float | None
+    slo_e2e_ms: float | None
+
+
+class AgentFields(AppFields, total=False):
+    """Settable fields of an agent; `priority_tier` overrides the tenant's tier."""
+
+    priority_tier: int | None
+
+
+class TenantFields(AppFields, total=False):
+    """Settable fields of a tenant."""
+
+    priority_tier: int
+    queue_cap: int | None
+    rate_limit_rps: float | None
+    token_budget: int | None
+
+
+SLO_FIELDS: Final = ("slo_ttft_ms", "slo_tpot_ms", "slo_e2e_ms")
+TENANT_FIELDS: Final = frozenset(
+    {"weight", "priority_tier", "queue_cap", "rate_limit_rps", "token_budget", *SLO_FIELDS}
+)
+APP_FIELDS: Final = frozenset({"weight", *SLO_FIELDS})
+AGENT_FIELDS: Final = frozenset({"weight", "priority_tier", *SLO_FIELDS})
+
+_POSITIVE_OR_NONE: Final = frozenset({"rate_limit_rps", *SLO_FIELDS})
+_NONNEGATIVE_INT_OR_NONE: Final = frozenset({"priority_tier", "queue_cap", "token_budget"})
+
+
+def check_fields(
+    values: Mapping[str, Any], allowed: frozenset[str], *, not_null: frozenset[str] = frozenset()
+) -> dict[str, Any]:
+    """Reject unknown fields and out-of-domain values; returns a plain dict of the values."""
+    unknown = sorted(set(values) - allowed)
+    if unknown:
+        raise InvalidValueError(f"unknown or read-only field(s): {', '.join(unknown)}")
+    for name, value in values.items():
+        if value is None and name in not_null:
+            raise InvalidValueError(f"{name} cannot be null")
+        _check_one(name, value)
+    return dict(values)
+
+
+def _check_one(name: str, value: Any) -> None:
+    if name == "weight":
+        if not _is_number(value) or not value > 0 or not math.isfinite(value):
+            raise InvalidValueError(f"weight must be a finite number > 0, got {value!r}")
+    elif name in _POSITIVE_OR_NONE:
+        if value is not None and (not _is_number(value) or not 0 < value < math.inf):
+            raise InvalidValueError(f"{name} must be a number > 0 or null, got {value!r}")
+    elif name in _NONNEGATIVE_INT_OR_NONE and value is not None and not _is_count(value):
+        raise InvalidValueError(f"{name} must be an integer ≥ 0 or null, got {value!r}")
+
+
+def _is_count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def check_name(name: str, what: str) -> str:
+    """Names are non-empty, at most 128 characters, without '/' (it joins node paths)."""
+    if not isinstance(name, str) or not name or len(name) > 128 or "/" in name:
+        raise InvalidValueError(f"{what} name must be 1–128 characters without '/', got {name!r}")
+    return name

@@ -1,0 +1,133 @@
+"""Request history: one row per request id, written in idempotent batches."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Sequence
+from typing import Any, get_args
+
+from sqlalchemy import ColumnElement, func, select
+from sqlalchemy.orm import Session
+
+from storage.dialects import insert_new
+from storage.errors import InvalidValueError
+from storage.models import RequestRow, table_of
+from storage.records import RequestRecord, RequestStatus, TenantUsage, record_from
+from storage.repos.rollups import RollupRepo
+from storage.rollup_stats import rollup_deltas
+
+INSERT_CHUNK = 1000
+_FIELDS = tuple(f.name for f in dataclasses.fields(RequestRecord))
+
+
+class RequestRepo:
+    """Inserts and reads request rows. `insert_many` is idempotent on the request id and, in
+    the same transaction, adds exactly the newly inserted rows to the fairness rollups — so a
+    replayed batch changes neither the rows nor the rollups."""
+
+    def __init__(self, session: Session) -> None:
+        self.session = session
+
+    def insert_many(self, records: Iterable[RequestRecord], *, rollups: bool = True) -> int:
+        """Insert the records whose id is new (first one wins within the batch); → how many."""
+        unique: dict[str, RequestRecord] = {}
+        for rec in records:
+            _check(rec)
+            unique.setdefault(rec.id, rec)
+        batch = list(unique.values())
+        inserted: set[str] = set()
+        table = table_of(RequestRow)
+        for start in range(0, len(batch), INSERT_CHUNK):
+            chunk = batch[start : start + INSERT_CHUNK]
+            new = insert_new(self.session, table, [_columns(rec) for rec in chunk])
+            inserted.update(key for (key,) in new)
+        if rollups and inserted:
+            RollupRepo(self.session).add_many(
+                rollup_deltas(rec for rec in batch if rec.id in inserted)
+            )
+        return len(inserted)
+
+    def get(self, *, request_id: str) -> RequestRecord | None:
+        """The request row, or None."""
+        row = self.session.get(RequestRow, request_id, populate_existing=True)
+        return None if row is None else record_from(RequestRecord, row.to_dict())
+
+    def list(
+        self,
+        *,
+        tenant: str | None = None,
+        app: str | None = None,
+        agent: str | None = None,
+        since: float | None = None,
+        until: float | None = None,
+        status: RequestStatus | None = None,
+        limit: int = 100,
+    ) -> list[RequestRecord]:
+        """Rows with arrival in [since, until), newest first, optionally filtered."""
+        conditions = _filters(tenant, app, agent, since, until, status)
+        stmt = select(RequestRow).where(*conditions)
+        stmt = stmt.order_by(RequestRow.arrival.desc(), RequestRow.id).limit(limit)
+        return [record_from(RequestRecord, r.to_dict()) for r in self.session.scalars(stmt)]
+
+    def count(
+        self,
+        *,
+        tenant: str | None = None,
+        since: float | None = None,
+        until: float | None = None,
+    ) -> int:
+        """How many rows match."""
+        conditions = _filters(tenant, None, None, since, until, None)
+        stmt = select(func.count()).select_from(RequestRow).where(*conditions)
+        return int(self.session.scalar(stmt) or 0)
+
+    def usage_for_tenant(self, *, tenant: str, since: float) -> TenantUsage:
+        """A tenant's request count, tokens and unified service since `since` (exact)."""
+        stmt = select(
+            func.count(),
+            func.coalesce(func.sum(RequestRow.n_in), 0),
+            func.coalesce(func.sum(RequestRow.n_out), 0),
+            func.coalesce(func.sum(RequestRow.unified_cost), 0.0),
+        ).where(RequestRow.tenant == tenant, RequestRow.arrival >= since)
+        count, n_in, n_out, service = self.session.execute(stmt).one()
+        return TenantUsage(
+            tenant=tenant,
+            since=since,
+            requests=int(count),
+            n_in=int(n_in),
+            n_out=int(n_out),
+            unified_service=float(service),
+        )
+
+
+def _check(rec: RequestRecord) -> None:
+    if rec.status not in get_args(RequestStatus):
+        raise InvalidValueError(f"request {rec.id!r}: unknown status {rec.status!r}")
+    if not rec.id or len(rec.id) > 64:
+        raise InvalidValueError(f"request id must be 1–64 characters, got {rec.id!r}")
+
+
+def _columns(rec: RequestRecord) -> dict[str, Any]:
+    return {name: getattr(rec, name) for name in _FIELDS}
+
+
+def _filters(
+    tenant: str | None,
+    app: str | None,
+    agent: str | None,
+    since: float | None,
+    until: float | None,
+    status: str | None,
+) -> list[ColumnElement[bool]]:
+    pairs: Sequence[tuple[Any, object]] = (
+        (RequestRow.tenant, tenant),
+        (RequestRow.app, app),
+        (RequestRow.agent, agent),
+        (RequestRow.status, status),
+    )
+    conditions = [column == value for column, value in pairs if value is not None]
+    if since is not None:
+        conditions.append(RequestRow.arrival >= since)
+    if until is not None:
+        conditions.append(RequestRow.arrival < until)
+    return conditions

@@ -1,0 +1,183 @@
+"""Fairness rollups: upsert-add of per-node deltas, and reports read from them."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Final
+
+from sqlalchemy import BigInteger, CursorResult, and_, cast, func, or_, select
+from sqlalchemy.orm import Session
+
+from storage.dialects import insert_new, lock_rows, update_rows
+from storage.latency_sketch import DenseHistogram
+from storage.models import FairnessRollup, table_of
+from storage.records import Level
+from storage.report_windows import auto_step, check_step, cover, minute_range
+from storage.reports import (
+    DEFAULT_ALPHA,
+    NodeLatency,
+    Path,
+    Percentiles,
+    Report,
+    WindowTotals,
+    assemble_report,
+)
+from storage.repos.raw_reports import report_from_requests
+from storage.rollup_stats import COUNTERS, HISTOGRAMS, Counters, NodeStats, RollupKey, node_path
+
+KEY_COLUMNS: Final = RollupKey._fields
+CHUNK = 1000
+_TABLE = table_of(FairnessRollup)
+
+
+class RollupRepo:
+    """Per-minute, per-hour and per-day totals per node. `add_many` adds deltas to rows
+    (upsert-add, safe under concurrent writers); `report` merges the fewest aligned rows
+    covering a range."""
+
+    def __init__(self, session: Session) -> None:
+        self.session = session
+
+    def add_many(self, deltas: Mapping[RollupKey, NodeStats]) -> int:
+        """Add each delta to its row (created if missing); → number of rows touched.
+
+        New keys are inserted as they are; existing rows are locked, merged in Python and
+        written back, so concurrent writers never lose a count.
+        """
+        items = sorted(deltas.items())  # one lock order for every writer: no deadlocks
+        for start in range(0, len(items), CHUNK):
+            self._add_chunk(items[start : start + CHUNK])
+        return len(items)
+
+    def _add_chunk(self, chunk: list[tuple[RollupKey, NodeStats]]) -> None:
+        rows = [{**key._asdict(), **stats.to_columns()} for key, stats in chunk]
+        created = insert_new(self.session, _TABLE, rows)
+        pending = {key: stats for key, stats in chunk if key not in created}
+        updates = []
+        for row in lock_rows(self.session, _TABLE, list(pending)):
+            key = RollupKey(*(row[name] for name in KEY_COLUMNS))
+            merged = NodeStats.from_columns(row)
+            merged.merge(pending[key])
+            updates.append({**key._asdict(), **merged.to_columns()})
+        update_rows(self.session, _TABLE, updates)
+
+    def report(
+        self,
+        *,
+        start: float,
+        end: float,
+        level: Level,
+        tenant: str | None = None,
+        step: int | None = None,
+        weights: Mapping[str, float] | None = None,
+        alpha: float = DEFAULT_ALPHA,
+    ) -> Report:
+        """The report over [start, end) widened to whole minutes, from the rollups.
+
+        `tenant` restricts it to one tenant's nodes; `step` (60, 3600 or 86400 s, default by
+        span) is the series resolution; `weights` maps node keys to weights for Jain.
+        """
+        lo, hi = minute_range(start, end)
+        step = check_step(step or auto_step(lo, hi))
+        where = _where(lo, hi, step, level, tenant)
+        stats = self._node_counters(level, where)
+        return assemble_report(
+            level=level,
+            span=(lo, hi, step),
+            source="rollups",
+            stats=stats,
+            latency=self._node_latency(level, where, stats),
+            windows=self._windows(level, where, step),
+            weights=weights,
+            alpha=alpha,
+        )
+
+    def report_from_requests(
+        self,
+        *,
+        start: float,
+        end: float,
+        level: Level,
+        tenant: str | None = None,
+        step: int | None = None,
+        weights: Mapping[str, float] | None = None,
+        alpha: float = DEFAULT_ALPHA,
+    ) -> Report:
+        """The same report computed straight from the request rows (exact, slow on long
+        ranges): the reference the rollups are checked against."""
+        return report_from_requests(
+            self.session, start=start, end=end, level=level, tenant=tenant, step=step,
+            weights=weights, alpha=alpha,
+        )  # fmt: skip
+
+    def _node_counters(self, level: Level, where: Any) -> dict[Path, Counters]:
+        c = _TABLE.c
+        sums = [cast(func.sum(c[name]), c[name].type).label(name) for name in COUNTERS]
+        stmt = select(c.tenant, c.app, c.agent, *sums).where(where)
+        return {
+            node_path(level, row.tenant, row.app, row.agent): Counters(
+                **{name: row._mapping[name] for name in COUNTERS}
+            )
+            for row in self.session.execute(stmt.group_by(c.tenant, c.app, c.agent))
+        }
+
+    def _windows(self, level: Level, where: Any, step: int) -> dict[int, dict[Path, WindowTotals]]:
+        c = _TABLE.c
+        window = (c.bucket // step).label("window")
+        stmt = select(
+            c.tenant,
+            c.app,
+            c.agent,
+            window,
+            func.sum(c.unified_service),
+            cast(func.sum(c.violations), BigInteger),
+            cast(func.sum(c.ok + c.failed), BigInteger),
+        ).where(where)
+        windows: dict[int, dict[Path, WindowTotals]] = {}
+        for tenant, app, agent, index, service, violations, finished in self.session.execute(
+            stmt.group_by(c.tenant, c.app, c.agent, window)
+        ):
+            per_node = windows.setdefault(int(index) * step, {})
+            per_node[node_path(level, tenant, app, agent)] = WindowTotals(
+                service, violations, finished
+            )
+        return windows
+
+    def _node_latency(
+        self, level: Level, where: Any, stats: Mapping[Path, Counters]
+    ) -> dict[Path, NodeLatency]:
+        c = _TABLE.c
+        stored: dict[Path, tuple[list[bytes], ...]] = {path: ([], [], []) for path in stats}
+        stmt = select(c.tenant, c.app, c.agent, *(c[name] for name in HISTOGRAMS)).where(where)
+        for tenant, app, agent, *blobs in self.session.execute(stmt):
+            lists = stored[node_path(level, tenant, app, agent)]
+            for target, blob in zip(lists, blobs, strict=True):
+                target.append(blob)
+        return {path: NodeLatency(*map(_percentiles, lists)) for path, lists in stored.items()}
+
+    def prune(self, *, window_s: int, before: float) -> int:
+        """Delete rollup rows of resolution `window_s` older than `before` (e.g. old minutes,
+        keeping hours and days); → rows deleted."""
+        table = _TABLE
+        result = self.session.execute(
+            table.delete().where(table.c.window_s == window_s, table.c.bucket < before)
+        )
+        assert isinstance(result, CursorResult)
+        return int(result.rowcount)
+
+
+def _where(lo: int, hi: int, step: int, level: Level, tenant: str | None) -> Any:
+    c = _TABLE.c
+    pieces = cover(lo, hi, step)
+    in_range = or_(*(and_(c.window_s == w, c.bucket >= a, c.bucket < b) for w, a, b in pieces))
+    condition = and_(c.level == level, in_range)
+    return condition if tenant is None else and_(condition, c.tenant == tenant)
+
+
+def _percentiles(stored: list[bytes]) -> Percentiles | None:
+    hist = DenseHistogram()
+    hist.merge_many(stored)
+    p50, p95, p99 = (hist.quantile(q) for q in (0.5, 0.95, 0.99))
+    if p50 is None or p95 is None or p99 is None:
+        return None
+    return Percentiles(p50, p95, p99)

@@ -1,0 +1,39 @@
+"""The audit log: append-only, JSON old/new values, newest first, filters."""
+
+from __future__ import annotations
+
+import pytest
+
+from storage.db import Database
+from storage.errors import InvalidValueError
+
+
+def test_append_and_list(db: Database) -> None:
+    with db.repos() as r:
+        first = r.audit.append(
+            actor="admin", action="policy.switch", target="policy",
+            old={"name": "fcfs"}, new={"name": "vtc", "params": {"lift": True}},
+            reason="noisy neighbour", at=100.0,
+        )  # fmt: skip
+        r.audit.append(
+            actor="ops", action="tenant.update", target="tenant:acme",
+            old={"weight": 1.0}, new={"weight": 2.0}, reason="paid plan", at=200.0,
+        )  # fmt: skip
+        r.audit.append(
+            actor="ops", action="tenant.create", target="tenant:beta",
+            old=None, new={"weight": 1.0}, reason="onboarding", at=300.0,
+        )  # fmt: skip
+    with db.reader() as r:
+        entries = r.audit.list()
+        assert [e.at for e in entries] == [300.0, 200.0, 100.0]
+        assert entries[0].old is None
+        assert entries[2] == first
+        assert first.new == {"name": "vtc", "params": {"lift": True}}
+        assert [e.reason for e in r.audit.list(target="tenant:acme")] == ["paid plan"]
+        assert [e.action for e in r.audit.list(action="policy.switch")] == ["policy.switch"]
+        assert [e.at for e in r.audit.list(since=150.0, limit=1)] == [300.0]
+
+
+def test_a_change_needs_a_reason(db: Database) -> None:
+    with db.repos() as r, pytest.raises(InvalidValueError):
+        r.audit.append(actor="a", action="x", target="t", old=1, new=2, reason="  ")
