@@ -1,0 +1,73 @@
+"""Reports: a date range and a level → per node requests, tokens, unified service, share
+against weight, SLO-violation rate, latency percentiles, SAFI and Jain's index (for the period
+and over time); download as CSV (the API's own) or JSON."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+import streamlit as st
+
+from console import report_views as views
+from console import session
+from console.admin_client import AdminApiError
+
+LEVELS = ("tenant", "app", "agent")
+
+
+def _params() -> dict[str, Any]:
+    today = dt.datetime.now(dt.UTC).date()
+    with st.form("report"):
+        left, right = st.columns(2)
+        start = left.date_input("From (UTC)", value=today - dt.timedelta(days=7), key="rep_from")
+        end = right.date_input("To (UTC, inclusive)", value=today, key="rep_to")
+        level = st.radio("Level", LEVELS, horizontal=True, key="rep_level")
+        tenant = st.text_input("Only tenant (optional)", key="rep_tenant")
+        st.form_submit_button("Run report", key="report_submit")
+    assert isinstance(start, dt.date) and isinstance(end, dt.date)
+    return {
+        "from": start.isoformat(),
+        "to": (end + dt.timedelta(days=1)).isoformat(),
+        "level": level,
+        "tenant": tenant.strip() or None,
+    }
+
+
+def _show(report: dict[str, Any], params: dict[str, Any]) -> None:
+    cols = st.columns(4)
+    cols[0].metric("Nodes", len(report["nodes"]))
+    cols[1].metric("Jain: service / weight", f"{report['jain_service']:.3f}")
+    cols[2].metric("Jain: violation rate", f"{report['jain_violation_rate']:.3f}")
+    cols[3].metric("Jain: SAFI", f"{report['jain_safi']:.3f}")
+    st.dataframe(views.report_frame(report), hide_index=True, key="report_table")
+    left, right = st.columns(2)
+    left.plotly_chart(views.share_figure(report), key="report_share")
+    right.plotly_chart(views.jain_figure(report), key="report_jain")
+    name = f"arbiter-report-{params['level']}-{params['from']}-{params['to']}"
+    csv = session.client().report_csv(**params)
+    left, right = st.columns(2)
+    left.download_button("Download CSV", csv, f"{name}.csv", "text/csv", key="dl_csv")
+    right.download_button(
+        "Download JSON",
+        views.report_json_bytes(report),
+        f"{name}.json",
+        "application/json",
+        key="dl_json",
+    )
+
+
+def main() -> None:
+    st.title("Reports")
+    params = _params()
+    try:
+        report = session.client().report(**params)
+        if not report["nodes"]:
+            st.info("No requests in this period.")
+            return
+        _show(report, params)
+    except AdminApiError as exc:
+        session.show_error(exc)
+
+
+main()

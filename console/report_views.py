@@ -1,0 +1,89 @@
+"""Pure builders of the Reports page from `/admin/reports` JSON (the numbers are the API's,
+unchanged: the CSV download is the API's own CSV)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+import pandas as pd
+import plotly.graph_objects as go
+
+COLUMNS = (
+    "node",
+    "weight",
+    "entitled_share",
+    "share",
+    "share_vs_weight",
+    "requests",
+    "violations",
+    "violation_rate",
+    "n_in",
+    "n_out",
+    "unified_service",
+    "safi",
+    "ttft_p50",
+    "ttft_p95",
+    "ttft_p99",
+    "tpot_p50",
+    "tpot_p95",
+    "tpot_p99",
+    "e2e_p50",
+    "e2e_p95",
+    "e2e_p99",
+)
+
+
+def _pct(node: Mapping[str, Any], name: str, p: str) -> float | None:
+    value = node.get(f"{name}_ms")
+    return None if not value else float(value[p])
+
+
+def report_frame(report: Mapping[str, Any]) -> pd.DataFrame:
+    """One row per node with every figure of the report (latencies in ms)."""
+    records = []
+    for n in report["nodes"]:
+        row = {c: n.get(c) for c in COLUMNS}
+        row["node"] = n["key"]
+        for name in ("ttft", "tpot", "e2e"):
+            for p in ("p50", "p95", "p99"):
+                row[f"{name}_{p}"] = _pct(n, name, p)
+        records.append(row)
+    return pd.DataFrame(records, columns=list(COLUMNS))
+
+
+def jain_figure(report: Mapping[str, Any]) -> go.Figure:
+    """Jain's index of weighted service per series window, with the period's value."""
+    series = report["series"]
+    fig = go.Figure(
+        go.Scatter(
+            x=[pd.to_datetime(p["start"], unit="s") for p in series],
+            y=[p["jain_service"] for p in series],
+            mode="lines+markers",
+            name="per window",
+        )
+    )
+    fig.add_hline(y=report["jain_service"], line_dash="dot", annotation_text="whole period")
+    fig.update_layout(
+        title="Jain's index (service per weight) over time", height=300, yaxis_range=[0, 1.05]
+    )
+    return fig
+
+
+def share_figure(report: Mapping[str, Any]) -> go.Figure:
+    """Each node's share of service next to the share its weight entitles it to."""
+    keys = [n["key"] for n in report["nodes"]]
+    fig = go.Figure(
+        [
+            go.Bar(x=keys, y=[n["share"] for n in report["nodes"]], name="share of service"),
+            go.Bar(x=keys, y=[n["entitled_share"] for n in report["nodes"]], name="by weight"),
+        ]
+    )
+    fig.update_layout(barmode="group", title="Share against weight", height=300)
+    return fig
+
+
+def report_json_bytes(report: Mapping[str, Any]) -> bytes:
+    """The report as a downloadable JSON document."""
+    return json.dumps(report, indent=2, sort_keys=True).encode()

@@ -1,0 +1,118 @@
+"""`/admin/knobs`: read every knob; set one (validated, announced, audited as `knob.set`).
+
+Setting `fairness` also carries α and β into the active policy's params when that policy has
+them (ExFairS), so the scheduler applies them at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from fastapi import APIRouter
+
+from control_plane.api.admin.deps import AdminContext, Ctx, as_json
+from control_plane.api.admin.knob_rules import known_knobs, validate_knob, validate_policy
+from control_plane.api.admin.schemas import KnobChange
+from control_plane.api.auth import Admin
+from control_plane.policies.registry import UnknownPolicyError, policy_class
+from storage.records import AuditRecord
+
+router = APIRouter(tags=["admin: knobs"])
+
+
+async def set_knob(
+    ctx: AdminContext,
+    name: str,
+    value: Any,
+    *,
+    actor: str,
+    reason: str,
+    action: str,
+    old: Any = None,
+) -> tuple[int, AuditRecord]:
+    """Store, announce and audit one knob value (already validated) → (version, audit row).
+
+    The audit row's `old` is the knob's previous value unless `old` says what was in force.
+    """
+    old = await ctx.stores.knobs.get(name) if old is None else old
+    version = await ctx.stores.knobs.set(name, value)
+
+    def audit() -> AuditRecord:
+        with ctx.db.repos() as r:
+            return r.audit.append(
+                actor=actor,
+                action=action,
+                target="policy" if name == "policy" else f"knob:{name}",
+                old=old,
+                new=value,
+                reason=reason,
+            )
+
+    return version, await asyncio.to_thread(audit)
+
+
+async def active_policy(ctx: AdminContext) -> dict[str, Any]:
+    """`{"name", "params"}` of the policy in force: the knob, else the leader's, else settings."""
+    knob = await ctx.stores.knobs.get("policy")
+    if isinstance(knob, dict) and knob.get("name"):
+        return {"name": knob["name"], "params": knob.get("params") or {}}
+    live = await ctx.stores.checkpoints.load("live") or {}
+    policy = live.get("policy") or {}
+    if policy.get("name"):
+        return {"name": policy["name"], "params": policy.get("params") or {}}
+    return {"name": ctx.settings.policy, "params": {}}
+
+
+async def _carry_fairness(
+    ctx: AdminContext, fairness: dict[str, Any], actor: str, reason: str
+) -> dict[str, Any] | None:
+    current = await active_policy(ctx)
+    try:
+        fields = policy_class(str(current["name"])).Params.model_fields
+    except UnknownPolicyError:
+        return None
+    carried = {k: v for k, v in fairness.items() if k in fields}
+    if not carried:
+        return None
+    new = validate_policy(str(current["name"]), {**current["params"], **carried})
+    await set_knob(
+        ctx,
+        "policy",
+        new,
+        actor=actor,
+        reason=f"fairness knob: {reason}",
+        action="policy.switch",
+        old=current,
+    )
+    return new
+
+
+@router.get("/knobs")
+async def list_knobs(ctx: Ctx, _: Admin) -> dict[str, Any]:
+    """Current values, the change counter, and what each known knob means (with its schema)."""
+    return {
+        "knobs": await ctx.stores.knobs.get_all(),
+        "version": await ctx.stores.knobs.version(),
+        "known": known_knobs(),
+    }
+
+
+@router.put("/knobs/{name}")
+async def put_knob(ctx: Ctx, actor: Admin, name: str, body: KnobChange) -> dict[str, Any]:
+    """Validate and set a knob; subscribers (the scheduler, gateways) see it at once."""
+    value = validate_knob(name, body.value)
+    action = "policy.switch" if name == "policy" else "knob.set"
+    version, audit = await set_knob(
+        ctx, name, value, actor=actor, reason=body.reason, action=action
+    )
+    policy = None
+    if name == "fairness":
+        policy = await _carry_fairness(ctx, value, actor, body.reason)
+    return {
+        "name": name,
+        "value": value,
+        "version": version,
+        "audit": as_json(audit),
+        "policy": policy,
+    }

@@ -1,0 +1,160 @@
+"""Per-node live views (tenant → application → agent) for `GET /admin/nodes` (pure).
+
+Inputs are what the scheduler leader checkpoints (its ledger: counters, service, sliding SLO
+windows, ExFairS accounts), per-node queue and in-flight counts, weights, and the last hour of
+SLO outcomes from the SQL rollups. SAFI follows ALGORITHMS.md §3 at every level:
+`SAFI = α · violation rate + (1 − α) · windowed service / the largest windowed service among the
+nodes of that level` (lower is better); its two parts are reported next to it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from control_plane.policies.ledger import Ledger, Node
+from control_plane.policies.safi import jain
+
+LEVELS = {1: "tenant", 2: "app", 3: "agent"}
+DEFAULT_ALPHA = 0.7
+DEFAULT_BETA = 0.1
+
+
+@dataclass(frozen=True, slots=True)
+class HourStats:
+    """SLO outcomes of a node over the last hour (from the rollups)."""
+
+    violations: int
+    finished: int
+
+
+@dataclass(frozen=True, slots=True)
+class LiveInputs:
+    """Everything `node_views` reads; missing sources are empty."""
+
+    ledger: Ledger
+    counts: Mapping[Node, tuple[int, int]]
+    """Node → (queued, in flight)."""
+    weights: Mapping[Node, float]
+    hour: Mapping[Node, HourStats]
+    now: float
+    alpha: float = DEFAULT_ALPHA
+
+
+def fairness_params(
+    policy_params: Mapping[str, Any], knob: Mapping[str, Any] | None
+) -> tuple[float, float]:
+    """(α, β): the active policy's when it has them (ExFairS), else the `fairness` knob's,
+    else the defaults 0.7 and 0.1."""
+    fallback = knob or {}
+    alpha = policy_params.get("alpha", fallback.get("alpha", DEFAULT_ALPHA))
+    beta = policy_params.get("beta", fallback.get("beta", DEFAULT_BETA))
+    return float(alpha), float(beta)
+
+
+def _attainment(violations: float, finished: float) -> float | None:
+    return None if finished <= 0 else 1.0 - violations / finished
+
+
+def _all_nodes(inputs: LiveInputs) -> list[Node]:
+    seen: set[Node] = set()
+    for depth in LEVELS:
+        seen.update(inputs.ledger.nodes_at(depth))
+    for source in (inputs.counts, inputs.weights, inputs.hour):
+        seen.update(node for node in source if 1 <= len(node) <= 3)
+    return sorted(seen)
+
+
+def _row(node: Node, inputs: LiveInputs, peak: float) -> dict[str, Any]:
+    ledger, now = inputs.ledger, inputs.now
+    window = ledger.window(node, now)
+    stats = ledger.stats(node)
+    account = ledger.find_account(node)
+    queued, inflight = inputs.counts.get(node, (0, 0))
+    hour = inputs.hour.get(node, HourStats(0, 0))
+    usage = window.service / peak if peak > 0 else 0.0
+    return {
+        "key": "/".join(node),
+        "path": list(node),
+        "level": LEVELS[len(node)],
+        "parent": "/".join(node[:-1]) or None,
+        "weight": inputs.weights.get(node, 1.0),
+        "queued": queued,
+        "inflight": inflight,
+        "counter": ledger.counter(node),
+        "service": ledger.service(node),
+        "service_window": window.service,
+        "service_rate": window.service / ledger.window_s,
+        "tokens_in": stats.tokens_in if stats else 0,
+        "tokens_out": stats.tokens_out if stats else 0,
+        "completed": stats.completed if stats else 0,
+        "completed_1m": window.completed,
+        "violations_1m": window.violations,
+        "slo_attainment_1m": _attainment(window.violations, window.completed),
+        "finished_1h": hour.finished,
+        "violations_1h": hour.violations,
+        "slo_attainment_1h": _attainment(hour.violations, hour.finished),
+        "safi_slo": window.violation_rate,
+        "safi_usage": usage,
+        "safi": inputs.alpha * window.violation_rate + (1 - inputs.alpha) * usage,
+        "credit": account.credit if account else 0,
+        "resource": account.resource if account else 0,
+    }
+
+
+def _active(row: Mapping[str, Any]) -> bool:
+    return bool(row["service_window"] or row["completed_1m"] or row["queued"] or row["inflight"])
+
+
+def node_views(inputs: LiveInputs) -> list[dict[str, Any]]:
+    """One row per node at every level, sorted by path."""
+    nodes = _all_nodes(inputs)
+    peaks = {
+        depth: max(
+            (inputs.ledger.window(n, inputs.now).service for n in nodes if len(n) == depth),
+            default=0.0,
+        )
+        for depth in LEVELS
+    }
+    return [_row(node, inputs, peaks[len(node)]) for node in nodes]
+
+
+def level_jain(rows: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, float | int]]:
+    """Per level, over the nodes active in the window: Jain's index of windowed service per
+    unit weight and of SAFI."""
+    out: dict[str, dict[str, float | int]] = {}
+    for level in LEVELS.values():
+        active = [r for r in rows if r["level"] == level and _active(r)]
+        out[level] = {
+            "service": jain(r["service_window"] / r["weight"] for r in active),
+            "safi": jain(r["safi"] for r in active),
+            "nodes": len(active),
+        }
+    return out
+
+
+def counts_from_records(records: Iterable[Mapping[str, Any]]) -> dict[Node, tuple[int, int]]:
+    """Queued / in-flight counts at every level from Redis request records."""
+    counts: dict[Node, list[int]] = {}
+    for record in records:
+        job = (record.get("envelope") or {}).get("job") or {}
+        if "tenant" not in job:
+            continue
+        path = (
+            str(job["tenant"]),
+            str(job.get("app", "default")),
+            str(job.get("agent", "default")),
+        )
+        slot = 0 if record.get("status") == "queued" else 1
+        for depth in LEVELS:
+            counts.setdefault(path[:depth], [0, 0])[slot] += 1
+    return {node: (pair[0], pair[1]) for node, pair in counts.items()}
+
+
+def counts_from_live(nodes: Iterable[Mapping[str, Any]]) -> dict[Node, tuple[int, int]]:
+    """The same counts from the live view's `nodes` list (when the leader provides it)."""
+    return {
+        tuple(str(p) for p in n["path"]): (int(n.get("queued", 0)), int(n.get("inflight", 0)))
+        for n in nodes
+    }

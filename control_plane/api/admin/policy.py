@@ -1,0 +1,89 @@
+"""`/admin/policy`: the active policy and every registered one with its params schema; a
+validated, audited switch; the switch history."""
+
+from __future__ import annotations
+
+import inspect
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query
+
+from control_plane.admission.registry import ADMISSIONS
+from control_plane.api.admin.deps import Ctx, as_json, in_thread
+from control_plane.api.admin.knob_rules import validate_policy
+from control_plane.api.admin.knobs import active_policy, set_knob
+from control_plane.api.admin.schemas import PolicyChange
+from control_plane.api.auth import Admin
+from control_plane.placement.registry import PLACEMENTS
+from control_plane.policies import registry
+from control_plane.policies.plugins import PluginRegistry
+from storage.db import Database
+from storage.records import AuditRecord
+
+router = APIRouter(tags=["admin: policy"])
+
+
+def _summary(cls: type) -> str:
+    doc = inspect.getdoc(cls) or ""
+    return doc.split("\n\n")[0].replace("\n", " ")
+
+
+def _entry(name: str, cls: Any) -> dict[str, Any]:
+    return {
+        "name": name,
+        "summary": _summary(cls),
+        "params_schema": cls.Params.model_json_schema(),
+        "defaults": cls.Params().model_dump(mode="json"),
+    }
+
+
+def policy_catalog() -> list[dict[str, Any]]:
+    """Every registered policy: name, summary, params JSON schema and default params."""
+    return [_entry(name, registry.policy_class(name)) for name in registry.names()]
+
+
+def plugin_catalog(plugins: PluginRegistry[Any]) -> list[dict[str, Any]]:
+    """The same for admission or placement plug-ins."""
+    return [_entry(name, plugins.resolve(name)) for name in plugins.names()]
+
+
+@router.get("/policy")
+async def get_policy(ctx: Ctx, _: Admin) -> dict[str, Any]:
+    """The policy in force (and what the leader reports running), plus the catalogues of
+    policies, admission and placement plug-ins with their params schemas."""
+    live = await ctx.stores.checkpoints.load("live") or {}
+    knobs = await ctx.stores.knobs.get_all()
+    return {
+        "active": await active_policy(ctx),
+        "running": live.get("policy"),
+        "admission": live.get("admission") or knobs.get("admission"),
+        "placement": live.get("placement") or knobs.get("placement"),
+        "policies": policy_catalog(),
+        "admissions": plugin_catalog(ADMISSIONS),
+        "placements": plugin_catalog(PLACEMENTS),
+    }
+
+
+@router.put("/policy")
+async def switch_policy(ctx: Ctx, actor: Admin, body: PolicyChange) -> dict[str, Any]:
+    """Validate `{name, params}` (422 with per-field errors), publish it as the `policy` knob
+    (the leader switches with zero downtime) and audit it as `policy.switch`."""
+    new = validate_policy(body.name, body.params)
+    old = await active_policy(ctx)
+    version, audit = await set_knob(
+        ctx, "policy", new, actor=actor, reason=body.reason, action="policy.switch", old=old
+    )
+    return {"active": new, "previous": old, "version": version, "audit": as_json(audit)}
+
+
+def _history(db: Database, limit: int) -> list[AuditRecord]:
+    with db.reader() as r:
+        return r.audit.list(action="policy.switch", limit=limit)
+
+
+@router.get("/policy/history")
+async def policy_history(
+    ctx: Ctx, _: Admin, limit: Annotated[int, Query(ge=1, le=1000)] = 100
+) -> dict[str, Any]:
+    """Policy switches, newest first (actor, old, new, reason)."""
+    return {"data": as_json(await in_thread(_history, ctx.db, limit))}

@@ -1,0 +1,95 @@
+"""`/admin/reports`: historical fairness per node as JSON, CSV or HTML (same numbers as
+`arbiter report`)."""
+
+from __future__ import annotations
+
+import time
+from typing import Annotated, Any, TypeVar, cast
+
+from fastapi import APIRouter, Query
+from fastapi.responses import HTMLResponse, JSONResponse, Response
+
+from control_plane.api.admin.deps import Ctx, in_thread
+from control_plane.api.admin.report_render import to_csv, to_html
+from control_plane.api.admin.report_service import (
+    ReportQuery,
+    Source,
+    fairness_report,
+    parse_time,
+)
+from control_plane.api.auth import Admin
+from control_plane.api.errors import ApiError
+from storage.records import Level
+
+router = APIRouter(tags=["admin: reports"])
+DAY_S = 86400.0
+T = TypeVar("T")
+LEVELS = ("tenant", "app", "agent")
+FORMATS = ("json", "csv", "html")
+SOURCES = ("rollups", "requests")
+STEPS = (60, 3600, 86400)
+
+
+def _choice(value: T, allowed: tuple[T, ...], param: str) -> T:
+    if value not in allowed:
+        choices = ", ".join(str(a) for a in allowed)
+        raise ApiError(
+            422, f"'{param}' must be one of {choices}", param=param, code="invalid_value"
+        )
+    return value
+
+
+def _time(text: str | None, default: float, param: str) -> float:
+    if text is None:
+        return default
+    try:
+        return parse_time(text)
+    except ValueError:
+        raise ApiError(
+            422,
+            f"'{param}' must be epoch seconds or an ISO 8601 date/time, got {text!r}",
+            param=param,
+            code="invalid_value",
+        ) from None
+
+
+@router.get("/reports", response_model=None)
+async def report(
+    ctx: Ctx,
+    _: Admin,
+    from_: Annotated[
+        str | None, Query(alias="from", description="default: 24 h before 'to'")
+    ] = None,
+    to: Annotated[str | None, Query(description="epoch s or ISO 8601; default now")] = None,
+    level: Annotated[str, Query(description="tenant | app | agent")] = "tenant",
+    format: Annotated[str, Query(description="json | csv | html")] = "json",
+    tenant: str | None = None,
+    step: Annotated[int | None, Query(description="60 | 3600 | 86400 s")] = None,
+    source: Annotated[str, Query(description="rollups | requests")] = "rollups",
+) -> Response:
+    """Per node: requests, tokens, unified service, share against weight, SLO-violation rate,
+    TTFT/TPOT/e2e p50/p95/p99, SAFI; Jain's index for the period and per series window."""
+    end = _time(to, time.time(), "to")
+    start = _time(from_, end - DAY_S, "from")
+    if not start < end:
+        raise ApiError(422, "'from' must be before 'to'", param="from", code="invalid_value")
+    query = ReportQuery(
+        start,
+        end,
+        cast(Level, _choice(level, LEVELS, "level")),
+        tenant=tenant,
+        step=None if step is None else int(_choice(step, STEPS, "step")),
+        source=cast(Source, _choice(source, SOURCES, "source")),
+    )
+    _choice(format, FORMATS, "format")
+    data: dict[str, Any] = await in_thread(fairness_report, ctx.db, query)
+    name = f"arbiter-report-{level}-{data['from'][:10]}-{data['to'][:10]}"
+    if format == "csv":
+        return Response(
+            to_csv(data),
+            media_type="text/csv; charset=utf-8",
+            headers={"Content-Disposition": f'attachment; filename="{name}.csv"'},
+        )
+    if format == "html":
+        return HTMLResponse(await in_thread(to_html, data))
+    return JSONResponse(data)

@@ -1,0 +1,128 @@
+"""`/admin/workers`: register, list (SQL record + Redis registry + scraped metrics + the
+scheduler's live view), drain, undrain, delete."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from fastapi import APIRouter
+
+from control_plane.api.admin import worker_ops as ops
+from control_plane.api.admin.deps import Ctx, Reason, as_json, in_thread, not_found
+from control_plane.api.admin.schemas import Change, WorkerIn
+from control_plane.api.auth import Admin
+from storage.records import WorkerRecord
+
+router = APIRouter(tags=["admin: workers"])
+
+_LIVE_FIELDS = ("healthy", "inflight", "running", "waiting", "kv_usage", "preemptions", "error")
+
+
+def merge_workers(
+    sql: Sequence[WorkerRecord],
+    redis: Sequence[Mapping[str, Any]],
+    metrics: Mapping[str, Mapping[str, Any]],
+    live: Sequence[Mapping[str, Any]],
+    now: float,
+) -> list[dict[str, Any]]:
+    """One row per worker known anywhere; the live view wins for load, then raw metrics."""
+    rows: dict[str, dict[str, Any]] = {}
+    for sql_record in sql:
+        rows[sql_record.id] = {**as_json(sql_record), "in_sql": True, "in_redis": False}
+    for record in redis:
+        row = rows.setdefault(str(record["id"]), {"in_sql": False})
+        row.update({k: v for k, v in record.items() if v is not None}, in_redis=True)
+    for worker_id, sample in metrics.items():
+        row = rows.setdefault(worker_id, {"id": worker_id, "in_sql": False, "in_redis": False})
+        row.update(
+            healthy=sample.get("healthy"),
+            running=sample.get("running"),
+            waiting=sample.get("waiting"),
+            kv_usage=sample.get("kv_usage"),
+            preemptions=sample.get("preemptions_total"),
+            kv_tokens=sample.get("kv_tokens") or row.get("kv_tokens"),
+            error=sample.get("error"),
+            scraped_at=sample.get("at"),
+        )
+    for view in live:
+        known = rows.get(str(view.get("id")))
+        if known is not None:
+            known.update({k: view[k] for k in _LIVE_FIELDS if k in view})
+    for row in rows.values():
+        scraped = row.get("scraped_at")
+        row["metrics_age_s"] = None if scraped is None else max(0.0, now - float(scraped))
+        row["drained"] = row.get("status") == "draining" and not row.get("inflight")
+    return [rows[k] for k in sorted(rows)]
+
+
+async def _known_in_redis(ctx: Ctx, worker_id: str) -> dict[str, Any] | None:
+    return await ctx.stores.workers.get(worker_id)
+
+
+@router.get("/workers")
+async def list_workers(ctx: Ctx, _: Admin) -> dict[str, Any]:
+    sql = await in_thread(ops.sql_workers, ctx.db)
+    redis = await ctx.stores.workers.list()
+    metrics = await ctx.stores.workers.metrics()
+    live = await ctx.stores.checkpoints.load("live") or {}
+    return {"data": merge_workers(sql, redis, metrics, live.get("workers") or [], time.time())}
+
+
+@router.post("/workers", status_code=201)
+async def register_worker(ctx: Ctx, actor: Admin, body: WorkerIn) -> dict[str, Any]:
+    """Register (or update) a worker; it receives requests once the scheduler scrapes it."""
+    url = body.url.rstrip("/")
+    worker_id = body.id or ops.default_worker_id(url)
+    await in_thread(ops.check_url_free, ctx.db, worker_id, url)
+    model = body.model if body.model is not None else await ops.probe_model(url)
+    record = ops.redis_record(body, worker_id, model)
+    await ctx.stores.workers.upsert(record)
+    saved = await in_thread(ops.register_sql, ctx.db, record, actor=actor, reason=body.reason)
+    return {**(await ctx.stores.workers.get(worker_id) or {}), "registered_at": saved.registered_at}
+
+
+async def _set_status(
+    ctx: Ctx, actor: str, worker_id: str, status: str, reason: str
+) -> dict[str, Any]:
+    redis = await _known_in_redis(ctx, worker_id)
+    sql = await in_thread(ops.sql_worker, ctx.db, worker_id)
+    if redis is None and sql is None:
+        raise not_found(f"worker {worker_id!r}")
+    if redis is None and sql is not None:  # Redis lost it (flushed): restore from SQL
+        await ctx.stores.workers.upsert(
+            {"id": sql.id, "url": sql.url, "model": sql.model, "kind": sql.kind}
+            | ({"max_num_seqs": sql.max_num_seqs} if sql.max_num_seqs else {})
+        )
+    await ctx.stores.workers.set_status(worker_id, status)
+    action = "worker.drain" if status == "draining" else "worker.undrain"
+    await in_thread(
+        ops.set_status_sql,
+        ctx.db,
+        worker_id,
+        "draining" if status == "draining" else "active",
+        actor=actor,
+        reason=reason,
+        action=action,
+    )
+    return await ctx.stores.workers.get(worker_id) or {}
+
+
+@router.post("/workers/{worker_id}/drain")
+async def drain_worker(ctx: Ctx, actor: Admin, worker_id: str, body: Change) -> dict[str, Any]:
+    """No new requests go to the worker; those in flight finish."""
+    return await _set_status(ctx, actor, worker_id, "draining", body.reason)
+
+
+@router.post("/workers/{worker_id}/undrain")
+async def undrain_worker(ctx: Ctx, actor: Admin, worker_id: str, body: Change) -> dict[str, Any]:
+    return await _set_status(ctx, actor, worker_id, "active", body.reason)
+
+
+@router.delete("/workers/{worker_id}")
+async def delete_worker(ctx: Ctx, actor: Admin, worker_id: str, reason: Reason) -> dict[str, Any]:
+    """Forget the worker everywhere (drain it first to let in-flight requests finish)."""
+    in_redis = await ctx.stores.workers.remove(worker_id)
+    await in_thread(ops.remove_sql, ctx.db, worker_id, actor=actor, reason=reason, known=in_redis)
+    return {"id": worker_id, "deleted": True}

@@ -1,0 +1,76 @@
+"""Policy & knobs page: active policy, forms that change it with a reason, the API's field
+errors shown next to the fields, and the audit history."""
+
+from __future__ import annotations
+
+from streamlit.testing.v1 import AppTest
+
+from tests.console.conftest import AdminServer, signed_in
+
+
+def _captions(at: AppTest) -> list[str]:
+    return [c.value for c in at.caption]
+
+
+def test_policy_switch_with_field_errors_then_success(
+    admin_server: AdminServer, app_test: AppTest
+) -> None:
+    at = signed_in(app_test, "app_pages/policy.py")
+    assert not at.exception, at.exception
+    assert at.subheader[0].value.startswith("Active policy: ")
+
+    at.selectbox(key="policy_name").select("exfairs").run()
+    at.number_input(key="policy_exfairs_alpha").set_value(1.5)
+    at.button(key="policy_submit").click().run()
+    assert not at.exception, at.exception
+    assert any("'reason'" in c for c in _captions(at)), _captions(at)  # under the reason
+
+    at.text_input(key="policy_reason").input("too many SLO misses")
+    at.button(key="policy_submit").click().run()
+    assert any("less than or equal to 1" in c for c in _captions(at)), _captions(at)
+    assert at.number_input(key="policy_exfairs_alpha").value == 1.5  # the form keeps its input
+    with admin_server.http() as http:
+        assert http.get("/admin/knobs").json()["knobs"].get("policy") is None
+
+    at.number_input(key="policy_exfairs_alpha").set_value(0.6)
+    at.button(key="policy_submit").click().run()
+    assert not at.exception, at.exception
+    assert any("Policy: exfairs" in s.value for s in at.success)
+    assert at.subheader[0].value == "Active policy: exfairs"
+    with admin_server.http() as http:
+        knob = http.get("/admin/knobs").json()["knobs"]["policy"]
+        history = http.get("/admin/policy/history").json()["data"]
+    assert knob["name"] == "exfairs" and knob["params"]["alpha"] == 0.6
+    assert history[0]["actor"] == "console" and history[0]["reason"] == "too many SLO misses"
+    audit = at.dataframe[-1].value
+    assert "policy.switch" in list(audit["action"])
+
+
+def test_weight_and_knob_forms(admin_server: AdminServer, app_test: AppTest) -> None:
+    with admin_server.http() as http:
+        http.post("/admin/tenants", json={"name": "weighty", "reason": "setup"})
+    at = signed_in(app_test, "app_pages/policy.py")
+    at.selectbox(key="weight_node").select("weighty")
+    at.number_input(key="weight_value").set_value(4.0)
+    at.text_input(key="weight_reason").input("premium plan")
+    at.button(key="weight_submit").click().run()
+    assert not at.exception, at.exception
+    assert any("weighty: weight 4" in s.value for s in at.success)
+
+    at.number_input(key="slo_ttft_ms").set_value(-1.0)
+    at.text_input(key="slo_reason").input("tighter")
+    at.button(key="slo_submit").click().run()
+    assert any("greater than 0" in c for c in _captions(at)), _captions(at)
+
+    at.number_input(key="queue_default").set_value(64)
+    at.text_input(key="queue_reason").input("smaller queues")
+    at.button(key="queue_submit").click().run()
+    assert not at.exception, at.exception
+    with admin_server.http() as http:
+        knobs = http.get("/admin/knobs").json()["knobs"]
+        tenant = http.get("/admin/tenants/weighty").json()
+    assert knobs["weights"]["weighty"] == 4.0 and tenant["weight"] == 4.0
+    assert knobs["queue_cap"] == {"default": 64}
+    assert "slo_defaults" not in knobs
+    actions = list(at.dataframe[-1].value["action"])
+    assert "tenant.update" in actions and "knob.set" in actions

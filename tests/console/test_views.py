@@ -1,0 +1,98 @@
+"""The console's pure builders: schema → form fields, history → rates, drill-down, tables."""
+
+from __future__ import annotations
+
+import pytest
+
+from console.admin_client import AdminApiError, AdminClient
+from console.form_specs import field_specs, node_keys, to_json_value
+from console.live_views import append_history, children, token_rates, visible_nodes
+from console.report_views import report_frame
+from control_plane.admission.capacity import CapacityParams
+from control_plane.policies.exfairs import ExfairsParams
+from control_plane.policies.vtc import VtcParams
+from tests.console.conftest import TOKEN, AdminServer
+
+
+def test_field_specs_from_real_params_schemas() -> None:
+    exfairs = {s.name: s for s in field_specs(ExfairsParams.model_json_schema())}
+    assert (exfairs["alpha"].kind, exfairs["alpha"].minimum, exfairs["alpha"].maximum) == (
+        "number",
+        0.0,
+        1.0,
+    )
+    assert exfairs["level"].kind == "integer" and exfairs["level"].default == 1
+    vtc = {s.name: s for s in field_specs(VtcParams.model_json_schema())}
+    assert vtc["cost_unit"].kind == "enum" and vtc["cost_unit"].options == ("unified", "raw")
+    capacity = {s.name: s for s in field_specs(CapacityParams.model_json_schema())}
+    cap = capacity["max_concurrency"]
+    assert (cap.kind, cap.nullable, cap.minimum) == ("integer", True, 1.0)
+    assert capacity["skip_waiting"].kind == "boolean"
+    assert to_json_value(cap, None) is None and to_json_value(cap, 4.0) == 4
+
+
+def _node(key: str, tokens: int = 0) -> dict[str, object]:
+    path = key.split("/")
+    return {
+        "key": key,
+        "path": path,
+        "level": ("tenant", "app", "agent")[len(path) - 1],
+        "counter": 1.0,
+        "service": 2.0,
+        "tokens_in": tokens,
+        "tokens_out": 0,
+    }
+
+
+def test_drill_down_and_token_rates() -> None:
+    nodes = [_node(k) for k in ("a", "a/x", "a/x/p", "a/y", "b", "b/z", "b/z/q")]
+    assert [n["key"] for n in visible_nodes(nodes, None, None)] == ["a", "b"]
+    assert [n["key"] for n in visible_nodes(nodes, "a", None)] == ["a/x", "a/y"]
+    assert [n["key"] for n in visible_nodes(nodes, "b", "z")] == ["b/z/q"]
+    assert children(nodes, "app", ["a"]) == ["x", "y"]
+    history: list[dict[str, object]] = []
+    for t, tokens in ((100.0, 0), (102.0, 50), (104.0, 150)):
+        history = append_history(history, {"nodes": [_node("a", tokens)]}, t, max_len=2)
+    assert [h["t"] for h in history] == [102.0, 104.0]
+    rates = token_rates(history, ["a"])
+    assert list(rates["value"]) == [50.0]
+
+
+def test_node_keys_and_report_frame() -> None:
+    hierarchy = [
+        {
+            "tenant": {"name": "t", "weight": 2.0},
+            "apps": [
+                {"app": {"name": "a", "weight": 1.0}, "agents": [{"name": "g", "weight": 3.0}]}
+            ],
+        }
+    ]
+    assert node_keys(hierarchy) == {"t": 2.0, "t/a": 1.0, "t/a/g": 3.0}
+    report = {
+        "nodes": [
+            {
+                "key": "t",
+                "requests": 3,
+                "ttft_ms": {"p50": 1.0, "p95": 2.0, "p99": 3.0},
+                "tpot_ms": None,
+                "e2e_ms": None,
+            }
+        ]
+    }
+    frame = report_frame(report)
+    assert frame.loc[0, "ttft_p99"] == 3.0 and frame.loc[0, "requests"] == 3
+    assert frame["tpot_p50"].isna().all()
+
+
+def test_client_errors_are_plain(admin_server: AdminServer) -> None:
+    client = AdminClient(admin_server.url, TOKEN)
+    with pytest.raises(AdminApiError) as caught:
+        client.switch_policy("exfairs", {"alpha": 2, "p_max": -1}, "r")
+    errors = caught.value.field_errors()
+    assert caught.value.status == 422 and set(errors) == {"params.alpha", "params.p_max"}
+    with pytest.raises(AdminApiError) as refused:
+        AdminClient(admin_server.url, "not-the-token").policy()
+    assert refused.value.status == 401 and refused.value.code == "invalid_admin_token"
+    with pytest.raises(AdminApiError) as unreachable:
+        AdminClient("http://127.0.0.1:1", TOKEN).policy()
+    assert unreachable.value.status == 0 and "Cannot reach" in str(unreachable.value)

@@ -1,0 +1,29 @@
+"""The model registry: upsert, list, delete, audited."""
+
+from __future__ import annotations
+
+from tests.control_plane.api.admin.conftest import AdminApi
+
+
+async def test_model_registry(api: AdminApi) -> None:
+    spec = {"kind": "vlm", "hidden_size": 4096, "num_layers": 32, "max_model_len": 8192}
+    resp = await api.client.put("/admin/models/llava", json={**spec, "reason": "new model"})
+    assert resp.status_code == 200, resp.text
+    assert resp.json() == {**spec, "name": "llava", "unified_cost_factor": None}
+    resp = await api.client.put(
+        "/admin/models/llava", json={**spec, "unified_cost_factor": 1.5, "reason": "measured"}
+    )
+    assert resp.json()["unified_cost_factor"] == 1.5
+    assert [m["name"] for m in (await api.client.get("/admin/models")).json()["data"]] == ["llava"]
+    bad = await api.client.put("/admin/models/llava", json={**spec, "kind": "smell", "reason": "r"})
+    assert bad.status_code == 422 and bad.json()["error"]["param"] == "kind"
+    zero = await api.client.put("/admin/models/x", json={**spec, "hidden_size": 0, "reason": "r"})
+    assert zero.status_code == 422 and zero.json()["error"]["param"] == "hidden_size"
+    assert (
+        await api.client.delete("/admin/models/llava", params={"reason": "r"})
+    ).status_code == 200
+    assert (
+        await api.client.delete("/admin/models/llava", params={"reason": "r"})
+    ).status_code == 404
+    actions = [a["action"] for a in (await api.client.get("/admin/audit")).json()["data"]]
+    assert actions == ["model.delete", "model.upsert", "model.upsert"]

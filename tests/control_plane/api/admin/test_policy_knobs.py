@@ -1,0 +1,124 @@
+"""Policy switch (validated, published as a knob, audited) and the generic knobs."""
+
+from __future__ import annotations
+
+import asyncio
+
+from tests.control_plane.api.admin.conftest import AdminApi
+
+
+async def test_policy_catalogue_and_default(api: AdminApi) -> None:
+    resp = await api.client.get("/admin/policy")
+    assert resp.status_code == 200
+    data = resp.json()
+    assert data["active"] == {"name": "vtc", "params": {}}  # settings' default, nothing running
+    names = [p["name"] for p in data["policies"]]
+    assert {"fcfs", "vtc", "exfairs", "hmfs"} <= set(names)
+    exfairs = next(p for p in data["policies"] if p["name"] == "exfairs")
+    assert exfairs["params_schema"]["properties"]["alpha"]["maximum"] == 1.0
+    assert exfairs["defaults"]["beta"] == 0.1
+    assert "capacity" in [a["name"] for a in data["admissions"]]
+
+
+async def test_invalid_switch_is_refused_field_by_field(api: AdminApi) -> None:
+    bad = await api.client.put(
+        "/admin/policy",
+        json={"name": "exfairs", "params": {"alpha": 2, "p_max": -1, "bogus": 1}, "reason": "r"},
+    )
+    assert bad.status_code == 422
+    params = {e["param"] for e in bad.json()["errors"]}
+    assert params == {"params.alpha", "params.p_max", "params.bogus"}
+    assert bad.json()["error"]["param"] in params
+    unknown = await api.client.put("/admin/policy", json={"name": "nope", "reason": "r"})
+    assert unknown.status_code == 422 and unknown.json()["error"]["param"] == "name"
+    no_reason = await api.client.put("/admin/policy", json={"name": "fcfs"})
+    assert no_reason.status_code == 422 and no_reason.json()["error"]["param"] == "reason"
+    assert await api.stores.knobs.get("policy") is None
+    assert (await api.client.get("/admin/policy/history")).json()["data"] == []
+
+
+async def test_switch_sets_the_knob_announces_it_and_audits(api: AdminApi) -> None:
+    subscription = await api.stores.knobs.subscribe()
+    async with subscription:
+        resp = await api.client.put(
+            "/admin/policy",
+            json={"name": "exfairs", "params": {"alpha": 0.5}, "reason": "SLO misses"},
+        )
+        assert resp.status_code == 200, resp.text
+        change = await asyncio.wait_for(anext(subscription), timeout=5)
+    knob = await api.stores.knobs.get("policy")
+    assert knob["name"] == "exfairs" and knob["params"]["alpha"] == 0.5
+    assert knob["params"]["beta"] == 0.1  # defaults filled in
+    assert change["name"] == "policy" and change["value"] == knob
+    history = (await api.client.get("/admin/policy/history")).json()["data"]
+    assert len(history) == 1
+    row = history[0]
+    assert (row["actor"], row["reason"], row["target"]) == ("ops@test", "SLO misses", "policy")
+    assert row["old"] == {"name": "vtc", "params": {}} and row["new"] == knob
+    assert (await api.client.get("/admin/policy")).json()["active"] == knob
+
+    await api.client.put("/admin/policy", json={"name": "fcfs", "reason": "back"})
+    history = (await api.client.get("/admin/policy/history")).json()["data"]
+    assert [h["new"]["name"] for h in history] == ["fcfs", "exfairs"]
+    assert history[0]["old"] == knob
+
+
+async def test_knobs_validated_set_and_audited(api: AdminApi) -> None:
+    listed = (await api.client.get("/admin/knobs")).json()
+    assert {"fairness", "admission", "placement", "slo_defaults", "queue_cap"} <= set(
+        listed["known"]
+    )
+
+    resp = await api.client.put(
+        "/admin/knobs/admission",
+        json={"value": {"name": "capacity", "params": {"max_concurrency": 4}}, "reason": "protect"},
+    )
+    assert resp.status_code == 200, resp.text
+    stored = await api.stores.knobs.get("admission")
+    assert stored["name"] == "capacity" and stored["params"]["max_concurrency"] == 4
+    assert stored["params"]["kv_usage_max"] == 0.95
+
+    cases = [
+        (
+            "admission",
+            {"name": "capacity", "params": {"kv_usage_max": 2}},
+            "value.params.kv_usage_max",
+        ),
+        ("admission", {"name": "nope"}, "value.name"),
+        ("fairness", {"alpha": 1.5}, "value.alpha"),
+        ("slo_defaults", {"ttft_ms": -5}, "value.ttft_ms"),
+        ("queue_cap", {"default": 0}, "value.default"),
+        ("weights", {"a": 1}, "name"),
+        ("directory", 1, "name"),
+        ("Bad Name", 1, "name"),
+    ]
+    for name, value, param in cases:
+        bad = await api.client.put(f"/admin/knobs/{name}", json={"value": value, "reason": "r"})
+        assert bad.status_code == 422, (name, bad.text)
+        assert bad.json()["error"]["param"] == param, bad.json()
+
+    custom = await api.client.put("/admin/knobs/my.plugin", json={"value": [1, 2], "reason": "r"})
+    assert custom.status_code == 200 and await api.stores.knobs.get("my.plugin") == [1, 2]
+    audit = (await api.client.get("/admin/audit", params={"action": "knob.set"})).json()["data"]
+    assert [a["target"] for a in audit] == ["knob:my.plugin", "knob:admission"]
+    assert audit[1]["new"] == stored and audit[1]["old"] is None
+
+
+async def test_fairness_knob_reaches_exfairs_params(api: AdminApi) -> None:
+    await api.client.put("/admin/policy", json={"name": "exfairs", "reason": "r"})
+    resp = await api.client.put(
+        "/admin/knobs/fairness", json={"value": {"alpha": 0.9, "beta": 0.2}, "reason": "tune"}
+    )
+    assert resp.status_code == 200, resp.text
+    assert await api.stores.knobs.get("fairness") == {"alpha": 0.9, "beta": 0.2}
+    policy = await api.stores.knobs.get("policy")
+    assert (policy["params"]["alpha"], policy["params"]["beta"]) == (0.9, 0.2)
+    history = (await api.client.get("/admin/policy/history")).json()["data"]
+    assert history[0]["reason"] == "fairness knob: tune"
+
+    await api.client.put("/admin/policy", json={"name": "fcfs", "reason": "r"})
+    resp = await api.client.put(
+        "/admin/knobs/fairness", json={"value": {"alpha": 0.6}, "reason": "r"}
+    )
+    assert resp.json()["policy"] is None  # fcfs has no α: only the knob changes
+    assert (await api.stores.knobs.get("policy"))["name"] == "fcfs"

@@ -1,0 +1,173 @@
+"""Reports equal totals computed straight from the request rows; CSV and HTML downloads."""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+import random
+from collections import defaultdict
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from storage.records import RequestRecord
+from tests.control_plane.api.admin.conftest import AdminApi
+
+START = 1_700_002_800  # a whole hour (UTC)
+SPAN = 2 * 3600
+STATUSES = ("ok", "ok", "ok", "ok", "error", "timeout", "withdrawn")
+
+
+def make_rows(n: int = 400, seed: int = 7) -> list[RequestRecord]:
+    rng = random.Random(seed)
+    rows = []
+    for i in range(n):
+        tenant = rng.choice(["acme", "acme", "globex", "initech"])
+        n_in, n_out = rng.randint(10, 2000), rng.randint(1, 500)
+        status = rng.choice(STATUSES)
+        rows.append(
+            RequestRecord(
+                id=f"q{i}",
+                tenant=tenant,
+                app=rng.choice(["chat", "docs"]),
+                agent=rng.choice(["planner", "writer", "default"]),
+                arrival=START + rng.uniform(0, SPAN - 1),
+                status=status,  # type: ignore[arg-type]
+                n_in=n_in,
+                n_out=n_out,
+                unified_cost=(n_in + 2 * n_out) * (1.5 if tenant == "globex" else 1.0),
+                slo_violated=rng.random() < 0.3,
+                ttft_ms=rng.uniform(5, 900) if status == "ok" else None,
+                e2e_ms=rng.uniform(100, 20_000) if status != "withdrawn" else None,
+                tpot_ms=rng.uniform(5, 80) if status == "ok" else None,
+            )
+        )
+    return rows
+
+
+def expected(rows: list[RequestRecord], level: str, weights: dict[str, float]) -> dict[str, Any]:
+    depth = {"tenant": 1, "app": 2, "agent": 3}[level]
+    acc: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
+    e2e: dict[str, list[float]] = defaultdict(list)
+    for rec in rows:
+        key = "/".join((rec.tenant, rec.app, rec.agent)[:depth])
+        node = acc[key]
+        node["requests"] += 1
+        node["n_in"] += rec.n_in
+        node["n_out"] += rec.n_out
+        node["service"] += rec.unified_cost
+        node["finished"] += rec.status != "withdrawn"
+        node["violations"] += rec.slo_violated and rec.status != "withdrawn"
+        if rec.e2e_ms is not None:
+            e2e[key].append(rec.e2e_ms)
+    total = sum(n["service"] for n in acc.values())
+    peak = max(n["service"] for n in acc.values())
+    total_weight = sum(weights.get(k, 1.0) for k in acc)
+    out = {}
+    for key, n in acc.items():
+        rate = n["violations"] / n["finished"] if n["finished"] else 0.0
+        values = sorted(e2e[key])
+        out[key] = {
+            **n,
+            "violation_rate": rate,
+            "share": n["service"] / total,
+            "entitled_share": weights.get(key, 1.0) / total_weight,
+            "safi": 0.7 * rate + 0.3 * n["service"] / peak,
+            "e2e_p50": values[math.ceil(0.5 * len(values)) - 1],
+        }
+    return out
+
+
+@pytest.fixture
+async def loaded(api_any_db: AdminApi) -> AdminApi:
+    api = api_any_db
+    await api.client.post("/admin/tenants", json={"name": "acme", "weight": 3, "reason": "r"})
+    await api.client.post("/admin/tenants", json={"name": "globex", "weight": 2, "reason": "r"})
+    with api.db.repos() as r:
+        r.requests.insert_many(make_rows())
+    return api
+
+
+@pytest.mark.parametrize("level", ["tenant", "app", "agent"])
+async def test_report_equals_totals_from_rows(loaded: AdminApi, level: str) -> None:
+    iso_to = datetime.fromtimestamp(START + SPAN, UTC).isoformat()
+    resp = await loaded.client.get(
+        "/admin/reports", params={"from": START, "to": iso_to, "level": level}
+    )
+    assert resp.status_code == 200, resp.text
+    report = resp.json()
+    weights = {"acme": 3.0, "globex": 2.0} if level == "tenant" else {}
+    want = expected(make_rows(), level, weights)
+    got = {n["key"]: n for n in report["nodes"]}
+    assert set(got) == set(want)
+    for key, w in want.items():
+        g = got[key]
+        assert (g["requests"], g["n_in"], g["n_out"]) == (w["requests"], w["n_in"], w["n_out"])
+        assert g["violations"] == w["violations"]
+        assert g["ok"] + g["failed"] == w["finished"]
+        for name in ("violation_rate", "share", "entitled_share", "safi"):
+            assert g[name] == pytest.approx(w[name]), (key, name)
+        assert g["unified_service"] == pytest.approx(w["service"])
+        assert g["share_vs_weight"] == pytest.approx(w["share"] / w["entitled_share"])
+        assert g["e2e_ms"]["p50"] == pytest.approx(w["e2e_p50"], rel=0.02)  # rollup sketch
+    service = [w["service"] / weights.get(k, 1.0) for k, w in want.items()]
+    jain = sum(service) ** 2 / (len(service) * sum(s * s for s in service))
+    assert report["jain_service"] == pytest.approx(jain)
+    assert report["source"] == "rollups" and report["step"] == 60
+    assert len(report["series"]) == SPAN // 60
+
+
+async def test_rollups_and_rows_agree_and_series_sum(loaded: AdminApi) -> None:
+    params: dict[str, Any] = {"from": START, "to": START + SPAN, "level": "app", "step": 3600}
+    fast = (await loaded.client.get("/admin/reports", params=params)).json()
+    exact = (
+        await loaded.client.get("/admin/reports", params={**params, "source": "requests"})
+    ).json()
+    assert exact.get("source") == "requests", exact
+    for a, b in zip(fast["nodes"], exact["nodes"], strict=True):
+        assert (a["key"], a["requests"], a["violations"]) == (
+            b["key"],
+            b["requests"],
+            b["violations"],
+        )
+        assert a["unified_service"] == pytest.approx(b["unified_service"])
+    assert [p["start"] for p in fast["series"]] == [START, START + 3600]
+    for node in fast["nodes"]:
+        in_series = sum(p["service"][node["key"]] for p in fast["series"])
+        assert in_series == pytest.approx(node["unified_service"])
+
+
+async def test_csv_download_matches_json(loaded: AdminApi) -> None:
+    params: dict[str, Any] = {"from": START, "to": START + SPAN, "level": "tenant"}
+    report = (await loaded.client.get("/admin/reports", params=params)).json()
+    resp = await loaded.client.get("/admin/reports", params={**params, "format": "csv"})
+    assert resp.status_code == 200
+    assert resp.headers["content-type"].startswith("text/csv")
+    assert "attachment" in resp.headers["content-disposition"]
+    lines = list(csv.DictReader(io.StringIO(resp.text)))
+    assert [row["node"] for row in lines] == [n["key"] for n in report["nodes"]]
+    for row, node in zip(lines, report["nodes"], strict=True):
+        assert int(row["requests"]) == node["requests"]
+        assert float(row["unified_service"]) == pytest.approx(node["unified_service"])
+        assert float(row["safi"]) == pytest.approx(node["safi"])
+        assert float(row["e2e_p99_ms"]) == pytest.approx(node["e2e_ms"]["p99"])
+    html = await loaded.client.get("/admin/reports", params={**params, "format": "html"})
+    assert html.status_code == 200 and "Jain" in html.text and "acme" in html.text
+
+
+async def test_report_parameters_are_checked(api: AdminApi) -> None:
+    cases: list[tuple[dict[str, Any], str]] = [
+        ({"from": "yesterday"}, "from"),
+        ({"from": 100, "to": 50}, "from"),
+        ({"level": "planet"}, "level"),
+        ({"format": "xml"}, "format"),
+        ({"step": 7}, "step"),
+    ]
+    for params, param in cases:
+        resp = await api.client.get("/admin/reports", params=params)
+        assert resp.status_code == 422, params
+        assert resp.json()["error"]["param"] == param, resp.json()
+    empty = (await api.client.get("/admin/reports")).json()
+    assert empty["nodes"] == [] and empty["jain_service"] == 1.0

@@ -1,0 +1,146 @@
+"""Tenants, applications and agents: CRUD, reasons, audit rows, cache and knob side effects."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tests.control_plane.api.admin.conftest import AdminApi
+
+
+async def _audit(api: AdminApi, **params: Any) -> list[dict[str, Any]]:
+    resp = await api.client.get("/admin/audit", params=params)
+    assert resp.status_code == 200
+    rows: list[dict[str, Any]] = resp.json()["data"]
+    return rows
+
+
+async def test_tenant_crud_with_audit(api_any_db: AdminApi) -> None:
+    api = api_any_db
+    body = {
+        "name": "acme",
+        "weight": 2.5,
+        "priority_tier": 1,
+        "slo_ttft_ms": 500,
+        "queue_cap": 10,
+        "rate_limit_rps": 5.0,
+        "token_budget": 1000,
+        "reason": "onboard",
+    }
+    created = await api.client.post("/admin/tenants", json=body)
+    assert created.status_code == 201, created.text
+    tenant = created.json()
+    assert (tenant["name"], tenant["weight"], tenant["queue_cap"]) == ("acme", 2.5, 10)
+    assert tenant["warnings"] == []
+
+    listed = (await api.client.get("/admin/tenants")).json()["data"]
+    assert [t["name"] for t in listed] == ["acme"]
+
+    patched = await api.client.patch(
+        "/admin/tenants/acme", json={"weight": 4, "queue_cap": None, "reason": "bigger share"}
+    )
+    assert patched.status_code == 200, patched.text
+    assert (patched.json()["weight"], patched.json()["queue_cap"]) == (4.0, None)
+
+    got = (await api.client.get("/admin/tenants/acme")).json()
+    assert got["weight"] == 4.0 and got["slo_ttft_ms"] == 500
+
+    rows = await _audit(api, target="tenant:acme")
+    assert [r["action"] for r in rows] == ["tenant.update", "tenant.create"]
+    update = rows[0]
+    assert update["actor"] == "ops@test"
+    assert update["old"] == {"weight": 2.5, "queue_cap": 10}
+    assert update["new"] == {"weight": 4.0, "queue_cap": None}
+    assert update["reason"] == "bigger share"
+
+    deleted = await api.client.delete("/admin/tenants/acme", params={"reason": "offboard"})
+    assert deleted.status_code == 200 and deleted.json()["deleted"] is True
+    assert (await api.client.get("/admin/tenants/acme")).status_code == 404
+    assert (await _audit(api, target="tenant:acme"))[0]["action"] == "tenant.delete"
+
+
+async def test_apps_and_agents_and_hierarchy(api_any_db: AdminApi) -> None:
+    api = api_any_db
+    await api.client.post("/admin/tenants", json={"name": "acme", "reason": "r"})
+    app = await api.client.post(
+        "/admin/tenants/acme/apps", json={"name": "chat", "weight": 3, "reason": "r"}
+    )
+    assert app.status_code == 201, app.text
+    agent = await api.client.post(
+        "/admin/tenants/acme/apps/chat/agents",
+        json={"name": "planner", "priority_tier": 2, "slo_e2e_ms": 9000, "reason": "r"},
+    )
+    assert agent.status_code == 201, agent.text
+    assert agent.json()["priority_tier"] == 2
+
+    tree = (await api.client.get("/admin/hierarchy")).json()["data"]
+    assert tree[0]["tenant"]["name"] == "acme"
+    assert tree[0]["apps"][0]["app"]["weight"] == 3.0
+    assert tree[0]["apps"][0]["agents"][0]["name"] == "planner"
+
+    resp = await api.client.patch(
+        "/admin/tenants/acme/apps/chat/agents/planner", json={"weight": 0.5, "reason": "r"}
+    )
+    assert resp.json()["weight"] == 0.5
+    agents = (await api.client.get("/admin/tenants/acme/apps/chat/agents")).json()["data"]
+    assert [(a["name"], a["weight"]) for a in agents] == [("planner", 0.5)]
+
+    resp = await api.client.delete("/admin/tenants/acme/apps/chat", params={"reason": "r"})
+    assert resp.status_code == 200
+    assert (await api.client.get("/admin/tenants/acme/apps")).json()["data"] == []
+    assert (await api.client.get("/admin/tenants/acme/apps/chat/agents/planner")).status_code == 404
+
+
+async def test_changes_need_a_reason(api: AdminApi) -> None:
+    missing = await api.client.post("/admin/tenants", json={"name": "acme"})
+    assert missing.status_code == 422
+    assert missing.json()["error"]["param"] == "reason"
+    blank = await api.client.post("/admin/tenants", json={"name": "acme", "reason": "   "})
+    assert blank.status_code == 422 and blank.json()["error"]["param"] == "reason"
+    await api.client.post("/admin/tenants", json={"name": "acme", "reason": "r"})
+    no_reason = await api.client.delete("/admin/tenants/acme")
+    assert no_reason.status_code == 422
+    assert no_reason.json()["error"]["param"] == "reason"
+    assert (await api.client.get("/admin/tenants/acme")).status_code == 200
+    assert [r["action"] for r in await _audit(api)] == ["tenant.create"]
+
+
+async def test_bad_values_name_the_field(api: AdminApi) -> None:
+    cases = [
+        ({"name": "acme", "weight": 0, "reason": "r"}, "weight"),
+        ({"name": "acme", "weight": -1, "reason": "r"}, "weight"),
+        ({"name": "a/b", "reason": "r"}, "name"),
+        ({"name": "acme", "queue_cap": -3, "reason": "r"}, "queue_cap"),
+        ({"name": "acme", "slo_ttft_ms": 0, "reason": "r"}, "slo_ttft_ms"),
+        ({"name": "acme", "colour": "red", "reason": "r"}, "colour"),
+    ]
+    for body, param in cases:
+        resp = await api.client.post("/admin/tenants", json=body)
+        assert resp.status_code == 422, body
+        assert resp.json()["error"]["param"] == param, resp.json()
+    await api.client.post("/admin/tenants", json={"name": "acme", "reason": "r"})
+    dup = await api.client.post("/admin/tenants", json={"name": "acme", "reason": "r"})
+    assert dup.status_code == 409
+    assert (
+        await api.client.patch("/admin/tenants/ghost", json={"weight": 2, "reason": "r"})
+    ).status_code == 404
+    empty = await api.client.patch("/admin/tenants/acme", json={"reason": "r"})
+    assert empty.status_code == 422
+
+
+async def test_weight_change_reaches_the_scheduler_knob(api: AdminApi) -> None:
+    version_before = await api.stores.knobs.version()
+    await api.client.post("/admin/tenants", json={"name": "acme", "reason": "r"})
+    await api.client.post("/admin/tenants/acme/apps", json={"name": "chat", "reason": "r"})
+    resp = await api.client.put("/admin/weights/acme", json={"weight": 3, "reason": "vip"})
+    assert resp.status_code == 200, resp.text
+    resp = await api.client.put("/admin/weights/acme/chat", json={"weight": 0.5, "reason": "r"})
+    assert resp.status_code == 200
+    assert await api.stores.knobs.get("weights") == {"acme": 3.0, "acme/chat": 0.5}
+    assert await api.stores.knobs.get("directory") is not None
+    assert await api.stores.knobs.version() > version_before
+    assert (await api.client.get("/admin/tenants/acme/apps/chat")).json()["weight"] == 0.5
+
+    await api.client.delete("/admin/tenants/acme", params={"reason": "gone"})
+    assert await api.stores.knobs.get("weights") == {}
+    bad = await api.client.put("/admin/weights/a/b/c/d", json={"weight": 1, "reason": "r"})
+    assert bad.status_code == 422

@@ -1,0 +1,94 @@
+"""Workflow graphs and latency distributions from the request rows."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from storage.records import RequestRecord
+from tests.control_plane.api.admin.conftest import AdminApi
+
+
+def _call(
+    i: int, wf: str, agent: str, upstream: str | None, start: float, secs: float
+) -> RequestRecord:
+    return RequestRecord(
+        id=f"c{i}",
+        tenant="acme",
+        app="qa",
+        agent=agent,
+        workflow=wf,
+        upstream=upstream,
+        arrival=start,
+        finished_at=start + secs,
+        status="ok",
+        e2e_ms=secs * 1000,
+    )
+
+
+def qa_rows(now: float) -> list[RequestRecord]:
+    """10 workflows: router, then math (6) or humanities (4); workflow 0 calls both at once."""
+    rows, i = [], 0
+    for w in range(10):
+        t0 = now - 3000 + w * 60
+        rows.append(_call(i, f"wf{w}", "router", None, t0, 1.0))
+        i += 1
+        targets = ["math", "humanities"] if w == 0 else ["math" if w < 6 else "humanities"]
+        for target in targets:
+            rows.append(_call(i, f"wf{w}", target, "router", t0 + 1.0, 2.0 + w / 10))
+            i += 1
+    return rows
+
+
+async def test_app_graph_and_distributions(api: AdminApi) -> None:
+    now = time.time()
+    rows = qa_rows(now)
+    rows.append(
+        RequestRecord(
+            id="other",
+            tenant="globex",
+            app="rg",
+            agent="writer",
+            upstream="researcher",
+            workflow="x",
+            arrival=now - 5,
+            status="ok",
+        )
+    )
+    with api.db.repos() as r:
+        r.requests.insert_many(rows)
+
+    listed = (await api.client.get("/admin/workflows")).json()
+    apps = {(a["tenant"], a["app"]): a for a in listed["data"]}
+    assert apps[("acme", "qa")]["workflows"] == 10 and apps[("acme", "qa")]["calls"] == 21
+    assert apps[("acme", "qa")]["agents"] == ["humanities", "math", "router"]
+    assert ("globex", "rg") in apps
+
+    graph = (await api.client.get("/admin/workflows/qa", params={"tenant": "acme"})).json()
+    assert (graph["calls"], graph["workflows"], graph["acyclic"]) == (21, 10, True)
+    edges = {(e["source"], e["target"]): e for e in graph["edges"]}
+    assert set(edges) == {("(entry)", "router"), ("router", "math"), ("router", "humanities")}
+    assert edges[("(entry)", "router")]["count"] == 10
+    assert edges[("router", "math")]["frequency"] == pytest.approx(6 / 11)
+    assert edges[("router", "humanities")]["frequency"] == pytest.approx(5 / 11)
+    assert (
+        edges[("router", "math")]["parallel"] == 1
+        and edges[("router", "humanities")]["parallel"] == 1
+    )
+    depth = {n["id"]: n["depth"] for n in graph["nodes"]}
+    assert depth == {"(entry)": 0, "router": 1, "math": 2, "humanities": 2}
+
+    router = graph["agents"]["router"]
+    assert router["single"]["count"] == 10 and router["single"]["mean"] == pytest.approx(1000.0)
+    # remaining latency of the router: from its start to the end of its workflow
+    ends = [3.0 + w / 10 for w in range(10)]
+    assert router["remaining"]["mean"] == pytest.approx(1000 * sum(ends) / 10)
+    math_single = graph["agents"]["math"]["single"]
+    assert math_single["quantiles"]["p0"] == pytest.approx(2000.0)
+    assert sum(math_single["histogram"]["counts"]) == 6
+
+
+async def test_empty_app(api: AdminApi) -> None:
+    graph = (await api.client.get("/admin/workflows/none")).json()
+    assert (graph["calls"], graph["nodes"], graph["edges"], graph["agents"]) == (0, [], [], {})
