@@ -41,11 +41,17 @@ class Settings(BaseSettings):
     policy: str = "vtc"
     lease_ttl_s: float = 2.0
     scrape_interval_s: float = 0.5
+    worker_failure_cooldown_s: float = 5.0
+    """After a gateway reports a worker failure, no dispatch to it for this long, and then only
+    once a health check passes."""
     checkpoint_interval_s: float = 1.0
     scheduler_port: int = 9090
 
     recorder_batch: int = 200
     recorder_interval_s: float = 0.25
+    recorder_claim_idle_s: float = 30.0
+    """Events a dead recorder read but never acknowledged are taken over after this idle time
+    (checked every third of it)."""
 
     log_level: str = "INFO"
 

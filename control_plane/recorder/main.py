@@ -20,7 +20,12 @@ async def run_recorder(settings: Settings) -> None:
     db = Database(settings.database_url)
     await asyncio.to_thread(db.migrate)
     recorder = Recorder(
-        stores, db, consumer, batch=settings.recorder_batch, interval_s=settings.recorder_interval_s
+        stores,
+        db,
+        consumer,
+        batch=settings.recorder_batch,
+        interval_s=settings.recorder_interval_s,
+        claim_idle_s=settings.recorder_claim_idle_s,
     )
     task = asyncio.create_task(recorder.run())
     stop = asyncio.Event()

@@ -33,12 +33,14 @@ class Recorder:
         *,
         batch: int = 200,
         interval_s: float = 0.25,
+        claim_idle_s: float = 30.0,
     ) -> None:
         self.stores = stores
         self.db = db
         self.consumer = consumer
         self.batch = batch
         self.interval_s = interval_s
+        self.claim_idle_s = claim_idle_s
         self.written = 0
         self._policy: tuple[float, str | None] = (0.0, None)
 
@@ -49,12 +51,11 @@ class Recorder:
             try:
                 await self.stores.events.ensure_groups()
                 await self._drain(await self.stores.events.pending_for(GROUP, self.consumer))
-                await self._drain(
-                    await self.stores.events.claim(
-                        GROUP, self.consumer, min_idle_ms=30_000, count=self.batch
-                    )
-                )
+                next_claim = 0.0
                 while True:
+                    if time.monotonic() >= next_claim:
+                        await self._claim_stale()
+                        next_claim = time.monotonic() + self.claim_idle_s / 3
                     entries = await self.stores.events.read(
                         GROUP, self.consumer, count=self.batch, block_ms=int(self.interval_s * 1000)
                     )
@@ -64,6 +65,16 @@ class Recorder:
                 log.warning("recorder: Redis unavailable (%s); retrying in %.1fs", exc, backoff)
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, 2.0)
+
+    async def _claim_stale(self) -> None:
+        """Take over what a dead recorder read but never acknowledged."""
+        while True:
+            entries = await self.stores.events.claim(
+                GROUP, self.consumer, min_idle_ms=int(self.claim_idle_s * 1000), count=self.batch
+            )
+            if not entries:
+                return
+            await self._drain(entries)
 
     async def _drain(self, entries: list[tuple[str, dict[str, Any]]]) -> None:
         if not entries:

@@ -37,7 +37,8 @@ class WorkerState:
     sample: WorkerSample | None = None
     inflight: dict[str, int] = field(default_factory=dict)
     failed: bool = False
-    """Marked by a gateway's `worker_failed`; cleared by the next healthy scrape."""
+    """Marked by a gateway's `worker_failed`; cleared by a healthy scrape after the cool-down."""
+    failed_until: float = 0.0
 
     def view(self) -> WorkerView:
         rec, sample = self.record, self.sample
@@ -72,8 +73,9 @@ class SchedulerCore:
     tokens are charged from cumulative counts, so a repeated progress event charges nothing.
     """
 
-    def __init__(self, dispatcher: Dispatcher) -> None:
+    def __init__(self, dispatcher: Dispatcher, failure_cooldown_s: float = 5.0) -> None:
         self.dispatcher = dispatcher
+        self.failure_cooldown_s = failure_cooldown_s
         self.pending: dict[str, Job] = {}
         self.running: dict[str, Running] = {}
         self.workers: dict[str, WorkerState] = {}
@@ -128,10 +130,11 @@ class SchedulerCore:
         self.dispatcher.on_finish(run.job, outcome, now)
         return run.job
 
-    def worker_failed(self, worker_id: str) -> None:
+    def worker_failed(self, worker_id: str, now: float) -> None:
         state = self.workers.get(worker_id)
         if state is not None:
             state.failed = True
+            state.failed_until = now + self.failure_cooldown_s
 
     # -- workers ----------------------------------------------------------------------------
     def set_workers(self, records: list[dict[str, Any]]) -> None:
@@ -149,7 +152,7 @@ class SchedulerCore:
         if state is None:
             return
         state.sample = sample
-        if sample.healthy:
+        if sample.healthy and sample.scraped_at >= state.failed_until:
             state.failed = False
 
     # -- decisions --------------------------------------------------------------------------

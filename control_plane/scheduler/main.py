@@ -75,6 +75,7 @@ async def run_scheduler(settings: Settings, *, with_recorder: bool = False) -> N
             f"rec-{holder}",
             batch=settings.recorder_batch,
             interval_s=settings.recorder_interval_s,
+            claim_idle_s=settings.recorder_claim_idle_s,
         )
         tasks.append(asyncio.create_task(recorder.run(), name="recorder"))
     server = QuietServer(

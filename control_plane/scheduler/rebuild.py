@@ -33,7 +33,9 @@ def job_from_record(record: dict[str, Any]) -> tuple[Job, dict[str, float]] | No
     return job, dict(envelope.get("weights") or {})
 
 
-def build_core(knobs: dict[str, Any], ledger: Ledger, default_policy: str) -> SchedulerCore:
+def build_core(
+    knobs: dict[str, Any], ledger: Ledger, default_policy: str, failure_cooldown_s: float = 5.0
+) -> SchedulerCore:
     """A core with the policy/admission/placement the knobs name (invalid knobs → defaults)."""
     ctx = PolicyContext(ledger=ledger)
     pol = knobs.get("policy") or {"name": default_policy, "params": {}}
@@ -49,17 +51,19 @@ def build_core(knobs: dict[str, Any], ledger: Ledger, default_policy: str) -> Sc
         build_admission(adm["name"], adm.get("params")),
         build_placement(plc["name"], plc.get("params")),
     )
-    core = SchedulerCore(dispatcher)
+    core = SchedulerCore(dispatcher, failure_cooldown_s)
     for node, weight in (knobs.get("weights") or {}).items():
         ctx.weights.set(tuple(node.split("/")), float(weight))
     return core
 
 
-async def rebuild(stores: StateStores, default_policy: str, now: float) -> SchedulerCore:
+async def rebuild(
+    stores: StateStores, default_policy: str, now: float, failure_cooldown_s: float = 5.0
+) -> SchedulerCore:
     """Ledger from the checkpoint, knobs, workers, in-flight and queued requests from Redis."""
     saved = await stores.checkpoints.load("ledger") or {}
     ledger = Ledger.from_snapshot(saved["ledger"]) if "ledger" in saved else Ledger()
-    core = build_core(await stores.knobs.get_all(), ledger, default_policy)
+    core = build_core(await stores.knobs.get_all(), ledger, default_policy, failure_cooldown_s)
     core.set_workers(await stores.workers.list())
     n_out_seen: dict[str, int] = dict(saved.get("running_n_out") or {})
     inflight = await stores.requests.inflight()

@@ -74,7 +74,9 @@ class SchedulerService:
             if rec["id"] not in known:  # never overwrite an operator's drain
                 await self.stores.workers.upsert(rec)
         now = time.time()
-        self.core = await rebuild(self.stores, self.settings.policy, now)
+        self.core = await rebuild(
+            self.stores, self.settings.policy, now, self.settings.worker_failure_cooldown_s
+        )
         await self._claim_orphan_events()
         self.leading = True
         self.metrics.leader.set(1)
@@ -114,9 +116,13 @@ class SchedulerService:
                 if a.envelope is not None
             ]
             requeued = [a.id for a in arrivals if a.envelope is None]
-            if requeued:
-                records += await self.stores.requests.load_many(requeued)
             now = time.time()
+            if requeued:
+                again = await self.stores.requests.load_many(requeued)
+                for record in again:  # the worker that failed it, atomically with the requeue
+                    if record.get("prev_worker"):
+                        self._core.worker_failed(str(record["prev_worker"]), now)
+                records += again
             for record in records:
                 if record.get("status") != "queued":
                     continue
@@ -154,7 +160,7 @@ class SchedulerService:
             elif kind == "withdrawn":
                 core.withdraw(rid)
             elif kind == "worker_failed" and event.get("worker"):
-                core.worker_failed(str(event["worker"]))
+                core.worker_failed(str(event["worker"]), now)
 
     # -- decisions --------------------------------------------------------------------------
     async def _dispatch_loop(self) -> None:

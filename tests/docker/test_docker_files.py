@@ -33,13 +33,25 @@ def _arbiter_commands() -> list[list[str]]:
 
 def test_compose_has_every_role() -> None:
     services = _compose()["services"]
-    assert {"redis", "postgres", "scheduler", "scheduler-standby", "recorder", "gateway-1",
-            "gateway-2", "console", "worker-sim-1", "worker-sim-2"} <= set(services)
+    assert {
+        "redis",
+        "postgres",
+        "scheduler",
+        "scheduler-standby",
+        "recorder",
+        "gateway-1",
+        "gateway-2",
+        "console",
+        "worker-sim-1",
+        "worker-sim-2",
+    } <= set(services)
     assert "--appendonly" in services["redis"]["command"]
     gpu = [name for name, svc in services.items() if "gpu" in svc.get("profiles", [])]
     assert len(gpu) >= 1
-    assert services["gateway-1"]["environment"]["ARBITER_GATEWAY_ID"] != \
-        services["gateway-2"]["environment"]["ARBITER_GATEWAY_ID"]
+    assert (
+        services["gateway-1"]["environment"]["ARBITER_GATEWAY_ID"]
+        != services["gateway-2"]["environment"]["ARBITER_GATEWAY_ID"]
+    )
 
 
 def test_every_command_exists_in_the_cli() -> None:
@@ -48,8 +60,13 @@ def test_every_command_exists_in_the_cli() -> None:
     for argv in commands:
         words = [w for w in argv if not w.startswith("-")][:2]
         path = words[:2] if words[0] == "worker" else words[:1]
-        result = subprocess.run([sys.executable, "-m", "control_plane", *path, "--help"],
-                                capture_output=True, text=True, timeout=60, cwd=ROOT)
+        result = subprocess.run(
+            [sys.executable, "-m", "control_plane", *path, "--help"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            cwd=ROOT,
+        )
         assert result.returncode == 0, (argv, result.stderr)
         for flag in (w for w in argv if w.startswith("--")):
             assert flag in result.stdout, (argv, flag)

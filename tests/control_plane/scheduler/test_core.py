@@ -73,11 +73,13 @@ def test_withdraw_and_requeue() -> None:
 
 def test_failed_worker_gets_nothing_until_healthy_again() -> None:
     core = _core("fcfs")
-    core.worker_failed("w1")
+    core.worker_failed("w1", 0.0)
     core.arrive(_job(0, "a", 0.0), None, 0.0)
     assert core.decide(1.0) == []
-    core.observe("w1", WorkerSample(True, 2.0))
-    assert len(core.decide(2.0)) == 1
+    core.observe("w1", WorkerSample(True, 2.0))  # healthy, but still cooling down
+    assert core.decide(2.0) == []
+    core.observe("w1", WorkerSample(True, 6.0))
+    assert len(core.decide(6.0)) == 1
 
 
 def test_policy_switch_keeps_pending_jobs() -> None:
