@@ -23,6 +23,7 @@ from control_plane.api.errors import install_error_handlers
 from control_plane.gateway.deps import GatewayDeps
 from control_plane.gateway.directory import RedisModelCatalog, RedisRateLimiter, SqlDirectory
 from control_plane.gateway.grants import GrantWaiter
+from control_plane.gateway.knobs import follow_knobs
 from control_plane.gateway.metrics import GatewayMetrics
 from control_plane.gateway.reporter import EventReporter
 from control_plane.gateway.service import Gateway
@@ -90,13 +91,18 @@ def create_app(settings: Settings, *, db: Database | None = None) -> FastAPI:
         app.state.keys, app.state.directory = directory, directory
         app.state.metrics, app.state.usage = deps.metrics, UsageReader(database)
         app.state.started_at = time.time()
-        tasks = [asyncio.create_task(deps.waiter.run()), asyncio.create_task(reporter.run())]
+        tasks = [
+            asyncio.create_task(deps.waiter.run()),
+            asyncio.create_task(reporter.run()),
+            asyncio.create_task(follow_knobs(stores, deps.knobs, directory)),
+        ]
         try:
             yield
         finally:
             for task in tasks:
                 task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
+            # bounded: a reader stuck in a blocking Redis call must not hang shutdown
+            await asyncio.wait(tasks, timeout=5.0)
             await http.aclose()
             await stores.aclose()
             if db is None:

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 import httpx
 
 from control_plane.gateway.grants import GrantWaiter
 from control_plane.gateway.identity import NodeInfo, TenantInfo
+from control_plane.gateway.knobs import GatewayKnobs
 from control_plane.gateway.metrics import GatewayMetrics
 from control_plane.gateway.reporter import EventReporter
 from control_plane.settings import Settings
@@ -54,3 +55,4 @@ class GatewayDeps:
     reporter: EventReporter
     http: httpx.AsyncClient
     metrics: GatewayMetrics
+    knobs: GatewayKnobs = field(default_factory=GatewayKnobs)

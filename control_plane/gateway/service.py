@@ -24,7 +24,7 @@ from control_plane.api.schemas import ChatCompletionRequest, CompletionRequest
 from control_plane.gateway.deps import GatewayDeps
 from control_plane.gateway.flight import Flight
 from control_plane.gateway.grants import Grant, GrantWaiter
-from control_plane.gateway.identity import NodeInfo
+from control_plane.gateway.identity import NodeInfo, SloDefaults
 from control_plane.gateway.proxy import (
     DONE,
     Relay,
@@ -102,7 +102,7 @@ class Gateway:
             upstream=tags.upstream,
             task=tags.task,
             tier=clamp_tier(node.tier, tags.priority),
-            slo=_slo(node, tags),
+            slo=_slo(node.slo.over(self.d.knobs.slo_defaults), tags),
             unit_factor=unit,
         )
         raw = body.model_dump(exclude_none=True, exclude_unset=True)
@@ -125,7 +125,11 @@ class Gateway:
             "weights": flight.node.weights(),
             "gateway": self.d.gateway_id,
         }
-        cap = flight.node.tenant.queue_cap or self.d.settings.default_queue_cap
+        cap = (
+            flight.node.tenant.queue_cap
+            or self.d.knobs.queue_cap_default
+            or self.d.settings.default_queue_cap
+        )
         try:
             result = await self.d.requests.submit(
                 envelope,
@@ -329,14 +333,14 @@ class Gateway:
         )
 
 
-def _slo(node: NodeInfo, tags: RequestTags) -> Slo:
+def _slo(defaults: SloDefaults, tags: RequestTags) -> Slo:
     def sec(ms: float | None) -> float | None:
         return None if ms is None else ms / 1000.0
 
     return Slo(
-        ttft_s=sec(tighten(node.slo.ttft_ms, tags.slo_ttft_ms)),
-        tpot_s=sec(tighten(node.slo.tpot_ms, tags.slo_tpot_ms)),
-        e2e_s=sec(tighten(node.slo.e2e_ms, tags.slo_e2e_ms)),
+        ttft_s=sec(tighten(defaults.ttft_ms, tags.slo_ttft_ms)),
+        tpot_s=sec(tighten(defaults.tpot_ms, tags.slo_tpot_ms)),
+        e2e_s=sec(tighten(defaults.e2e_ms, tags.slo_e2e_ms)),
     )
 
 

@@ -99,6 +99,18 @@ class SchedulerCore:
         self.pending[job.id] = job
         self.dispatcher.push(job, now)
 
+    def adopt_pending(self, queued: list[tuple[Job, dict[str, float]]], now: float) -> None:
+        """A new leader's queue, handed over at once so restored counters stay as they were."""
+        fresh = []
+        for job, weights in queued:
+            if job.id in self.pending or job.id in self.running:
+                continue
+            if weights:
+                self._set_weights(job, weights)
+            self.pending[job.id] = job
+            fresh.append(job)
+        self.dispatcher.adopt(fresh, now)
+
     def adopt_running(self, job: Job, worker_id: str, now: float) -> None:
         """A request found in flight on takeover: count it against its worker."""
         reserved = self.dispatcher.admission.reserve(job)
@@ -177,6 +189,18 @@ class SchedulerCore:
 
     def tick(self, now: float) -> None:
         self.dispatcher.tick(now)
+
+    def node_counts(self) -> list[dict[str, Any]]:
+        """Queued and in-flight requests per node at every level (tenant, app, agent)."""
+        counts: dict[tuple[str, ...], list[int]] = {}
+        jobs = [(j, 0) for j in self.pending.values()] + [(r.job, 1) for r in self.running.values()]
+        for job, slot in jobs:
+            for depth in (1, 2, 3):
+                counts.setdefault(job.path[:depth], [0, 0])[slot] += 1
+        return [
+            {"path": list(path), "queued": q, "inflight": i}
+            for path, (q, i) in sorted(counts.items())
+        ]
 
     # -- views ------------------------------------------------------------------------------
     def tenant_view(self, now: float) -> dict[str, dict[str, Any]]:

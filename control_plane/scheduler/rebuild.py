@@ -57,6 +57,16 @@ def build_core(
     return core
 
 
+def _restore(core: SchedulerCore, saved: dict[str, Any] | None) -> None:
+    """Reload the previous leader's plug-in state when the same policy is configured."""
+    if not saved or saved.get("policy", {}).get("name") != core.dispatcher.policy.name:
+        return
+    try:
+        core.dispatcher.restore(saved)
+    except (KeyError, ValueError, TypeError):
+        log.warning("could not restore the previous leader's dispatcher state; starting fresh")
+
+
 async def rebuild(
     stores: StateStores, default_policy: str, now: float, failure_cooldown_s: float = 5.0
 ) -> SchedulerCore:
@@ -73,10 +83,9 @@ async def rebuild(
             job, _ = parsed
             job.n_out = int(n_out_seen.get(job.id, 0))
             core.adopt_running(job, inflight[job.id], now)
-    for record in await stores.requests.load_queued():
-        parsed = job_from_record(record)
-        if parsed is not None:
-            core.arrive(parsed[0], parsed[1], now)
+    _restore(core, saved.get("dispatcher"))
+    queued = [p for r in await stores.requests.load_queued() if (p := job_from_record(r))]
+    core.adopt_pending(queued, now)
     log.info(
         "rebuilt: %d queued, %d in flight, %d workers",
         len(core.pending),

@@ -17,6 +17,8 @@ from typing import Any
 
 import httpx
 
+from control_plane.admission.registry import build_admission
+from control_plane.placement.registry import build_placement
 from control_plane.policies.registry import PolicyParamsError, UnknownPolicyError
 from control_plane.recorder.rows import outcome_of
 from control_plane.scheduler.core import SchedulerCore
@@ -207,6 +209,7 @@ class SchedulerService:
         core, now = self._core, time.time()
         ledger = {
             "ledger": core.ctx.ledger.snapshot(),
+            "dispatcher": core.dispatcher.snapshot(),
             "running_n_out": {i: r.job.n_out for i, r in core.running.items()},
         }
         saved = await self.stores.checkpoints.save(
@@ -242,9 +245,23 @@ class SchedulerService:
                 log.info("policy switched to %s", value["name"])
             except (UnknownPolicyError, PolicyParamsError, KeyError):
                 log.exception("ignoring invalid policy knob %r", value)
+        elif name in ("admission", "placement") and isinstance(value, dict):
+            self._swap_plugin(name, value)
         elif name == "weights" and isinstance(value, dict):
             for node, weight in value.items():
                 core.ctx.weights.set(tuple(str(node).split("/")), float(weight))
+
+    def _swap_plugin(self, kind: str, value: dict[str, Any]) -> None:
+        """Replace admission or placement live; the policy and its queue are untouched."""
+        dispatcher = self._core.dispatcher
+        try:
+            if kind == "admission":
+                dispatcher.admission = build_admission(str(value["name"]), value.get("params"))
+            else:
+                dispatcher.placement = build_placement(str(value["name"]), value.get("params"))
+            log.info("%s switched to %s", kind, value["name"])
+        except (ValueError, KeyError):
+            log.exception("ignoring invalid %s knob %r", kind, value)
 
     async def _tick_loop(self) -> None:
         while True:

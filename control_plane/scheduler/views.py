@@ -45,5 +45,6 @@ def live_view(core: SchedulerCore, holder: str, now: float) -> dict[str, Any]:
         "queue_depth": len(core.pending),
         "inflight": len(core.running),
         "tenants": core.tenant_view(now),
+        "nodes": core.node_counts(),
         "workers": workers,
     }
