@@ -51,6 +51,7 @@ class ApiError(Exception):
         self.param = param
         self.type = type_ or _TYPES.get(status, "server_error")
         self.headers = headers or {}
+        self.field_errors: list[dict[str, str]] = []
 
     def body(self) -> dict[str, Any]:
         return error_body(self.message, self.type, self.param, self.code)
@@ -67,15 +68,28 @@ def unavailable(message: str = "Arbiter's state store is unreachable; retry shor
     return ApiError(503, message, code="state_unavailable", headers={"Retry-After": "1"})
 
 
+_LOCATIONS = ("body", "query", "path", "header", "cookie")
+
+
+def _param(loc: Any) -> str:
+    parts = [str(p) for p in loc]
+    if parts and parts[0] in _LOCATIONS:
+        parts = parts[1:]
+    return ".".join(parts)
+
+
 def _validation_error(exc: RequestValidationError) -> ApiError:
     errors = exc.errors()
     first = errors[0] if errors else {"loc": (), "msg": "invalid request", "type": ""}
-    loc = [str(p) for p in first.get("loc", ()) if p not in ("body",)]
-    param = ".".join(loc) or None
     if first.get("type") == "json_invalid":
         return ApiError(400, f"Malformed JSON body: {first.get('msg')}", code="invalid_json")
+    param = _param(first.get("loc", ())) or None
     msg = f"Invalid value for '{param}': {first.get('msg')}" if param else str(first.get("msg"))
-    return ApiError(422 if param else 400, msg, param=param, code="invalid_value")
+    err = ApiError(422 if param else 400, msg, param=param, code="invalid_value")
+    err.field_errors = [
+        {"param": _param(e.get("loc", ())), "message": str(e.get("msg"))} for e in errors
+    ]
+    return err
 
 
 def install_error_handlers(app: FastAPI) -> None:
@@ -85,9 +99,12 @@ def install_error_handlers(app: FastAPI) -> None:
         assert isinstance(exc, ApiError)
         return exc.response()
 
-    async def on_validation(_: Request, exc: Exception) -> JSONResponse:
+    async def on_validation(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, RequestValidationError)
-        return _validation_error(exc).response()
+        err = _validation_error(exc)
+        if not request.url.path.startswith("/admin"):
+            return err.response()  # the tenant API keeps OpenAI's exact shape
+        return JSONResponse({**err.body(), "errors": err.field_errors}, status_code=err.status)
 
     async def on_http(_: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, StarletteHTTPException)
