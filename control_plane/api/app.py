@@ -14,7 +14,6 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
-import httpx
 from fastapi import FastAPI
 
 from control_plane.api import health, openai_routes
@@ -25,6 +24,7 @@ from control_plane.gateway.directory import RedisModelCatalog, RedisRateLimiter,
 from control_plane.gateway.grants import GrantWaiter
 from control_plane.gateway.knobs import follow_knobs
 from control_plane.gateway.metrics import GatewayMetrics
+from control_plane.gateway.proxy import upstream_session
 from control_plane.gateway.reporter import EventReporter
 from control_plane.gateway.service import Gateway
 from control_plane.settings import Settings
@@ -63,10 +63,7 @@ def create_app(settings: Settings, *, db: Database | None = None) -> FastAPI:
         stores = StateStores.open(
             settings.redis_url, settings.cluster, client_name=f"arbiter-{gateway_id}"
         )
-        http = httpx.AsyncClient(
-            timeout=httpx.Timeout(None, connect=settings.upstream_connect_timeout_s),
-            limits=httpx.Limits(max_connections=4096, max_keepalive_connections=1024),
-        )
+        http = upstream_session(settings.upstream_connect_timeout_s)
         directory = SqlDirectory(database, strict=settings.strict_hierarchy)
         reporter = EventReporter(stores.events, settings.progress_interval_s)
         deps = GatewayDeps(
@@ -103,7 +100,7 @@ def create_app(settings: Settings, *, db: Database | None = None) -> FastAPI:
                 task.cancel()
             # bounded: a reader stuck in a blocking Redis call must not hang shutdown
             await asyncio.wait(tasks, timeout=5.0)
-            await http.aclose()
+            await http.close()
             await stores.aclose()
             if db is None:
                 database.dispose()

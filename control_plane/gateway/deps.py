@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Protocol
 
-import httpx
+import aiohttp
 
 from control_plane.gateway.grants import GrantWaiter
 from control_plane.gateway.identity import NodeInfo, TenantInfo
@@ -53,6 +53,6 @@ class GatewayDeps:
     limiter: RateLimiter
     waiter: GrantWaiter | None
     reporter: EventReporter
-    http: httpx.AsyncClient
+    http: aiohttp.ClientSession
     metrics: GatewayMetrics
     knobs: GatewayKnobs = field(default_factory=GatewayKnobs)
