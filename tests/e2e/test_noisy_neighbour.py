@@ -1,7 +1,10 @@
 """Noisy neighbour, live: tenant A keeps 40 streams in flight, tenant B sends a trickle.
 
-Under `vtc`, B's mean queue time stays close to its queue time alone; under `fcfs` it grows
-several-fold. The policy is switched live through the `policy` knob, as an operator would.
+Under `fcfs`, B waits behind A's whole backlog. Under `vtc`, B's request goes to the *next*
+slot that frees: scheduling is non-preemptive, so no policy can do better while A fills every
+slot. The test asserts that guarantee against A's measured slot turnover, asserts the
+several-fold contrast with FCFS, and prints every number. The policy is switched live through
+the `policy` knob, as an operator would.
 """
 
 from __future__ import annotations
@@ -9,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import statistics
 import time
+from dataclasses import dataclass, field
 
 import httpx
 
@@ -16,9 +20,27 @@ from control_plane.state import StateStores
 from tests.support.cluster import Cluster
 
 A_STREAMS = 40
+SLOTS = 8  # 2 workers × max_num_seqs 4
 
 
-async def _a_stream(client: httpx.AsyncClient, url: str, key: str, stop: asyncio.Event) -> None:
+@dataclass
+class Phase:
+    b_queue_ms: list[float] = field(default_factory=list)
+    a_service_s: list[float] = field(default_factory=list)
+
+    @property
+    def b_mean(self) -> float:
+        return statistics.mean(self.b_queue_ms)
+
+    @property
+    def slot_interval_ms(self) -> float:
+        """Mean time between two of A's slots freeing: service time / slots."""
+        return 1000 * statistics.mean(self.a_service_s) / SLOTS if self.a_service_s else 0.0
+
+
+async def _a_stream(
+    client: httpx.AsyncClient, url: str, key: str, stop: asyncio.Event, out: Phase
+) -> None:
     body = {
         "model": "tiny-llama",
         "prompt": "noisy " * 20,
@@ -31,36 +53,36 @@ async def _a_stream(client: httpx.AsyncClient, url: str, key: str, stop: asyncio
             "POST", f"{url}/v1/completions", json=body, headers={"Authorization": f"Bearer {key}"}
         ) as resp:
             assert resp.status_code == 200
+            started = time.monotonic()  # headers arrive once the request holds a slot
             async for _ in resp.aiter_bytes():
                 pass
+            out.a_service_s.append(time.monotonic() - started)
 
 
-async def _b_trickle(client: httpx.AsyncClient, url: str, key: str, n: int) -> list[float]:
-    queue_ms = []
+async def _b_trickle(client: httpx.AsyncClient, url: str, key: str, n: int, out: Phase) -> None:
     body = {"model": "tiny-llama", "prompt": "quiet question", "max_tokens": 4, "ignore_eos": True}
     for _ in range(n):
         resp = await client.post(
             f"{url}/v1/completions", json=body, headers={"Authorization": f"Bearer {key}"}
         )
         assert resp.status_code == 200, resp.text
-        queue_ms.append(float(resp.headers["X-Arbiter-Queue-Ms"]))
+        out.b_queue_ms.append(float(resp.headers["X-Arbiter-Queue-Ms"]))
         await asyncio.sleep(0.15)
-    return queue_ms
 
 
-async def _phase(url: str, keys: dict[str, str], noisy: bool, n: int = 20) -> float:
-    stop = asyncio.Event()
+async def _phase(url: str, keys: dict[str, str], noisy: bool, n: int = 20) -> Phase:
+    out, stop = Phase(), asyncio.Event()
     async with httpx.AsyncClient(timeout=60, limits=httpx.Limits(max_connections=200)) as client:
         tasks = [
-            asyncio.create_task(_a_stream(client, url, keys["a"], stop))
+            asyncio.create_task(_a_stream(client, url, keys["a"], stop, out))
             for _ in range(A_STREAMS if noisy else 0)
         ]
         if noisy:
             await asyncio.sleep(2.0)  # let A's backlog build up
-        b = await _b_trickle(client, url, keys["b"], n)
+        await _b_trickle(client, url, keys["b"], n, out)
         stop.set()
         await asyncio.gather(*tasks)
-    return statistics.mean(b)
+    return out
 
 
 async def _set_policy(cluster: Cluster, name: str) -> None:
@@ -71,8 +93,8 @@ async def _set_policy(cluster: Cluster, name: str) -> None:
 
 def test_vtc_protects_the_quiet_tenant(cluster: Cluster) -> None:
     keys = cluster.tenants(["a", "b"])
-    cluster.start_worker(speed=1.0, max_num_seqs=4)
-    cluster.start_worker(speed=1.0, max_num_seqs=4)
+    cluster.start_worker(speed=1.0, max_num_seqs=SLOTS // 2)
+    cluster.start_worker(speed=1.0, max_num_seqs=SLOTS // 2)
     cluster.start_scheduler()
     url = cluster.start_gateway()
     alone = asyncio.run(_phase(url, keys, noisy=False))
@@ -80,6 +102,13 @@ def test_vtc_protects_the_quiet_tenant(cluster: Cluster) -> None:
     asyncio.run(_set_policy(cluster, "fcfs"))
     time.sleep(0.5)
     fcfs = asyncio.run(_phase(url, keys, noisy=True))
-    print(f"\nB mean queue ms: alone {alone:.2f}, vtc {vtc:.2f}, fcfs {fcfs:.2f}")
-    assert vtc <= 2 * alone + 5.0, (alone, vtc, fcfs)
-    assert fcfs >= 4 * vtc, (alone, vtc, fcfs)
+    print(
+        f"\nB mean queue ms: alone {alone.b_mean:.2f}, vtc {vtc.b_mean:.2f} "
+        f"({vtc.b_mean / alone.b_mean:.1f}x alone), fcfs {fcfs.b_mean:.2f} "
+        f"({fcfs.b_mean / vtc.b_mean:.1f}x vtc); A's slots free every "
+        f"{vtc.slot_interval_ms:.1f} ms under vtc"
+    )
+    # VTC: B gets one of the next two slots that free (two: a lifted counter ties with A's and
+    # the tie goes to the earlier arrival), on top of its own unloaded queue time
+    assert vtc.b_mean <= 2 * alone.b_mean + 2 * vtc.slot_interval_ms, (alone, vtc)
+    assert fcfs.b_mean >= 4 * vtc.b_mean, (vtc.b_mean, fcfs.b_mean)

@@ -10,6 +10,7 @@ import pytest
 
 from control_plane.state import StateStores
 from storage.db import Database
+from storage.records import RequestRecord
 from tests.support.cluster import Cluster
 from tests.support.vllm_server import running_vllm
 
@@ -18,8 +19,16 @@ pytestmark = pytest.mark.vllm
 
 async def _register(cluster: Cluster, url: str, model: str) -> None:
     stores = StateStores.open(cluster.redis_url, cluster.cluster)
-    await stores.workers.upsert({"id": "vllm-0", "url": url, "kind": "vllm", "model": model,
-                                 "max_num_seqs": 16, "status": "active"})
+    await stores.workers.upsert(
+        {
+            "id": "vllm-0",
+            "url": url,
+            "kind": "vllm",
+            "model": model,
+            "max_num_seqs": 16,
+            "status": "active",
+        }
+    )
     await stores.aclose()
 
 
@@ -31,10 +40,14 @@ def test_streamed_answer_through_arbiter_from_real_vllm(cluster: Cluster) -> Non
         gw = cluster.start_gateway()
         client = openai.OpenAI(base_url=f"{gw}/v1", api_key=keys["t"], max_retries=0)
         stream = client.chat.completions.create(
-            model=model, messages=[{"role": "user", "content": "Hello there"}], max_tokens=12,
-            stream=True, stream_options={"include_usage": True},
+            model=model,
+            messages=[{"role": "user", "content": "Hello there"}],
+            max_tokens=12,
+            stream=True,
+            stream_options={"include_usage": True},
             extra_body={"ignore_eos": True},
-            extra_headers={"X-Arbiter-App": "real", "X-Arbiter-Agent": "vllm-agent"})
+            extra_headers={"X-Arbiter-App": "real", "X-Arbiter-Agent": "vllm-agent"},
+        )
         chunks = list(stream)
         usage = chunks[-1].usage
         assert usage is not None and usage.completion_tokens == 12 and usage.prompt_tokens > 0
@@ -42,7 +55,7 @@ def test_streamed_answer_through_arbiter_from_real_vllm(cluster: Cluster) -> Non
 
         db = Database(cluster.db_url)
         deadline = time.monotonic() + 15
-        rows = []
+        rows: list[RequestRecord] = []
         while time.monotonic() < deadline and not rows:
             with db.reader() as r:
                 rows = r.requests.list(tenant="t")
@@ -51,6 +64,11 @@ def test_streamed_answer_through_arbiter_from_real_vllm(cluster: Cluster) -> Non
         assert len(rows) == 1
         row = rows[0]
         assert (row.status, row.worker, row.n_out, row.app, row.agent) == (
-            "ok", "vllm-0", 12, "real", "vllm-agent")
+            "ok",
+            "vllm-0",
+            12,
+            "real",
+            "vllm-agent",
+        )
         assert row.n_in == usage.prompt_tokens
         assert row.ttft_ms is not None and row.ttft_ms > 0
