@@ -87,7 +87,9 @@ def _validation_error(exc: RequestValidationError) -> ApiError:
     msg = f"Invalid value for '{param}': {first.get('msg')}" if param else str(first.get("msg"))
     err = ApiError(422 if param else 400, msg, param=param, code="invalid_value")
     err.field_errors = [
-        {"param": _param(e.get("loc", ())), "message": str(e.get("msg"))} for e in errors
+        {"param": p, "message": f"Invalid value for '{p}': {e.get('msg')}"}
+        for e in errors
+        if (p := _param(e.get("loc", ())))
     ]
     return err
 
