@@ -7,7 +7,7 @@ VLLM_VENV ?= .venv-vllm
 BIN := $(VENV)/bin
 ARGS ?=
 
-.PHONY: run test venv vllm-env tiny-model lint typecheck pytest bench clean
+.PHONY: run test venv vllm-env browser-deps tiny-model lint typecheck pytest bench clean
 
 $(BIN)/arbiter: pyproject.toml
 	@command -v $(PY) >/dev/null || { echo "Python 3.11 is required ($(PY) not found)"; exit 1; }
@@ -37,7 +37,14 @@ typecheck: venv
 pytest: venv
 	$(BIN)/python -m pytest $(ARGS)
 
-test: venv vllm-env
+# headless Chromium for tests/browser: Debian's package, installed when missing and we are root
+browser-deps:
+	@if command -v chromium >/dev/null; then echo "chromium: $$(command -v chromium)"; \
+	elif [ "$$(id -u)" = 0 ]; then echo "chromium missing: apt-get install -y chromium"; \
+	  apt-get update -qq && apt-get install -y -qq chromium >/dev/null; \
+	else echo "chromium missing and not root: tests/browser skip (fail when CI is set)"; fi
+
+test: venv vllm-env browser-deps
 	$(MAKE) lint typecheck
 	ARBITER_VLLM_PYTHON=$(CURDIR)/$(VLLM_VENV)/bin/python $(BIN)/python -m pytest $(ARGS)
 

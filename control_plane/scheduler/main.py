@@ -84,9 +84,10 @@ async def run_scheduler(settings: Settings, *, with_recorder: bool = False) -> N
             host=settings.host,
             port=settings.scheduler_port,
             log_level="warning",
+            access_log=False,
         )
     )
-    tasks.append(asyncio.create_task(server.serve(), name="status"))
+    status = asyncio.create_task(server.serve(), name="status")
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -94,9 +95,10 @@ async def run_scheduler(settings: Settings, *, with_recorder: bool = False) -> N
     await stop.wait()
     log.info("scheduler %s stopping", holder)
     server.should_exit = True
-    for task in tasks:
+    await asyncio.wait([status], timeout=5.0)  # let the status server close by itself
+    for task in [*tasks, status]:
         task.cancel()
-    await asyncio.gather(*tasks, return_exceptions=True)
+    await asyncio.gather(*tasks, status, return_exceptions=True)
     with contextlib.suppress(StateUnavailable):
         await stores.lease.release(holder)
     await stores.aclose()

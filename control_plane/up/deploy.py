@@ -284,6 +284,8 @@ class Deployment:
                         "true",
                         "--browser.gatherUsageStats",
                         "false",
+                        "--client.toolbarMode",
+                        "viewer",
                     ],
                     o.state_dir / "logs" / "console.log",
                     {**env, "ARBITER_CONSOLE_API": f"http://{o.host}:{o.port}"},

@@ -1,0 +1,203 @@
+"""The operator console in a real browser, against a real `arbiter up` (issue 5).
+
+Headless Chromium (Debian's `chromium`) is driven by Playwright — Python's `playwright`
+package, the same engine and protocol as `playwright-core`, launched with
+`executable_path=/usr/bin/chromium` and an empty profile (see `chromium.py`). The story: sign
+in with the admin token (a wrong one is refused plainly), see both demo tenants' live SAFI,
+set acme's weight with a reason, see the audit row, see the new weight in the live state
+(admin API, the scheduler's `weights` knob and the Live page), open Reports and download the
+CSV, whose request counts equal what the client sent. Screenshots of every step are kept in
+`test-artifacts/browser/`.
+
+Without /usr/bin/chromium the module is skipped, except under CI (`$CI` set), where it fails.
+"""
+
+from __future__ import annotations
+
+import csv
+import datetime as dt
+import json
+import os
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.browser.chromium import CHROMIUM, ConsolePage
+from tests.browser.deployment import UpInfo
+from tests.browser.streamlit_dom import (
+    choose,
+    dataframe,
+    no_exception,
+    open_page,
+    row_where,
+    wait_until,
+)
+from tests.browser.traffic import Traffic
+
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+
+MISSING = f"{CHROMIUM} is missing: `make browser-deps` installs Debian's chromium (as root)"
+if not CHROMIUM.exists() and not os.environ.get("CI"):
+    pytest.skip(MISSING, allow_module_level=True)
+
+TENANTS = ("acme", "globex")
+NEW_WEIGHT = 3.0
+REASON = "browser test: acme bought three times the capacity of globex"
+CSV_COLUMNS = {"node", "weight", "requests", "unified_service", "safi", "ttft_p95_ms"}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def chromium_installed() -> None:
+    """Under CI a missing Chromium fails the test, before anything is started."""
+    if not CHROMIUM.exists():
+        pytest.fail(MISSING, pytrace=False)
+
+
+def admin_get(info: UpInfo, path: str, **params: str) -> Any:
+    """One admin API call, straight to the gateway (not through the console's client)."""
+    resp = httpx.get(
+        f"{info.gateway_url}/admin{path}",
+        params=params,
+        headers={"Authorization": f"Bearer {info.admin_token}"},
+        timeout=10.0,
+    )
+    resp.raise_for_status()
+    return resp.json()
+
+
+def sign_in(console: ConsolePage, info: UpInfo) -> None:
+    page = console.page
+    page.goto(info.console_url)
+    token = page.get_by_label("Admin token", exact=True)
+    token.wait_for(timeout=60_000)
+    assert page.get_by_label("Admin API URL", exact=True).input_value() == info.gateway_url
+    token.fill("not-the-token")
+    page.get_by_role("button", name="Sign in").click()
+    page.get_by_text("The admin API refused the token").wait_for()
+    console.shot("01-sign-in-refused")
+    token.fill(info.admin_token)
+    page.get_by_role("button", name="Sign in").click()
+    page.get_by_role("heading", name="Live", exact=True).wait_for()
+    assert info.admin_token not in page.url
+
+
+def see_live_safi(console: ConsolePage) -> None:
+    grid = dataframe(console.page, "safi")
+
+    def both_tenants_served() -> dict[str, float] | None:
+        safi = {t: float((row_where(grid, "key", t) or {}).get("safi") or 0) for t in TENANTS}
+        return safi if all(v > 0 for v in safi.values()) else None
+
+    safi = wait_until(both_tenants_served, "both tenants' SAFI on the Live page", 60)
+    assert all(0 < v <= 1 for v in safi.values()), safi
+    console.page.get_by_text("SAFI (lower is better)").wait_for()
+    no_exception(console.page)
+    console.shot("02-live-safi")
+
+
+def set_weight(console: ConsolePage) -> None:
+    page = console.page
+    open_page(page, "Policy & knobs")
+    choose(page, "Node (tenant, tenant/app or tenant/app/agent)", "acme")
+    page.locator(".st-key-weight_value input").fill(f"{NEW_WEIGHT:g}")
+    page.locator(".st-key-weight_reason input").fill(REASON)
+    page.locator(".st-key-weight_submit button").click()
+    page.get_by_text(f"acme: weight {NEW_WEIGHT:g}.").wait_for()
+    no_exception(page)
+    weights = dataframe(page, "node")
+    wait_until(
+        lambda: (row_where(weights, "node", "acme") or {}).get("weight") == f"{NEW_WEIGHT:g}",
+        "acme's new weight in the Weights table",
+    )
+    console.shot("03-weight-set")
+
+
+def see_audit_row(console: ConsolePage) -> None:
+    audit = dataframe(console.page, "reason")
+    audit.scroll_into_view_if_needed()
+    row = wait_until(lambda: row_where(audit, "reason", REASON), "the audit row of the change")
+    assert row["target"] == "tenant:acme", row
+    assert row["actor"] == "console", row
+    assert json.loads(row["old"]) == {"weight": 1.0}, row
+    assert json.loads(row["new"]) == {"weight": NEW_WEIGHT}, row
+    audit.screenshot(path=str(console.artifacts / "04-audit-row.png"))
+
+
+def see_weight_live(console: ConsolePage, info: UpInfo) -> None:
+    def api_weights() -> dict[str, float] | None:
+        nodes = admin_get(info, "/nodes", level="tenant")["nodes"]
+        weights = {n["key"]: float(n["weight"]) for n in nodes}
+        return weights if weights.get("acme") == NEW_WEIGHT else None
+
+    assert wait_until(api_weights, "acme's new weight in /admin/nodes")["globex"] == 1.0
+    # the scheduler leader applies the `weights` knob the gateway wrote
+    assert admin_get(info, "/knobs")["knobs"]["weights"]["acme"] == NEW_WEIGHT
+    open_page(console.page, "Live")
+    grid = dataframe(console.page, "safi")
+    wait_until(
+        lambda: (row_where(grid, "key", "acme") or {}).get("weight") == f"{NEW_WEIGHT:g}",
+        "acme's new weight on the Live page",
+    )
+    assert (row_where(grid, "key", "globex") or {}).get("weight") == "1"
+    console.shot("05-live-new-weight")
+
+
+def report_requests(info: UpInfo) -> Counter[str]:
+    today = dt.datetime.now(dt.UTC).date()
+    report = admin_get(
+        info,
+        "/reports",
+        **{"from": (today - dt.timedelta(days=1)).isoformat()},
+        to=(today + dt.timedelta(days=1)).isoformat(),
+        level="tenant",
+    )
+    return Counter({n["key"]: int(n["requests"]) for n in report["nodes"]})
+
+
+def download_report(console: ConsolePage, info: UpInfo, sent: Counter[str]) -> Path:
+    # the recorder writes request rows and rollups asynchronously
+    wait_until(lambda: report_requests(info) == sent, f"the report to count {dict(sent)}")
+    page = console.page
+    open_page(page, "Reports")
+    button = page.get_by_role("button", name="Download CSV")
+    button.wait_for()
+    no_exception(page)
+    console.shot("06-reports")
+    with page.expect_download() as pending:
+        button.click()
+    download = pending.value
+    assert download.suggested_filename.startswith("arbiter-report-tenant-")
+    assert download.suggested_filename.endswith(".csv")
+    path = console.artifacts / download.suggested_filename
+    download.save_as(path)
+    return path
+
+
+def check_csv(path: Path, sent: Counter[str]) -> None:
+    with path.open(newline="") as f:
+        reader = csv.DictReader(f)
+        assert set(reader.fieldnames or []) >= CSV_COLUMNS, reader.fieldnames
+        rows = {r["node"]: r for r in reader}
+    assert set(rows) == set(TENANTS), rows
+    for tenant in TENANTS:
+        assert int(rows[tenant]["requests"]) == sent[tenant], (tenant, rows[tenant])
+        assert float(rows[tenant]["unified_service"]) > 0, rows[tenant]
+
+
+def test_operator_console_in_chromium(
+    deployment: UpInfo, traffic: Traffic, console: ConsolePage
+) -> None:
+    sign_in(console, deployment)
+    see_live_safi(console)
+    set_weight(console)
+    see_audit_row(console)
+    see_weight_live(console, deployment)
+    traffic.stop()
+    assert traffic.errors == []
+    assert all(traffic.ok[t] > 0 for t in TENANTS), traffic.ok
+    check_csv(download_report(console, deployment, traffic.ok), traffic.ok)
+    assert console.js_errors == []
+    assert console.console_errors == []
