@@ -46,5 +46,6 @@ def live_view(core: SchedulerCore, holder: str, now: float) -> dict[str, Any]:
         "inflight": len(core.running),
         "tenants": core.tenant_view(now),
         "nodes": core.node_counts(),
+        "weights": {"/".join(node): w for node, w in sorted(core.ctx.weights.table.items())},
         "workers": workers,
     }
