@@ -104,6 +104,8 @@ def up(
     policy: Annotated[str, Opt(help="Initial scheduling policy.")] = "vtc",
     vllm_model: Annotated[str | None, Opt(help="Model dir for --worker-kind vllm.")] = None,
     vllm_python: Annotated[str | None, Opt(help="vLLM's Python interpreter.")] = None,
+    tenant: Annotated[list[str] | None, Opt(help="Demo tenant to create (repeat).")] = None,
+    max_num_seqs: Annotated[int | None, Opt(help="Batch size of simulated workers.")] = None,
 ) -> None:
     """Run everything on this machine until Ctrl-C (private Redis, SQLite, all services)."""
     from control_plane.up.deploy import Deployment, UpError, UpOptions
@@ -123,6 +125,8 @@ def up(
             policy=policy,
             vllm_model=vllm_model,
             vllm_python=vllm_python,
+            tenants=tenant or ["acme", "globex"],
+            max_num_seqs=max_num_seqs,
         )
     )
     try:

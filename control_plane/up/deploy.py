@@ -46,6 +46,7 @@ class UpOptions:
     vllm_model: str | None = None
     vllm_python: str | None = None
     cluster: str = "local"
+    max_num_seqs: int | None = None
 
 
 class UpError(RuntimeError):
@@ -186,13 +187,15 @@ class Deployment:
                     "--seed",
                     str(i),
                 ]
+                if o.max_num_seqs:
+                    argv += ["--max-num-seqs", str(o.max_num_seqs)]
                 rec = {
                     "id": f"sim-{i}",
                     "url": url,
                     "kind": "sim",
                     "model": profile.model.name,
                     "profile": o.profile,
-                    "max_num_seqs": profile.max_num_seqs,
+                    "max_num_seqs": o.max_num_seqs or profile.max_num_seqs,
                 }
                 timeout = 30.0
             else:

@@ -1,0 +1,251 @@
+"""`arbiter simulate`, `simulate-bench`, `simulate-capacity`, `simulate-compare`, `scenarios`,
+`bench`.
+
+`register(app)` adds the commands to the `arbiter` Typer app. Results are written as
+`results.json` (+ `report.html`); with several scenario files, one sub-directory per scenario.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    Progress,
+    TaskID,
+    TaskProgressColumn,
+    TextColumn,
+    TimeElapsedColumn,
+)
+from rich.table import Table
+
+from control_plane.sim import speed_bench
+from control_plane.sim.cli_args import (
+    parse_keys,
+    parse_pairs,
+    parse_params,
+    parse_policies,
+    plugin_choice,
+)
+from control_plane.sim.cluster import unit_factors
+from control_plane.sim.live_report import live_document
+from control_plane.sim.report import write_report, write_results
+from control_plane.sim.runner import results_document, run_policy
+from control_plane.sim.scenario import list_scenarios, load_scenario
+from control_plane.sim.setup import PolicySpec
+from control_plane.sim.workload import build_workload
+
+Opt = typer.Option
+console = Console(stderr=True)
+
+
+def _progress() -> Progress:
+    return Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        TaskProgressColumn(),
+        TimeElapsedColumn(),
+        console=console,
+    )
+
+
+def simulate(
+    files: Annotated[list[str], typer.Argument(help="Scenario files or shipped names.")],
+    policy: Annotated[list[str], Opt("--policy", "-p", help="NAME or LABEL=NAME; repeat.")],
+    out: Annotated[Path, Opt(help="Output directory.")],
+    param: Annotated[
+        list[str] | None, Opt(help="LABEL.KEY=VALUE (also admission./placement.).")
+    ] = None,
+    seed: Annotated[int | None, Opt(help="Override the scenario seed.")] = None,
+    duration: Annotated[float | None, Opt(help="Override duration_s (seconds).")] = None,
+    admission: Annotated[str | None, Opt(help="Admission plug-in (default: scenario's).")] = None,
+    placement: Annotated[str | None, Opt(help="Placement plug-in (default: scenario's).")] = None,
+    report: Annotated[bool, Opt(help="Also write report.html.")] = True,
+) -> None:
+    """Simulate scenarios under policies in virtual time; write results.json and report.html."""
+    params = parse_params(param or [])
+    specs = parse_policies(policy, params)
+    plugins = plugin_choice(admission, placement, params)
+    for file in files:
+        scenario = load_scenario(file).with_overrides(seed, duration)
+        workload = build_workload(scenario)
+        runs = []
+        end = scenario.duration_s + scenario.drain_s
+        with _progress() as bar:
+            for spec in specs:
+                task = bar.add_task(f"{scenario.name} · {spec.label}", total=end)
+
+                def advance(t: float, task_id: TaskID = task) -> None:
+                    bar.update(task_id, completed=t)
+
+                runs.append(run_policy(scenario, spec, workload, plugins=plugins, progress=advance))
+                bar.update(task, completed=end)
+        doc = results_document(scenario, runs)
+        target = out if len(files) == 1 else out / scenario.name
+        path = write_results(doc, target)
+        if report:
+            write_report(doc, target)
+        _print_summary(scenario.name, doc["results"])
+        console.print(f"wrote {path}")
+
+
+def _print_summary(name: str, results: dict[str, dict[str, object]]) -> None:
+    keys = ("slo_violation_rate", "e2e_p99_s", "tokens_per_s", "mean_safi", "jain_safi")
+    table = Table(title=name)
+    for column in ("policy", *keys):
+        table.add_column(column, justify="right")
+    for label, res in results.items():
+        row = [res.get(k) for k in keys]
+        table.add_row(label, *("—" if v is None else f"{v:.4g}" for v in row))
+    console.print(table)
+
+
+def simulate_bench(
+    files: Annotated[list[str] | None, typer.Argument(help="Scenarios (default: a set).")] = None,
+    policy: Annotated[list[str] | None, Opt("--policy", "-p")] = None,
+    out: Annotated[Path, Opt(help="JSON file to write.")] = Path("sim-speed.json"),
+    duration: Annotated[float | None, Opt(help="Override duration_s.")] = None,
+) -> None:
+    """Print simulated requests per CPU-minute and write them as JSON."""
+    samples = speed_bench.measure(
+        files or list(speed_bench.DEFAULT_SCENARIOS),
+        policy or list(speed_bench.DEFAULT_POLICIES),
+        duration,
+    )
+    table = Table(title="simulator speed")
+    for column in ("scenario", "policy", "requests", "cpu s", "requests / CPU-minute"):
+        table.add_column(column, justify="right")
+    for s in samples:
+        table.add_row(
+            s.scenario,
+            s.policy,
+            str(s.requests),
+            f"{s.cpu_s:.2f}",
+            f"{s.requests_per_cpu_minute:,.0f}",
+        )
+    doc = speed_bench.report(samples)
+    Console().print(table)
+    Console().print(f"total: {doc['total']['requests_per_cpu_minute']:,.0f} requests / CPU-minute")
+    out.write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
+
+
+def simulate_capacity(
+    files: Annotated[list[str], typer.Argument(help="Scenario files or shipped names.")],
+) -> None:
+    """Offered load against measured pool capacity per model (how scenarios are calibrated)."""
+    from control_plane.sim.capacity import pool_loads
+
+    table = Table(title="offered load vs capacity")
+    for column in (
+        "scenario",
+        "model",
+        "workers",
+        "mean in/out",
+        "offered rps",
+        "capacity rps",
+        "rho",
+    ):
+        table.add_column(column, justify="right")
+    for file in files:
+        scenario = load_scenario(file)
+        for p in pool_loads(scenario):
+            table.add_row(
+                scenario.name,
+                p.model,
+                str(p.workers),
+                f"{p.mean_n_in:.0f}/{p.mean_n_out:.0f}",
+                f"{p.offered_rps:.3f}",
+                f"{p.capacity_rps:.3f}",
+                f"{p.rho:.2f}",
+            )
+    Console().print(table)
+
+
+def scenarios() -> None:
+    """List the shipped scenarios."""
+    for name in list_scenarios():
+        description = load_scenario(name).description.strip().splitlines()
+        Console().print(f"[bold]{name}[/bold]  {description[0] if description else ''}")
+
+
+def bench(
+    file: Annotated[str, typer.Argument(help="Scenario file or shipped name.")],
+    out: Annotated[Path, Opt(help="Output directory.")],
+    gateway: Annotated[str | None, Opt(help="Gateway base URL.")] = None,
+    api_key: Annotated[str | None, Opt(help="One API key for every tenant.")] = None,
+    key: Annotated[list[str] | None, Opt(help="TENANT=API_KEY; repeat.")] = None,
+    keys_file: Annotated[Path | None, Opt(help="JSON like .arbiter/up.json.")] = None,
+    speed: Annotated[float, Opt(help="Time compression (workers run --speed X).")] = 1.0,
+    label: Annotated[str, Opt(help="Results key (e.g. the live policy).")] = "live",
+    seed: Annotated[int | None, Opt(help="Override the scenario seed.")] = None,
+    duration: Annotated[float | None, Opt(help="Override duration_s.")] = None,
+    model: Annotated[list[str] | None, Opt(help="SCENARIO_MODEL=SERVED_NAME; repeat.")] = None,
+) -> None:
+    """Replay a scenario live through the gateway's OpenAI API; same results.json shape."""
+    from control_plane.sim.live_bench import LiveTarget, load_keys, replay
+
+    url, keys = load_keys(keys_file) if keys_file else (None, {})
+    keys.update(parse_keys(key or []))
+    if api_key:
+        keys.setdefault("*", api_key)
+    base = gateway or url
+    if not base or not keys:
+        raise typer.BadParameter("give --gateway and API keys (--api-key, --key or --keys-file)")
+    scenario = load_scenario(file).with_overrides(seed, duration)
+    specs = build_workload(scenario)
+    target = LiveTarget(base, keys, speed, models=parse_pairs(model or [], "--model"))
+    with _progress() as bar:
+        task = bar.add_task(f"{scenario.name} live", total=len(specs))
+        done: Callable[[object], None] = lambda _r: bar.advance(task)  # noqa: E731
+        records = asyncio.run(replay(specs, unit_factors(scenario), target, done))
+    doc = live_document(scenario, records, PolicySpec(label, label), speed)
+    path = write_results(doc, out)
+    write_report(doc, out)
+    _print_summary(scenario.name, doc["results"])
+    console.print(f"wrote {path}")
+
+
+def simulate_compare(
+    a: Annotated[Path, typer.Argument(help="results.json (e.g. simulated).")],
+    b: Annotated[Path, typer.Argument(help="results.json (e.g. live).")],
+    metric: Annotated[str, Opt(help="Per-tenant metric.")] = "queue_mean_s",
+    tolerance: Annotated[float, Opt(help="Largest relative difference that agrees.")] = 0.2,
+    label_a: Annotated[str | None, Opt(help="Policy label in A (if several).")] = None,
+    label_b: Annotated[str | None, Opt(help="Policy label in B (if several).")] = None,
+) -> None:
+    """Per-tenant agreement of two results files; exit 1 when a tenant differs too much."""
+    from control_plane.sim.compare import compare
+
+    docs = [json.loads(p.read_text(encoding="utf-8")) for p in (a, b)]
+    diffs = compare(docs[0], docs[1], metric, label_a, label_b)
+    table = Table(title=f"{metric}: A vs B")
+    for column in ("tenant", "A", "B", "relative difference", "agrees"):
+        table.add_column(column, justify="right")
+    bad = 0
+    for d in diffs:
+        ok = d.relative is not None and d.relative <= tolerance
+        bad += not ok
+        rel = "—" if d.relative is None else f"{d.relative:.1%}"
+        table.add_row(d.tenant, _num(d.a), _num(d.b), rel, "yes" if ok else "NO")
+    Console().print(table)
+    raise typer.Exit(1 if bad else 0)
+
+
+def _num(value: float | None) -> str:
+    return "—" if value is None else f"{value:.4g}"
+
+
+def register(app: typer.Typer) -> None:
+    """Add the simulator and bench commands to the `arbiter` app."""
+    app.command("simulate")(simulate)
+    app.command("simulate-bench")(simulate_bench)
+    app.command("simulate-capacity")(simulate_capacity)
+    app.command("simulate-compare")(simulate_compare)
+    app.command("scenarios")(scenarios)
+    app.command("bench")(bench)

@@ -1,0 +1,175 @@
+"""Replay a scenario live through a gateway's OpenAI API and record what clients saw.
+
+Each request of the scenario's workload is sent at `arrival / speed` seconds after the start,
+as a streamed `/v1/completions` call with the tenant's API key, `X-Arbiter-App/Agent/Task`
+and SLO headers (targets divided by `speed`), a token-id prompt of exactly `n_in` tokens and
+`max_tokens = min_tokens = n_out` with `ignore_eos`, so the worker generates exactly the
+scenario's output length. Client-side times are mapped back to scenario time (multiplied by
+`speed`), and the dispatch time comes from the `X-Arbiter-Queue-Ms` response header, so the
+records — and the metrics computed from them — are comparable with a simulation of the same
+scenario whose workers run `speed` times slower than the live simulated workers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from control_plane.sim.records import RequestRecord
+from control_plane.sim.workload import RequestSpec
+
+PROMPT_TOKEN = 1000
+"""Token id repeated to build prompts (any id below the vocabulary size works)."""
+
+
+@dataclass(frozen=True)
+class LiveTarget:
+    gateway: str
+    keys: Mapping[str, str]
+    """Tenant → API key; the key `"*"` serves every tenant without its own."""
+    speed: float = 1.0
+    timeout_s: float = 600.0
+    models: Mapping[str, str] = field(default_factory=dict)
+    """Scenario model name → the name the gateway serves it under (default: the same)."""
+
+    def key_for(self, tenant: str) -> str:
+        key = self.keys.get(tenant) or self.keys.get("*")
+        if key is None:
+            raise ValueError(f"no API key for tenant {tenant!r}")
+        return key
+
+
+def load_keys(path: Path) -> tuple[str | None, dict[str, str]]:
+    """`(gateway_url, {tenant: key})` from a file like `.arbiter/up.json`."""
+    data = json.loads(path.read_text(encoding="utf-8"))
+    tenants = data.get("tenants") or {}
+    if not isinstance(tenants, dict):
+        raise ValueError(f"{path}: `tenants` must map tenant names to API keys")
+    return data.get("gateway_url"), {str(k): str(v) for k, v in tenants.items()}
+
+
+def request_headers(spec: RequestSpec, key: str, speed: float) -> dict[str, str]:
+    headers = {
+        "Authorization": f"Bearer {key}",
+        "X-Arbiter-App": spec.app,
+        "X-Arbiter-Agent": spec.agent,
+    }
+    if spec.task:
+        headers["X-Arbiter-Task"] = spec.task
+    for name, value in (
+        ("TTFT", spec.slo.ttft_s),
+        ("TPOT", spec.slo.tpot_s),
+        ("E2E", spec.slo.e2e_s),
+    ):
+        if value is not None:
+            headers[f"X-Arbiter-SLO-{name}-Ms"] = str(max(1, round(value * 1000 / speed)))
+    return headers
+
+
+def request_body(spec: RequestSpec, model: str | None = None) -> dict[str, Any]:
+    return {
+        "model": model or spec.model,
+        "prompt": [PROMPT_TOKEN] * spec.n_in,
+        "max_tokens": spec.n_out,
+        "min_tokens": spec.n_out,
+        "ignore_eos": True,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
+
+
+def _record(spec: RequestSpec, factor: float) -> RequestRecord:
+    return RequestRecord(
+        spec.id,
+        spec.tenant,
+        spec.app,
+        spec.agent,
+        spec.model,
+        spec.cls,
+        spec.arrival,
+        spec.n_in,
+        spec.n_out,
+        spec.slo,
+        factor,
+        spec.task,
+    )
+
+
+async def _stream(
+    client: httpx.AsyncClient,
+    spec: RequestSpec,
+    record: RequestRecord,
+    target: LiveTarget,
+    clock: Callable[[], float],
+) -> None:
+    url = target.gateway.rstrip("/") + "/v1/completions"
+    headers = request_headers(spec, target.key_for(spec.tenant), target.speed)
+    body = request_body(spec, target.models.get(spec.model))
+    async with client.stream("POST", url, json=body, headers=headers) as resp:
+        queue_ms = resp.headers.get("x-arbiter-queue-ms")
+        if queue_ms is not None:
+            record.dispatched = record.arrival + float(queue_ms) / 1000.0 * target.speed
+        if resp.status_code != 200:
+            await resp.aread()
+            record.status = "timeout" if resp.status_code == 504 else "error"
+            record.finished = clock()
+            return
+        async for line in resp.aiter_lines():
+            if not line.startswith("data:"):
+                continue
+            payload = line[5:].strip()
+            if payload == "[DONE]":
+                break
+            chunk = json.loads(payload)
+            if "error" in chunk:
+                record.status = "error"
+                break
+            if any(c.get("text") for c in chunk.get("choices") or []):
+                if record.first_token is None:
+                    record.first_token = clock()
+                record.n_out += 1
+            usage = chunk.get("usage")
+            if usage and usage.get("completion_tokens") is not None:
+                record.n_out = int(usage["completion_tokens"])
+    record.finished = clock()
+    if record.status == "queued":
+        record.status = "ok"
+    if record.dispatched is None:
+        record.dispatched = record.first_token or record.finished
+
+
+async def replay(
+    specs: list[RequestSpec],
+    unit_factors: Mapping[str, float],
+    target: LiveTarget,
+    on_done: Callable[[RequestRecord], None] | None = None,
+) -> list[RequestRecord]:
+    """Send every request at its (compressed) arrival time; one record per request."""
+    records = [_record(s, unit_factors.get(s.model, 1.0)) for s in specs]
+    start = time.monotonic()
+
+    def clock() -> float:
+        return (time.monotonic() - start) * target.speed
+
+    limits = httpx.Limits(max_connections=None, max_keepalive_connections=256)
+    timeout = httpx.Timeout(target.timeout_s, connect=10.0)
+    async with httpx.AsyncClient(limits=limits, timeout=timeout) as client:
+
+        async def one(spec: RequestSpec, record: RequestRecord) -> None:
+            await asyncio.sleep(max(0.0, spec.arrival / target.speed - (time.monotonic() - start)))
+            try:
+                await _stream(client, spec, record, target, clock)
+            except (httpx.HTTPError, json.JSONDecodeError):
+                record.status, record.finished = "error", clock()
+            if on_done is not None:
+                on_done(record)
+
+        await asyncio.gather(*(one(s, r) for s, r in zip(specs, records, strict=True)))
+    return records

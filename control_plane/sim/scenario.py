@@ -1,0 +1,284 @@
+"""The scenario file: who sends what, when, to which cluster (docs/scenarios.md documents it).
+
+A scenario is YAML validated by these pydantic models (unknown keys are refused, so a typo is
+an error rather than a silently ignored knob). The same file drives the simulator (`arbiter
+simulate`) and the live replay (`arbiter bench`). `load_scenario` also checks cross references
+(streams name existing tenants, apps, agents and classes; every class's model is served by some
+worker group) and loads the worker profiles.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Annotated, Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
+
+from control_plane.policies.job import Slo
+from control_plane.sim.arrivals import Gamma, OnOff, Piecewise, Poisson
+from control_plane.sim.distributions import LengthDist
+from control_plane.sim.traces import Trace
+from workers.engine.profile import LatencyProfile, load_profile
+
+SCENARIOS_DIR = Path(__file__).resolve().parents[2] / "scenarios"
+"""Shipped scenarios (`<repo>/scenarios/*.yaml`); `ARBITER_SCENARIOS_DIR` adds another."""
+
+
+Arrival = Annotated[Poisson | Gamma | OnOff | Piecewise | Trace, Field(discriminator="process")]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+
+class SloSpec(_Strict):
+    """Latency targets in seconds; unset fields inherit from the next level down."""
+
+    ttft_s: float | None = Field(None, gt=0)
+    tpot_s: float | None = Field(None, gt=0)
+    e2e_s: float | None = Field(None, gt=0)
+
+
+def merge_slo(*levels: SloSpec | None) -> Slo:
+    """Most specific first: each target comes from the first level that sets it."""
+    out: dict[str, float | None] = {"ttft_s": None, "tpot_s": None, "e2e_s": None}
+    for level in levels:
+        if level is None:
+            continue
+        for key in out:
+            if out[key] is None:
+                out[key] = getattr(level, key)
+    return Slo(**out)
+
+
+class AgentSpec(_Strict):
+    name: str = Field(min_length=1)
+    weight: float = Field(1.0, gt=0)
+    slo: SloSpec | None = None
+    count: int = Field(1, ge=1)
+    """`count > 1` expands into agents `name-0` … `name-(count-1)` with the same settings."""
+
+    def names(self) -> list[str]:
+        return [self.name] if self.count == 1 else [f"{self.name}-{i}" for i in range(self.count)]
+
+
+class AppSpec(_Strict):
+    name: str = Field(min_length=1)
+    weight: float = Field(1.0, gt=0)
+    slo: SloSpec | None = None
+    agents: list[AgentSpec] = Field(default_factory=lambda: [AgentSpec(name="default")])
+
+    def agent(self, name: str) -> AgentSpec | None:
+        return next((a for a in self.agents if name in a.names()), None)
+
+    def agent_names(self) -> list[str]:
+        return [n for a in self.agents for n in a.names()]
+
+
+class TenantSpec(_Strict):
+    name: str = Field(min_length=1)
+    weight: float = Field(1.0, gt=0)
+    tier: int = 0
+    slo: SloSpec | None = None
+    apps: list[AppSpec] = Field(default_factory=lambda: [AppSpec(name="default")])
+
+    def app(self, name: str) -> AppSpec | None:
+        return next((a for a in self.apps if a.name == name), None)
+
+
+class RequestClass(_Strict):
+    """Prompt and output length distributions, the model, an optional task type and SLO."""
+
+    prompt: LengthDist
+    output: LengthDist
+    model: str | None = None
+    """A model served by the cluster (a profile's `model.name`); default: the first group's."""
+    task: str | None = None
+    slo: SloSpec | None = None
+    """The task-type SLO: the lowest level of the precedence (ALGORITHMS.md §0)."""
+
+
+class WorkerGroup(_Strict):
+    """`count` workers of one latency profile, with optional engine overrides."""
+
+    profile: str
+    count: int = Field(1, ge=1)
+    name: str | None = None
+    speed: float = Field(1.0, gt=0)
+    max_num_seqs: int | None = Field(None, ge=1)
+    max_num_batched_tokens: int | None = Field(None, ge=1)
+    kv_tokens: int | None = Field(None, ge=16)
+
+
+class ModelOverride(_Strict):
+    unified_cost_factor: float = Field(gt=0)
+    """The operator's measured Unified Token factor (as in the live model registry)."""
+
+
+class Stream(_Strict):
+    """Requests of one tenant/app/agent following one arrival process.
+
+    `agent: "*"` gives every agent of the app its own independent copy of the process. A
+    stream has a `class`, or a `mix` of classes with relative weights (a "mixed" client); a
+    trace stream takes lengths (and possibly the sender) from its CSV.
+    """
+
+    tenant: str
+    app: str | None = None
+    agent: str | None = None
+    cls: str | None = Field(None, alias="class")
+    mix: dict[str, float] | None = None
+    arrival: Arrival
+    slo: SloSpec | None = None
+    """Per-request targets (the request header level of the precedence)."""
+
+    @model_validator(mode="after")
+    def _class_or_mix(self) -> Stream:
+        if self.cls is not None and self.mix is not None:
+            raise ValueError("a stream has `class` or `mix`, not both")
+        if self.cls is None and self.mix is None and not isinstance(self.arrival, Trace):
+            raise ValueError("a stream needs `class` or `mix` (only trace streams may omit it)")
+        if self.mix is not None and (not self.mix or min(self.mix.values()) <= 0):
+            raise ValueError("mix weights must be > 0")
+        return self
+
+
+class PhaseSpec(_Strict):
+    """A named arrival-time window that metrics are also broken down by."""
+
+    name: str
+    start_s: float = Field(ge=0)
+    end_s: float = Field(gt=0)
+
+
+class SchedulerSpec(_Strict):
+    """Scheduler plug-ins and loop knobs (defaults are the live scheduler's)."""
+
+    admission: str = "capacity"
+    admission_params: dict[str, Any] = Field(default_factory=dict)
+    placement: str = "least_loaded"
+    placement_params: dict[str, Any] = Field(default_factory=dict)
+    tick_s: float = Field(0.5, gt=0)
+    progress_s: float = Field(0.1, ge=0)
+    """Output tokens are reported at most this often per request (the gateway's batching);
+    0 reports every engine step."""
+    ledger_window_s: float = Field(60.0, gt=0)
+    queue_timeout_s: float | None = Field(300.0, gt=0)
+    """A request still queued this long after arrival is withdrawn (the gateway's timeout)."""
+
+
+class Scenario(_Strict):
+    name: str
+    description: str = ""
+    seed: int = 0
+    duration_s: float = Field(gt=0)
+    """Arrivals happen in `[0, duration_s)`."""
+    drain_s: float = Field(300.0, ge=0)
+    """After the last arrival, time to finish; what is left is then withdrawn or aborted."""
+    load_scale: float = Field(1.0, gt=0)
+    cluster: list[WorkerGroup] = Field(min_length=1)
+    models: dict[str, ModelOverride] = Field(default_factory=dict)
+    tenants: list[TenantSpec] = Field(min_length=1)
+    classes: dict[str, RequestClass] = Field(default_factory=dict)
+    workload: list[Stream] = Field(min_length=1)
+    phases: list[PhaseSpec] = Field(default_factory=list)
+    scheduler: SchedulerSpec = Field(default_factory=SchedulerSpec)
+
+    _base_dir: Path = PrivateAttr(default_factory=Path.cwd)
+    _profiles: dict[str, LatencyProfile] = PrivateAttr(default_factory=dict)
+
+    @property
+    def base_dir(self) -> Path:
+        return self._base_dir
+
+    def profile(self, group: WorkerGroup) -> LatencyProfile:
+        if group.profile not in self._profiles:
+            self._profiles[group.profile] = load_profile(group.profile)
+        return self._profiles[group.profile]
+
+    def served_models(self) -> list[str]:
+        return list(dict.fromkeys(self.profile(g).model.name for g in self.cluster))
+
+    def tenant(self, name: str) -> TenantSpec:
+        found = next((t for t in self.tenants if t.name == name), None)
+        if found is None:
+            raise ValueError(f"unknown tenant {name!r}")
+        return found
+
+    def with_overrides(self, seed: int | None = None, duration_s: float | None = None) -> Scenario:
+        """A copy with the CLI's `--seed` / `--duration` applied (profiles and base dir kept)."""
+        update: dict[str, Any] = {}
+        if seed is not None:
+            update["seed"] = seed
+        if duration_s is not None:
+            update["duration_s"] = duration_s
+        copy = self.model_copy(update=update)
+        copy._base_dir, copy._profiles = self._base_dir, self._profiles
+        return copy
+
+
+def _check_references(s: Scenario) -> None:
+    names = [t.name for t in s.tenants]
+    if len(set(names)) != len(names):
+        raise ValueError("tenant names must be unique")
+    models = s.served_models()
+    for cname, cls in s.classes.items():
+        if cls.model is not None and cls.model not in models:
+            raise ValueError(f"class {cname!r}: model {cls.model!r} is not served ({models})")
+    for i, stream in enumerate(s.workload):
+        where = f"workload[{i}]"
+        tenant = s.tenant(stream.tenant)
+        app = tenant.app(stream.app or tenant.apps[0].name)
+        if app is None:
+            raise ValueError(f"{where}: tenant {tenant.name!r} has no app {stream.app!r}")
+        if stream.agent not in (None, "*") and app.agent(stream.agent) is None:
+            raise ValueError(f"{where}: app {app.name!r} has no agent {stream.agent!r}")
+        for cname in ([stream.cls] if stream.cls else []) + list(stream.mix or {}):
+            if cname not in s.classes:
+                raise ValueError(f"{where}: unknown class {cname!r}")
+    for phase in s.phases:
+        if phase.end_s <= phase.start_s:
+            raise ValueError(f"phase {phase.name!r}: end_s must be after start_s")
+
+
+def parse_scenario(data: dict[str, Any], base_dir: Path | None = None) -> Scenario:
+    """Validate a scenario mapping (as loaded from YAML) and its cross references."""
+    scenario = Scenario.model_validate(data)
+    scenario._base_dir = base_dir or Path.cwd()
+    for group in scenario.cluster:
+        scenario.profile(group)
+    _check_references(scenario)
+    return scenario
+
+
+def scenario_dirs() -> list[Path]:
+    extra = os.environ.get("ARBITER_SCENARIOS_DIR")
+    return ([Path(extra)] if extra else []) + [SCENARIOS_DIR]
+
+
+def list_scenarios() -> list[str]:
+    """Names of the shipped scenarios (and of `ARBITER_SCENARIOS_DIR`'s), sorted."""
+    return sorted({p.stem for d in scenario_dirs() if d.is_dir() for p in d.glob("*.yaml")})
+
+
+def resolve_scenario(name_or_path: str) -> Path:
+    """A scenario file by path, or a shipped scenario by name (`exfairs-I`)."""
+    path = Path(name_or_path)
+    if path.is_file():
+        return path
+    for directory in scenario_dirs():
+        candidate = directory / f"{name_or_path}.yaml"
+        if candidate.is_file():
+            return candidate
+    raise ValueError(f"no scenario {name_or_path!r} (shipped: {', '.join(list_scenarios())})")
+
+
+def load_scenario(name_or_path: str) -> Scenario:
+    """Read, validate and cross-check a scenario file (by path or shipped name)."""
+    path = resolve_scenario(name_or_path)
+    data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    if not isinstance(data, dict):
+        raise ValueError(f"{path}: a scenario is a YAML mapping")
+    return parse_scenario(data, path.resolve().parent)

@@ -1,0 +1,96 @@
+"""Replay of a CSV request trace: timestamps and lengths (and optionally who sent them).
+
+Columns (header row required, any order, extra columns ignored):
+`timestamp` (seconds, or any unit with `time_scale`), `prompt_tokens`, `output_tokens`, and
+optionally `tenant`, `app`, `agent`, `class`. Timestamps are shifted so that the first row
+arrives at `start_s` (unless `relative: false`), multiplied by `time_scale`, and rows at or
+after the horizon are dropped. Missing hierarchy columns fall back to the stream's own.
+"""
+
+from __future__ import annotations
+
+import csv
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+REQUIRED = ("timestamp", "prompt_tokens", "output_tokens")
+
+
+@dataclass(frozen=True, slots=True)
+class TraceRow:
+    time: float
+    n_in: int
+    n_out: int
+    tenant: str | None
+    app: str | None
+    agent: str | None
+    cls: str | None
+
+
+class Trace(BaseModel):
+    """`process: trace` — requests replayed from a CSV file (path relative to the scenario)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    process: Literal["trace"] = "trace"
+    path: str
+    time_scale: float = Field(1.0, gt=0)
+    relative: bool = True
+    start_s: float = Field(0.0, ge=0)
+
+    def rows(self, base_dir: Path, horizon: float) -> list[TraceRow]:
+        path = Path(self.path)
+        if not path.is_absolute():
+            path = base_dir / path
+        return read_trace(path, horizon, self.time_scale, self.relative, self.start_s)
+
+
+def _opt(row: dict[str, str], key: str) -> str | None:
+    value = (row.get(key) or "").strip()
+    return value or None
+
+
+def read_trace(
+    path: Path, horizon: float, time_scale: float = 1.0, relative: bool = True, start_s: float = 0.0
+) -> list[TraceRow]:
+    """The rows of a trace file, sorted by time; raises ValueError on a malformed file."""
+    with path.open(newline="", encoding="utf-8") as fh:
+        reader = csv.DictReader(fh)
+        missing = [c for c in REQUIRED if c not in (reader.fieldnames or [])]
+        if missing:
+            raise ValueError(f"trace {path}: missing column(s) {', '.join(missing)}")
+        raw = []
+        for line, row in enumerate(reader, start=2):
+            try:
+                t, n_in, n_out = (
+                    float(row["timestamp"]),
+                    int(row["prompt_tokens"]),
+                    int(row["output_tokens"]),
+                )
+            except ValueError as exc:
+                raise ValueError(f"trace {path}, line {line}: {exc}") from exc
+            if n_in < 1 or n_out < 1:
+                raise ValueError(f"trace {path}, line {line}: token counts must be >= 1")
+            raw.append((t, n_in, n_out, row))
+    raw.sort(key=lambda r: r[0])
+    origin = raw[0][0] if raw and relative else 0.0
+    out = []
+    for t, n_in, n_out, row in raw:
+        time = start_s + (t - origin) * time_scale
+        if time >= horizon:
+            break
+        out.append(
+            TraceRow(
+                time,
+                n_in,
+                n_out,
+                _opt(row, "tenant"),
+                _opt(row, "app"),
+                _opt(row, "agent"),
+                _opt(row, "class"),
+            )
+        )
+    return out

@@ -1,0 +1,150 @@
+"""A scenario's requests, drawn once and deterministically: the input of both sim and bench.
+
+Every stream (and every agent copy of an `agent: "*"` stream) has its own RNGs for arrival
+times and lengths, seeded from the scenario seed and the stream's position, so adding a stream
+does not change the requests of the others. Requests are ordered by arrival time (ties by
+stream order) and numbered `r0, r1, …` in that order. A prompt is shortened when prompt plus
+output would exceed the model's `max_model_len` (vLLM would refuse the request).
+"""
+
+from __future__ import annotations
+
+import bisect
+import itertools
+import random
+from dataclasses import dataclass
+
+from control_plane.policies.job import Slo
+from control_plane.sim.scenario import RequestClass, Scenario, Stream, merge_slo
+from control_plane.sim.traces import Trace, TraceRow
+
+
+@dataclass(frozen=True, slots=True)
+class RequestSpec:
+    """One request of the workload: who, when, how long, which model, which targets."""
+
+    id: str
+    arrival: float
+    tenant: str
+    app: str
+    agent: str
+    model: str
+    cls: str | None
+    task: str | None
+    n_in: int
+    n_out: int
+    slo: Slo
+    tier: int
+
+
+@dataclass(frozen=True, slots=True)
+class _Draft:
+    arrival: float
+    order: tuple[int, int, int]
+    tenant: str
+    app: str
+    agent: str
+    cls: str | None
+    n_in: int | None
+    n_out: int | None
+
+
+class _ClassPicker:
+    def __init__(self, stream: Stream) -> None:
+        mix = stream.mix or ({stream.cls: 1.0} if stream.cls else {})
+        self.names = list(mix)
+        self.cum = list(itertools.accumulate(mix.values()))
+
+    def pick(self, rng: random.Random) -> str | None:
+        if not self.names:
+            return None
+        if len(self.names) == 1:
+            return self.names[0]
+        return self.names[bisect.bisect_right(self.cum, rng.random() * self.cum[-1])]
+
+
+def _stream_drafts(s: Scenario, index: int, stream: Stream) -> list[_Draft]:
+    tenant = s.tenant(stream.tenant)
+    app = tenant.app(stream.app or tenant.apps[0].name)
+    assert app is not None
+    if isinstance(stream.arrival, Trace):
+        return _trace_drafts(s, index, stream, stream.arrival.rows(s.base_dir, s.duration_s))
+    agents = app.agent_names() if stream.agent == "*" else [stream.agent or app.agent_names()[0]]
+    picker = _ClassPicker(stream)
+    drafts: list[_Draft] = []
+    for copy, agent in enumerate(agents):
+        times_rng = random.Random(f"{s.seed}:times:{index}:{agent}")
+        class_rng = random.Random(f"{s.seed}:classes:{index}:{agent}")
+        times = stream.arrival.times(times_rng, s.duration_s, s.load_scale)
+        for k, t in enumerate(times):
+            cls = picker.pick(class_rng)
+            drafts.append(
+                _Draft(t, (index, copy, k), tenant.name, app.name, agent, cls, None, None)
+            )
+    return drafts
+
+
+def _trace_drafts(s: Scenario, index: int, stream: Stream, rows: list[TraceRow]) -> list[_Draft]:
+    drafts = []
+    for k, row in enumerate(rows):
+        tenant = s.tenant(row.tenant or stream.tenant)
+        app = tenant.app(row.app or stream.app or tenant.apps[0].name)
+        if app is None:
+            raise ValueError(f"trace row {k}: tenant {tenant.name!r} has no app {row.app!r}")
+        agent = row.agent or stream.agent or app.agent_names()[0]
+        if agent == "*" or app.agent(agent) is None:
+            raise ValueError(f"trace row {k}: app {app.name!r} has no agent {agent!r}")
+        cls = row.cls or stream.cls
+        if cls is not None and cls not in s.classes:
+            raise ValueError(f"trace row {k}: unknown class {cls!r}")
+        drafts.append(
+            _Draft(row.time, (index, 0, k), tenant.name, app.name, agent, cls, row.n_in, row.n_out)
+        )
+    return drafts
+
+
+def build_workload(s: Scenario) -> list[RequestSpec]:
+    """Every request of the scenario, in arrival order (see the module docstring)."""
+    drafts = [d for i, st in enumerate(s.workload) for d in _stream_drafts(s, i, st)]
+    drafts.sort(key=lambda d: (d.arrival, d.order))
+    default_model = s.served_models()[0]
+    max_len = {s.profile(g).model.name: s.profile(g).model.max_model_len for g in s.cluster}
+    length_rngs: dict[int, random.Random] = {}
+    out = []
+    for k, d in enumerate(drafts):
+        rng = length_rngs.setdefault(d.order[0], random.Random(f"{s.seed}:lengths:{d.order[0]}"))
+        stream = s.workload[d.order[0]]
+        rc: RequestClass | None = s.classes.get(d.cls) if d.cls else None
+        model = (rc.model if rc else None) or default_model
+        n_in = d.n_in if d.n_in is not None else (rc.prompt.sample(rng) if rc else 1)
+        n_out = d.n_out if d.n_out is not None else (rc.output.sample(rng) if rc else 1)
+        n_out = min(n_out, max_len[model] - 1)
+        n_in = max(1, min(n_in, max_len[model] - n_out))
+        tenant = s.tenant(d.tenant)
+        app = tenant.app(d.app)
+        agent = app.agent(d.agent) if app else None
+        slo = merge_slo(
+            stream.slo,
+            agent.slo if agent else None,
+            app.slo if app else None,
+            tenant.slo,
+            rc.slo if rc else None,
+        )
+        task = rc.task if rc else None
+        out.append(
+            RequestSpec(
+                f"r{k}",
+                d.arrival,
+                d.tenant,
+                d.app,
+                d.agent,
+                model,
+                d.cls,
+                task,
+                n_in,
+                n_out,
+                slo,
+                tenant.tier,
+            )
+        )
+    return out

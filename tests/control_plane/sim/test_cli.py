@@ -1,0 +1,156 @@
+"""The `simulate`, `simulate-bench`, `simulate-capacity` and `scenarios` commands."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import typer
+import yaml
+from typer.testing import CliRunner
+
+from control_plane.sim import cli
+from control_plane.sim.cli_args import parse_keys, parse_params, parse_policies
+from tests.control_plane.sim.builders import scenario_dict
+
+
+@pytest.fixture
+def app() -> typer.Typer:
+    app = typer.Typer()
+    cli.register(app)
+    return app
+
+
+@pytest.fixture
+def scenario_file(tmp_path: Path) -> Path:
+    path = tmp_path / "tiny.yaml"
+    path.write_text(yaml.safe_dump(scenario_dict(duration_s=10, drain_s=30)), encoding="utf-8")
+    return path
+
+
+def test_simulate_writes_results_and_report(
+    app: typer.Typer, scenario_file: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "out"
+    result = CliRunner().invoke(
+        app,
+        [
+            "simulate",
+            str(scenario_file),
+            "--policy",
+            "fcfs",
+            "-p",
+            "vtc3=vtc",
+            "--param",
+            "vtc3.level=3",
+            "--param",
+            "admission.token_fence=0.9",
+            "--seed",
+            "9",
+            "--out",
+            str(out),
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    data = json.loads((out / "results.json").read_text())
+    assert list(data["results"]) == ["fcfs", "vtc3"]
+    assert data["results"]["vtc3"]["params"] == {"level": 3}
+    assert data["results"]["vtc3"]["admission"]["params"]["token_fence"] == 0.9
+    assert data["scenario"]["seed"] == 9
+    assert (out / "report.html").stat().st_size > 100_000  # plotly.js is inlined
+
+
+def test_several_files_get_one_directory_each(
+    app: typer.Typer, scenario_file: Path, tmp_path: Path
+) -> None:
+    other = tmp_path / "other.yaml"
+    other.write_text(yaml.safe_dump(scenario_dict(name="other", duration_s=5, drain_s=10)))
+    out = tmp_path / "many"
+    result = CliRunner().invoke(
+        app,
+        ["simulate", str(scenario_file), str(other), "-p", "rr", "--out", str(out), "--no-report"],
+    )
+    assert result.exit_code == 0, result.output
+    assert (out / "tiny" / "results.json").is_file() and (out / "other" / "results.json").is_file()
+    assert not (out / "tiny" / "report.html").exists()
+
+
+def test_bad_policy_params_are_reported(app: typer.Typer, scenario_file: Path) -> None:
+    result = CliRunner().invoke(
+        app, ["simulate", str(scenario_file), "-p", "vtc", "--param", "vtc.levle=2", "--out", "x"]
+    )
+    assert result.exit_code != 0
+    assert "levle" in str(result.exception)
+
+
+def test_simulate_bench_prints_and_writes_the_speed(
+    app: typer.Typer, scenario_file: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "speed.json"
+    result = CliRunner().invoke(
+        app, ["simulate-bench", str(scenario_file), "-p", "vtc", "--out", str(out)]
+    )
+    assert result.exit_code == 0, result.output
+    assert "requests / CPU-minute" in result.output
+    data = json.loads(out.read_text())
+    assert data["runs"][0]["requests"] > 50 and data["total"]["requests_per_cpu_minute"] > 0
+
+
+def test_capacity_and_scenario_listing(app: typer.Typer) -> None:
+    result = CliRunner().invoke(app, ["simulate-capacity", "noisy-neighbour-short"])
+    assert result.exit_code == 0, result.output
+    assert "llama3-8b" in result.output and "rho" in result.output
+    listing = CliRunner().invoke(app, ["scenarios"])
+    assert "exfairs-VI" in listing.output and "hmfs-multimodal" in listing.output
+
+
+def test_option_parsers() -> None:
+    params = parse_params(["vtc.level=3", "x.flag=true", "x.name=abc", "admission.token_fence=0.5"])
+    assert params == {
+        "vtc": {"level": 3},
+        "x": {"flag": True, "name": "abc"},
+        "admission": {"token_fence": 0.5},
+    }
+    specs = parse_policies(["vtc", "x=exfairs"], params)
+    assert [(s.label, s.name, s.params) for s in specs] == [
+        ("vtc", "vtc", {"level": 3}),
+        ("x", "exfairs", {"flag": True, "name": "abc"}),
+    ]
+    with pytest.raises(ValueError, match="unique"):
+        parse_policies(["vtc", "vtc"], {})
+    with pytest.raises(ValueError, match="unknown policy label"):
+        parse_policies(["vtc"], {"wfq": {"level": 1}})
+    with pytest.raises(ValueError, match=r"POLICY\.KEY=VALUE"):
+        parse_params(["level=3"])
+    assert parse_keys(["alice=sk-1", "bob=sk=2"]) == {"alice": "sk-1", "bob": "sk=2"}
+
+
+def test_compare_reports_per_tenant_agreement(
+    app: typer.Typer, scenario_file: Path, tmp_path: Path
+) -> None:
+    for name, seed in (("one", "1"), ("two", "2"), ("three", "1")):
+        args = ["simulate", str(scenario_file), "-p", "vtc", "--out", str(tmp_path / name)]
+        assert CliRunner().invoke(app, [*args, "--seed", seed, "--no-report"]).exit_code == 0
+    same = CliRunner().invoke(
+        app,
+        [
+            "simulate-compare",
+            str(tmp_path / "one" / "results.json"),
+            str(tmp_path / "three" / "results.json"),
+        ],
+    )
+    assert same.exit_code == 0 and "0.0%" in same.output
+    other = CliRunner().invoke(
+        app,
+        [
+            "simulate-compare",
+            str(tmp_path / "one" / "results.json"),
+            str(tmp_path / "two" / "results.json"),
+            "--metric",
+            "e2e_p99_s",
+            "--tolerance",
+            "0",
+        ],
+    )
+    assert other.exit_code == 1 and "NO" in other.output

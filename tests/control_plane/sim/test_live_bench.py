@@ -1,0 +1,124 @@
+"""`arbiter bench`'s client against a real simulated vLLM worker process (OpenAI API)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import typer
+import yaml
+from typer.testing import CliRunner
+
+from control_plane.sim import cli
+from control_plane.sim.cluster import unit_factors
+from control_plane.sim.live_bench import LiveTarget, load_keys, replay, request_headers
+from control_plane.sim.live_report import live_document
+from control_plane.sim.setup import PolicySpec
+from control_plane.sim.workload import build_workload
+from tests.control_plane.sim.builders import scenario_dict, tiny
+from tests.support.ports import free_port, wait_http
+
+REPO = Path(__file__).resolve().parents[3]
+SPEED = 20.0
+
+
+@pytest.fixture
+def worker_url() -> Iterator[str]:
+    port = free_port()
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "workers.sim",
+            "--port",
+            str(port),
+            "--profile",
+            "llama3-8b-a100",
+            "--speed",
+            str(SPEED),
+            "--max-num-seqs",
+            "8",
+        ],
+        cwd=REPO,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        wait_http(f"http://127.0.0.1:{port}/health", timeout=60)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+@pytest.mark.e2e
+def test_replay_sends_the_scenario_and_records_what_clients_see(worker_url: str) -> None:
+    scenario = tiny(duration_s=4)
+    specs = build_workload(scenario)
+    target = LiveTarget(worker_url, {"*": "sk-test"}, speed=SPEED, timeout_s=60)
+    records = asyncio.run(replay(specs, unit_factors(scenario), target))
+    assert len(records) == len(specs) > 10
+    for spec, r in zip(specs, records, strict=True):
+        assert r.status == "ok", r
+        assert r.n_out == spec.n_out  # min_tokens = max_tokens, ignore_eos
+        assert r.first_token is not None and r.finished is not None
+        assert spec.arrival <= r.first_token <= r.finished
+        assert r.dispatched is not None  # no gateway header: first token stands in
+    doc = live_document(scenario, records, PolicySpec("live", "live"), SPEED)
+    res = doc["results"]["live"]
+    assert res["completed"] == len(specs) and res["tokens_per_s"] > 0
+
+
+def test_headers_scale_slos_and_carry_the_hierarchy(tmp_path: Path) -> None:
+    spec = build_workload(tiny())[0]
+    headers = request_headers(spec, "sk-1", speed=4.0)
+    assert headers["Authorization"] == "Bearer sk-1"
+    assert headers["X-Arbiter-App"] == "default" and headers["X-Arbiter-Agent"] == "default"
+    slo_headers = {k: v for k, v in headers.items() if k.startswith("X-Arbiter-SLO")}
+    if spec.tenant == "a":
+        assert slo_headers == {"X-Arbiter-SLO-E2E-Ms": "2500"}  # 10 s / 4
+    else:
+        assert slo_headers == {"X-Arbiter-SLO-TTFT-Ms": "250", "X-Arbiter-SLO-TPOT-Ms": "12"}
+    keys = tmp_path / "up.json"
+    keys.write_text('{"gateway_url": "http://gw:8000", "tenants": {"a": "sk-a"}}')
+    assert load_keys(keys) == ("http://gw:8000", {"a": "sk-a"})
+    with pytest.raises(ValueError, match="no API key"):
+        LiveTarget("http://gw", {"a": "sk-a"}).key_for("b")
+
+
+@pytest.mark.e2e
+def test_bench_command_writes_the_simulator_s_results_shape(
+    worker_url: str, tmp_path: Path
+) -> None:
+    app = typer.Typer()
+    cli.register(app)
+    scenario = tmp_path / "tiny.yaml"
+    scenario.write_text(yaml.safe_dump(scenario_dict(duration_s=3)), encoding="utf-8")
+    out = tmp_path / "live"
+    args = [
+        "bench",
+        str(scenario),
+        "--gateway",
+        worker_url,
+        "--api-key",
+        "sk-x",
+        "--speed",
+        str(SPEED),
+        "--label",
+        "fcfs",
+        "--model",
+        "llama3-8b=llama3-8b",
+        "--out",
+        str(out),
+    ]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    data = json.loads((out / "results.json").read_text())
+    assert data["scenario"]["source"] == "live" and list(data["results"]) == ["fcfs"]
+    assert data["results"]["fcfs"]["completed"] == data["results"]["fcfs"]["requests"] > 5
+    assert (out / "report.html").is_file()

@@ -1,0 +1,145 @@
+"""Every shipped scenario parses and runs; the schema refuses what it cannot mean."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+from pydantic import ValidationError
+
+from control_plane.sim.scenario import (
+    SCENARIOS_DIR,
+    list_scenarios,
+    load_scenario,
+    parse_scenario,
+    resolve_scenario,
+)
+from control_plane.sim.workload import build_workload
+from tests.control_plane.sim.builders import run, scenario_dict, tiny
+
+SHIPPED = list_scenarios()
+
+
+def test_the_issue_s_scenarios_are_shipped() -> None:
+    expected = {f"exfairs-{n}" for n in ("I", "II", "III", "IV", "V", "VI")} | {
+        "vtc-overload",
+        "vtc-proportional",
+        "vtc-on-off",
+        "vtc-short-long",
+        "vtc-dist-shift",
+        "hmas-stress",
+        "hmfs-multimodal",
+        "noisy-neighbour",
+        "noisy-neighbour-short",
+    }
+    assert expected <= set(SHIPPED)
+
+
+@pytest.mark.parametrize("name", SHIPPED)
+def test_shipped_scenario_parses_and_runs_a_few_seconds(name: str) -> None:
+    scenario = load_scenario(name).with_overrides(duration_s=3.0)
+    assert scenario.description
+    assert "calibration" in resolve_scenario(name).read_text(encoding="utf-8").lower()
+    result = run(scenario.model_copy(update={"drain_s": 5.0}), "vtc")
+    statuses = {r.status for r in result.records}
+    assert statuses <= {"ok", "aborted", "withdrawn", "timeout"}
+    assert all(r.arrival < 3.0 for r in result.records)
+    assert result.results["requests"] == len(result.records)
+
+
+def test_resolver_finds_shipped_names_and_paths(tmp_path: Path) -> None:
+    assert resolve_scenario("vtc-overload") == SCENARIOS_DIR / "vtc-overload.yaml"
+    copy = tmp_path / "mine.yaml"
+    copy.write_text((SCENARIOS_DIR / "vtc-overload.yaml").read_text(encoding="utf-8"))
+    assert resolve_scenario(str(copy)) == copy
+    with pytest.raises(ValueError, match="no scenario"):
+        resolve_scenario("no-such-scenario")
+
+
+def test_unknown_keys_are_refused() -> None:
+    with pytest.raises(ValidationError, match="extra"):
+        tiny(durration_s=5)
+
+
+def test_cross_references_are_checked() -> None:
+    bad_tenant = scenario_dict()
+    bad_tenant["workload"][0]["tenant"] = "ghost"
+    with pytest.raises(ValueError, match="unknown tenant"):
+        tiny(workload=bad_tenant["workload"])
+    bad_model = scenario_dict()
+    bad_model["classes"]["small"]["model"] = "gpt-9"
+    with pytest.raises(ValueError, match="not served"):
+        tiny(classes=bad_model["classes"])
+    with pytest.raises(ValidationError, match="exactly one of rate"):
+        tiny(
+            workload=[
+                {
+                    "tenant": "a",
+                    "class": "small",
+                    "arrival": {"process": "poisson", "rate": 1, "rate_per_min": 60},
+                }
+            ]
+        )
+
+
+def test_slo_precedence_and_agent_expansion() -> None:
+    scenario = tiny(
+        tenants=[
+            {
+                "name": "a",
+                "slo": {"e2e_s": 30, "ttft_s": 9},
+                "apps": [
+                    {
+                        "name": "app",
+                        "slo": {"ttft_s": 5},
+                        "agents": [{"name": "w", "count": 3, "slo": {"tpot_s": 0.1}}],
+                    }
+                ],
+            },
+            {"name": "b"},
+        ],
+        classes={
+            "small": {
+                "prompt": {"dist": "fixed", "value": 10},
+                "output": {"dist": "fixed", "value": 5},
+                "slo": {"e2e_s": 99},
+            }
+        },
+        workload=[
+            {
+                "tenant": "a",
+                "agent": "*",
+                "class": "small",
+                "slo": {"e2e_s": 12},
+                "arrival": {"process": "poisson", "rate": 2},
+            }
+        ],
+    )
+    specs = build_workload(scenario)
+    assert {s.agent for s in specs} == {"w-0", "w-1", "w-2"}
+    slo = specs[0].slo
+    assert (slo.e2e_s, slo.ttft_s, slo.tpot_s) == (12, 5, 0.1)  # stream > agent > app > tenant
+
+
+def test_prompts_are_cut_to_fit_the_model_context() -> None:
+    scenario = tiny(
+        classes={
+            "big": {
+                "prompt": {"dist": "fixed", "value": 20_000},
+                "output": {"dist": "fixed", "value": 500},
+            }
+        },
+        workload=[{"tenant": "a", "class": "big", "arrival": {"process": "poisson", "rate": 1}}],
+    )
+    specs = build_workload(scenario)
+    assert specs and all(s.n_in + s.n_out == 8192 for s in specs)  # llama3 max_model_len
+
+
+def test_the_documented_example_is_a_valid_scenario() -> None:
+    text = (SCENARIOS_DIR.parent / "docs" / "scenarios.md").read_text(encoding="utf-8")
+    example = text.split("```yaml\n", 1)[1].split("```", 1)[0]
+    scenario = parse_scenario(yaml.safe_load(example))
+    specs = build_workload(scenario.with_overrides(duration_s=20))
+    assert {s.tenant for s in specs} == {"acme", "solo"}
+    assert {s.cls for s in specs if s.tenant == "solo"} == {"chat", "docs"}
