@@ -62,7 +62,9 @@ def sign_out() -> None:
 def show_error(exc: AdminApiError) -> None:
     """An API error, plainly: what the API said (and which field)."""
     if exc.status == 401:
-        st.error(f"The admin API refused the token: {exc.message} Sign out and sign in again.")
+        # on the sign-in form there is no session to leave yet
+        hint = " Sign out and sign in again." if TOKEN_KEY in st.session_state else ""
+        st.error(f"The admin API refused the token: {exc.message}{hint}")
     elif exc.status == 0:
         st.error(str(exc))
     else:
