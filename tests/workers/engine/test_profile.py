@@ -83,10 +83,12 @@ def test_llama3_8b_h100_reproduces_its_calibration_points() -> None:
     assert m.step_time(0, 1, 0) == pytest.approx(12 * MS, rel=1e-3)
 
 
-def test_tiny_cpu_placeholder_is_in_the_expected_range() -> None:
+def test_tiny_cpu_is_fitted_and_plausible() -> None:
+    """`tiny-cpu` is fitted to the real vLLM CPU server by `arbiter worker fidelity`: a decode
+    step of a few ms at batch 1 (2.4 ms when fitted on this project's 2-core machine)."""
     p = load_profile("tiny-cpu")
     m = LatencyModel(p)
-    assert 3 * MS <= m.step_time(0, 1, 64) <= 6 * MS
+    assert 1 * MS <= m.step_time(0, 1, 64) <= 10 * MS
     assert m.step_time(0, 32, 32 * 64) > 1.5 * m.step_time(0, 1, 64)
     assert "arbiter worker fidelity" in p.source
 
