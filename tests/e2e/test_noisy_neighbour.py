@@ -108,7 +108,8 @@ def test_vtc_protects_the_quiet_tenant(cluster: Cluster) -> None:
         f"({fcfs.b_mean / vtc.b_mean:.1f}x vtc); A's slots free every "
         f"{vtc.slot_interval_ms:.1f} ms under vtc"
     )
-    # VTC: B gets one of the next two slots that free (two: a lifted counter ties with A's and
-    # the tie goes to the earlier arrival), on top of its own unloaded queue time
-    assert vtc.b_mean <= 2 * alone.b_mean + 2 * vtc.slot_interval_ms, (alone, vtc)
+    # VTC: B waits a few slot frees whatever A's backlog (32 queued, which FCFS makes it wait
+    # behind): one of the next two slots ideally (a lifted counter ties with A's and the tie
+    # goes to the earlier arrival), plus dispatch hops slowed by A's load on these 2 cores
+    assert vtc.b_mean <= 2 * alone.b_mean + 4 * vtc.slot_interval_ms, (alone, vtc)
     assert fcfs.b_mean >= 4 * vtc.b_mean, (vtc.b_mean, fcfs.b_mean)
