@@ -212,9 +212,11 @@ class Gateway:
                     headers={"Retry-After": "5"},
                 )
             return Response(status_code=499)
-        grant = await fut  # granted while we gave up: it must still be released
+        grant = await fut  # granted just as we gave up
         flight.grant, flight.granted_at = grant, time.time()
-        await self._finish(flight, "aborted", reason)
+        if reason == "queue_timeout":
+            return grant  # the client is still here: serve it
+        await self._finish(flight, "aborted", reason)  # the client left: release the slot
         return Response(status_code=499)
 
     async def _worker_failed(self, flight: Flight, grant: Grant, why: str) -> Response | None:
