@@ -109,7 +109,8 @@ def test_vtc_protects_the_quiet_tenant(cluster: Cluster) -> None:
         f"{vtc.slot_interval_ms:.1f} ms under vtc"
     )
     # VTC: B waits a few slot frees whatever A's backlog (32 queued, which FCFS makes it wait
-    # behind): one of the next two slots ideally (a lifted counter ties with A's and the tie
-    # goes to the earlier arrival), plus dispatch hops slowed by A's load on these 2 cores
-    assert vtc.b_mean <= 2 * alone.b_mean + 4 * vtc.slot_interval_ms, (alone, vtc)
+    # behind: ~16 intervals on average): one of the next two slots ideally (a lifted counter
+    # ties with A's and the tie goes to the earlier arrival), plus dispatch hops slowed by A's
+    # load on these 2 cores — measured 2-4.5 intervals; 8 keeps the test clear of that noise
+    assert vtc.b_mean <= 2 * alone.b_mean + 8 * vtc.slot_interval_ms, (alone, vtc)
     assert fcfs.b_mean >= 4 * vtc.b_mean, (vtc.b_mean, fcfs.b_mean)
