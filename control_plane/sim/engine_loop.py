@@ -159,20 +159,7 @@ class Simulator:
             slo=spec.slo,
             unit_factor=factor,
         )
-        record = RequestRecord(
-            spec.id,
-            spec.tenant,
-            spec.app,
-            spec.agent,
-            spec.model,
-            spec.cls,
-            spec.arrival,
-            spec.n_in,
-            spec.n_out,
-            spec.slo,
-            factor,
-            spec.task,
-        )
+        record = spec.record(factor)
         self.records.append(record)
         self.pending[job.id] = record
         self.dispatcher.push(job, t)

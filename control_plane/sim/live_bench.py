@@ -85,23 +85,6 @@ def request_body(spec: RequestSpec, model: str | None = None) -> dict[str, Any]:
     }
 
 
-def _record(spec: RequestSpec, factor: float) -> RequestRecord:
-    return RequestRecord(
-        spec.id,
-        spec.tenant,
-        spec.app,
-        spec.agent,
-        spec.model,
-        spec.cls,
-        spec.arrival,
-        spec.n_in,
-        spec.n_out,
-        spec.slo,
-        factor,
-        spec.task,
-    )
-
-
 async def _stream(
     client: httpx.AsyncClient,
     spec: RequestSpec,
@@ -152,7 +135,7 @@ async def replay(
     on_done: Callable[[RequestRecord], None] | None = None,
 ) -> list[RequestRecord]:
     """Send every request at its (compressed) arrival time; one record per request."""
-    records = [_record(s, unit_factors.get(s.model, 1.0)) for s in specs]
+    records = [s.record(unit_factors.get(s.model, 1.0)) for s in specs]
     start = time.monotonic()
 
     def clock() -> float:

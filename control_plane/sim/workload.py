@@ -15,6 +15,7 @@ import random
 from dataclasses import dataclass
 
 from control_plane.policies.job import Slo
+from control_plane.sim.records import RequestRecord
 from control_plane.sim.scenario import RequestClass, Scenario, Stream, merge_slo
 from control_plane.sim.traces import Trace, TraceRow
 
@@ -35,6 +36,23 @@ class RequestSpec:
     n_out: int
     slo: Slo
     tier: int
+
+    def record(self, unit_factor: float) -> RequestRecord:
+        """A fresh record of this request, as the simulator and the live bench both keep it."""
+        return RequestRecord(
+            self.id,
+            self.tenant,
+            self.app,
+            self.agent,
+            self.model,
+            self.cls,
+            self.arrival,
+            self.n_in,
+            self.n_out,
+            self.slo,
+            unit_factor,
+            self.task,
+        )
 
 
 @dataclass(frozen=True, slots=True)
