@@ -45,7 +45,16 @@ SloTpot = Annotated[float | None, typer.Option("--slo-tpot-ms", help="Default TP
 SloE2e = Annotated[float | None, typer.Option("--slo-e2e-ms", help="Default end-to-end target.")]
 QueueCap = Annotated[int | None, typer.Option("--queue-cap", min=0, help="Queued requests cap.")]
 Rate = Annotated[float | None, typer.Option("--rate-limit", help="Requests per second.")]
-Budget = Annotated[int | None, typer.Option("--token-budget", min=0, help="Tokens per UTC day.")]
+Budget = Annotated[
+    int | None,
+    typer.Option(
+        "--token-budget",
+        min=0,
+        help="Most tokens (prompt + completion) per UTC day, across every gateway; once used, "
+        "new requests get 429 token_budget_exceeded until 00:00 UTC (requests already "
+        "accepted finish, so usage may overshoot by what was in flight). Unset = unlimited.",
+    ),
+]
 AsJson = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
 FromOpt = Annotated[
     str | None, typer.Option("--from", help="Epoch s or ISO 8601; default 24 h before --to.")

@@ -20,7 +20,7 @@ from control_plane.api import health, openai_routes
 from control_plane.api.body_limit import BodyLimit
 from control_plane.api.errors import install_error_handlers
 from control_plane.gateway.deps import GatewayDeps
-from control_plane.gateway.directory import RedisModelCatalog, RedisRateLimiter, SqlDirectory
+from control_plane.gateway.directory import RedisDoorLimits, RedisModelCatalog, SqlDirectory
 from control_plane.gateway.grants import GrantWaiter
 from control_plane.gateway.knobs import follow_knobs
 from control_plane.gateway.metrics import GatewayMetrics
@@ -72,7 +72,7 @@ def create_app(settings: Settings, *, db: Database | None = None) -> FastAPI:
             requests=stores.requests,
             directory=directory,
             catalog=RedisModelCatalog(stores, database),
-            limiter=RedisRateLimiter(stores),
+            limits=RedisDoorLimits(stores),
             waiter=None,
             reporter=reporter,
             http=http,

@@ -57,7 +57,14 @@ async def usage(
     tenant: Tenant,
     since: Annotated[float | None, Query(description="epoch seconds; default 30 days")] = None,
 ) -> dict[str, Any]:
-    """The calling tenant's own usage (from SQL history); other tenants are never visible."""
+    """The calling tenant's own usage (from SQL history); other tenants are never visible.
+
+    Also `token_budget` (tokens per UTC day, None = unlimited) and `tokens_today` (counted
+    against it since 00:00 UTC; None when the tenant has no budget).
+    """
     start = since if since is not None else time.time() - 30 * 86400
     totals: dict[str, Any] = await request.app.state.usage.for_tenant(tenant, since=start)
-    return {"object": "usage", "tenant": tenant, "since": start, **totals}
+    gateway = _gateway(request)
+    info = await gateway.d.directory.tenant(tenant)
+    budget = await gateway.d.limits.today(info, time.time())
+    return {"object": "usage", "tenant": tenant, "since": start, **totals, **budget}

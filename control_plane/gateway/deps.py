@@ -37,8 +37,20 @@ class ModelCatalog(Protocol):
     async def served(self) -> list[ModelEntry]: ...
 
 
-class RateLimiter(Protocol):
-    async def check(self, tenant: TenantInfo) -> None: ...
+class DoorLimits(Protocol):
+    """Per-tenant limits checked at the door, and the usage they are checked against."""
+
+    async def check(self, tenant: TenantInfo, now: float) -> None:
+        """Raise the 429 `ApiError` when `tenant` may not submit now."""
+        ...
+
+    async def charge(self, tenant: TenantInfo, tokens: int, now: float) -> None:
+        """Count `tokens` a finished request of `tenant` consumed."""
+        ...
+
+    async def today(self, tenant: TenantInfo, now: float) -> dict[str, int | None]:
+        """The tenant's daily token budget and its usage so far today."""
+        ...
 
 
 @dataclass
@@ -50,7 +62,7 @@ class GatewayDeps:
     requests: RequestStore
     directory: TenantDirectory
     catalog: ModelCatalog
-    limiter: RateLimiter
+    limits: DoorLimits
     waiter: GrantWaiter | None
     reporter: EventReporter
     http: aiohttp.ClientSession

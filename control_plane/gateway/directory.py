@@ -17,6 +17,7 @@ from control_plane.gateway.deps import ModelEntry
 from control_plane.gateway.identity import NodeInfo, SloDefaults, TenantInfo
 from control_plane.gateway.unified import unit_factor
 from control_plane.state import StateStores
+from control_plane.state.budget import seconds_to_next_day
 from storage.db import Database
 from storage.records import AgentRecord, AppRecord, ModelRecord, TenantRecord
 
@@ -77,6 +78,7 @@ def tenant_info(rec: TenantRecord) -> TenantInfo:
         weight=rec.weight,
         queue_cap=rec.queue_cap,
         rate_limit_rps=rec.rate_limit_rps,
+        token_budget=rec.token_budget,
         slo=SloDefaults(rec.slo_ttft_ms, rec.slo_tpot_ms, rec.slo_e2e_ms),
     )
 
@@ -220,23 +222,67 @@ class RedisModelCatalog:
         )
 
 
-class RedisRateLimiter:
-    """Per-tenant request rate limit (token bucket in Redis; burst = 2 s of rate)."""
+class RedisDoorLimits:
+    """Per-tenant limits at the door, shared by every gateway replica through Redis.
+
+    Checked after authentication and before the request is stored, in this order; each refusal
+    is a 429 in OpenAI's shape with `Retry-After` (a refused request uses no token budget):
+
+    - `rate_limit_rps`: a token bucket of that many requests per second on average, bursts of
+      2 s of rate (code `rate_limit_exceeded`).
+    - `token_budget`: the most tokens (prompt + completion, as the worker's usage reports them,
+      else the gateway's prompt estimate) a tenant may consume per UTC day. A request is refused
+      while the tokens used today are >= the budget (code `token_budget_exceeded`, Retry-After
+      = seconds to the next UTC midnight). Usage is counted by `charge` when a request finishes
+      (any status), so requests already accepted are never cut off and the day's usage may
+      overshoot the budget by what was in flight when it was reached.
+
+    A limit that is None costs nothing: no Redis command is sent for it, checked or charged.
+    Usage is counted only while the tenant has a budget.
+    """
 
     def __init__(self, stores: StateStores) -> None:
         self.stores = stores
 
-    async def check(self, tenant: TenantInfo) -> None:
+    async def check(self, tenant: TenantInfo, now: float) -> None:
+        await self._check_rate(tenant, now)
+        await self._check_budget(tenant, now)
+
+    async def today(self, tenant: TenantInfo, now: float) -> dict[str, int | None]:
+        """`token_budget` and `tokens_today` (both None for a tenant without a budget)."""
+        if tenant.token_budget is None:
+            return {"token_budget": None, "tokens_today": None}
+        used = await self.stores.token_budgets.used(tenant.name, now)
+        return {"token_budget": tenant.token_budget, "tokens_today": used}
+
+    async def charge(self, tenant: TenantInfo, tokens: int, now: float) -> None:
+        if tenant.token_budget is None or tokens <= 0:
+            return
+        await self.stores.token_budgets.add(tenant.name, tokens, now)
+
+    async def _check_rate(self, tenant: TenantInfo, now: float) -> None:
         rate = tenant.rate_limit_rps
         if not rate:
             return
-        ok, retry = await self.stores.rate_limiter.allow(
-            tenant.name, rate, max(1.0, 2 * rate), time.time()
-        )
+        ok, retry = await self.stores.rate_limiter.allow(tenant.name, rate, max(1.0, 2 * rate), now)
         if not ok:
             raise ApiError(
                 429,
                 f"Rate limit of {rate:g} requests/s exceeded for tenant {tenant.name!r}.",
                 code="rate_limit_exceeded",
                 headers={"Retry-After": str(max(1, round(retry + 0.5)))},
+            )
+
+    async def _check_budget(self, tenant: TenantInfo, now: float) -> None:
+        budget = tenant.token_budget
+        if budget is None:
+            return
+        used = await self.stores.token_budgets.used(tenant.name, now)
+        if used >= budget:
+            raise ApiError(
+                429,
+                f"Token budget of {budget} tokens per UTC day exhausted for tenant "
+                f"{tenant.name!r}: {used} tokens used today; it resets at 00:00 UTC.",
+                code="token_budget_exceeded",
+                headers={"Retry-After": str(seconds_to_next_day(now))},
             )

@@ -27,13 +27,18 @@ class SloDefaults:
 
 @dataclass(frozen=True, slots=True)
 class TenantInfo:
-    """A tenant as the gateway needs it (from SQL, cached)."""
+    """A tenant as the gateway needs it (from SQL, cached).
+
+    Limits (None = none): `queue_cap` queued requests, `rate_limit_rps` requests per second,
+    `token_budget` tokens (prompt + completion) per UTC day.
+    """
 
     name: str
     tier: int = 0
     weight: float = 1.0
     queue_cap: int | None = None
     rate_limit_rps: float | None = None
+    token_budget: int | None = None
     slo: SloDefaults = SloDefaults()
 
 

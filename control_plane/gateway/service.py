@@ -4,7 +4,8 @@ Guarantees (ARCHITECTURE.md §2): the envelope is in Redis before the gateway wa
 accepted request ends served or with an explicit error; a client that leaves while queued is
 withdrawn, one that leaves while streaming has its upstream closed (the worker aborts it) and its
 tokens so far are still reported; a worker that fails before the first token gets the request
-re-queued once in its original place.
+re-queued once in its original place. The tokens of every finished request (any status) are
+counted against its tenant's daily budget off the response path (`RedisDoorLimits`).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import asyncio
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Coroutine
 from typing import Any
 
 from fastapi import Request
@@ -66,7 +67,7 @@ class Gateway:
             tenant, tags.app or "default", tags.agent or "default"
         )
         model = await self.d.catalog.require(body.model)
-        await self.d.limiter.check(tenant)
+        await self.d.limits.check(tenant, time.time())
         flight = self._flight(body, tags, node, model.unit_factor, received)
         await self._submit(flight)
         grant_or_error = await self._run_until_upstream(request, flight)
@@ -306,8 +307,13 @@ class Gateway:
             flight.stats.finished_at = time.time()
         self.d.reporter.emit(flight.completion_event(status, error))
         self.d.metrics.completed(flight, status)
-        # off the response path: the client's answer does not wait for this round trip
-        task = asyncio.create_task(self._mark_finished(flight.id, status))
+        # off the response path: the client's answer does not wait for these round trips
+        self._in_background(self._mark_finished(flight.id, status))
+        if flight.node.tenant.token_budget is not None:
+            self._in_background(self._charge(flight))
+
+    def _in_background(self, work: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.create_task(work)
         self._background.add(task)
         task.add_done_callback(self._background.discard)
 
@@ -316,6 +322,15 @@ class Gateway:
             await self.d.requests.finish(request_id, now=time.time(), status=status)
         except StateUnavailable:
             log.warning("could not mark %s finished in Redis (it expires)", request_id)
+
+    async def _charge(self, flight: Flight) -> None:
+        """Count the tokens the request consumed against its tenant's daily budget."""
+        stats = flight.stats
+        n_in = stats.n_in if stats.n_in is not None else flight.job.n_in
+        try:
+            await self.d.limits.charge(flight.node.tenant, n_in + stats.n_out, time.time())
+        except StateUnavailable:
+            log.warning("could not count the tokens of %s in Redis (usage undercounted)", flight.id)
 
     async def release_orphan(self, grant: Grant) -> None:
         """A grant arrived for a request this gateway no longer serves: release it."""

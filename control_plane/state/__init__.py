@@ -4,6 +4,7 @@ Every outage-type Redis error leaves this package as `StateUnavailable`.
 """
 
 from control_plane.state.arrivals import ArrivalsConsumer
+from control_plane.state.budget import TokenBudgets
 from control_plane.state.checkpoints import Checkpoint
 from control_plane.state.client import connect, ping
 from control_plane.state.errors import StateUnavailable
@@ -33,6 +34,7 @@ __all__ = [
     "StateStores",
     "StateUnavailable",
     "SubmitResult",
+    "TokenBudgets",
     "WorkerRegistry",
     "connect",
     "ping",

@@ -134,3 +134,11 @@ class KeySpace:
     def rate(self, tenant: str) -> str:
         """Hash holding one tenant's token bucket (tokens, last refill time)."""
         return self.key(f"rate:{tenant}")
+
+    def usage_day(self, tenant: str, day: str) -> str:
+        """Counter (INCRBY) of the tokens `tenant` consumed on UTC day `day` (`YYYYMMDD`).
+
+        Written by the gateway that served each request, read at the door against the tenant's
+        `token_budget`; it expires about two days after its last write.
+        """
+        return self.key(f"usage:{tenant}:{day}")

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from redis.asyncio import Redis
 
 from control_plane.state.arrivals import ArrivalsConsumer
+from control_plane.state.budget import TokenBudgets
 from control_plane.state.checkpoints import Checkpoint
 from control_plane.state.client import connect
 from control_plane.state.errors import guarded
@@ -40,6 +41,7 @@ class StateStores:
     checkpoints: Checkpoint
     knobs: Knobs
     rate_limiter: RateLimiter
+    token_budgets: TokenBudgets
 
     @classmethod
     def build(cls, redis: Redis, keyspace: KeySpace) -> StateStores:
@@ -56,6 +58,7 @@ class StateStores:
             checkpoints=Checkpoint(redis, keyspace),
             knobs=Knobs(redis, keyspace),
             rate_limiter=RateLimiter(redis, keyspace),
+            token_budgets=TokenBudgets(redis, keyspace),
         )
 
     @classmethod

@@ -43,7 +43,8 @@ class TenantFields(NodeFields):
     queue_cap: Count | None = None
     rate_limit_rps: Annotated[float, Field(gt=0, allow_inf_nan=False)] | None = None
     token_budget: Count | None = None
-    """Input + output tokens per UTC day; null = unlimited."""
+    """Most input + output tokens per UTC day across every gateway; once reached, new requests
+    get 429 `token_budget_exceeded` until 00:00 UTC. null = unlimited."""
 
 
 class AgentFields(NodeFields):
