@@ -3,7 +3,7 @@ call `Settings()` where a process starts and pass the object down."""
 
 from __future__ import annotations
 
-from pydantic import Field
+from pydantic import Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -34,6 +34,14 @@ class Settings(BaseSettings):
     """Output bound assumed for scheduling when a request sets no `max_tokens`."""
     progress_interval_s: float = 0.1
     upstream_connect_timeout_s: float = 5.0
+    gateway_heartbeat_s: float = Field(default=1.0, gt=0)
+    """How often a gateway replica refreshes its liveness in Redis."""
+    gateway_dead_after_s: float = Field(default=5.0, gt=0)
+    """A gateway replica silent this long is lost: once the scheduler leader has seen it lost for
+    2 more heartbeats, it releases its queued requests (`withdrawn`) and its granted ones
+    (`aborted`). At least 3 heartbeats, so a replica that is merely slow is not taken for lost."""
+    gateway_sweep_interval_s: float = Field(default=1.0, gt=0)
+    """How often the scheduler leader looks for lost gateway replicas."""
 
     workers: str = ""
     """Comma-separated worker URLs the leader registers on start (`url` or `url|max_num_seqs`);
@@ -41,6 +49,8 @@ class Settings(BaseSettings):
     policy: str = "vtc"
     lease_ttl_s: float = 2.0
     scrape_interval_s: float = 0.5
+    tick_interval_s: float = 0.5
+    """How often the leader calls the policy's and admission's `tick` (time-driven work)."""
     worker_failure_cooldown_s: float = 5.0
     """After a gateway reports a worker failure, no dispatch to it for this long, and then only
     once a health check passes."""
@@ -54,6 +64,12 @@ class Settings(BaseSettings):
     (checked every third of it)."""
 
     log_level: str = "INFO"
+
+    @model_validator(mode="after")
+    def _liveness_margin(self) -> Settings:
+        if self.gateway_dead_after_s < 3 * self.gateway_heartbeat_s:
+            raise ValueError("gateway_dead_after_s must be at least 3 × gateway_heartbeat_s")
+        return self
 
     def static_workers(self) -> list[dict[str, object]]:
         """Registry records for `workers` (id = host:port)."""

@@ -1,7 +1,7 @@
 """`create_app(settings)`: the gateway's FastAPI app (tenant API, admin API, health, metrics).
 
 Nothing is created at import time; the lifespan opens Redis, SQL and the HTTP client, starts
-the grant reader and the event reporter, and closes everything on shutdown.
+the grant reader, the event reporter and the heartbeat, and closes everything on shutdown.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from control_plane.api.errors import install_error_handlers
 from control_plane.gateway.deps import GatewayDeps
 from control_plane.gateway.directory import RedisDoorLimits, RedisModelCatalog, SqlDirectory
 from control_plane.gateway.grants import GrantWaiter
+from control_plane.gateway.heartbeat import beat_once, leave, run_heartbeat
 from control_plane.gateway.knobs import follow_knobs
 from control_plane.gateway.metrics import GatewayMetrics
 from control_plane.gateway.proxy import upstream_session
@@ -88,10 +89,14 @@ def create_app(settings: Settings, *, db: Database | None = None) -> FastAPI:
         app.state.keys, app.state.directory = directory, directory
         app.state.metrics, app.state.usage = deps.metrics, UsageReader(database)
         app.state.started_at = time.time()
+        beat_s, dead_after_s = settings.gateway_heartbeat_s, settings.gateway_dead_after_s
+        # registered before the first request, so none is ever owned by an unknown replica
+        await beat_once(stores.gateways, gateway_id, dead_after_s)
         tasks = [
             asyncio.create_task(deps.waiter.run()),
             asyncio.create_task(reporter.run()),
             asyncio.create_task(follow_knobs(stores, deps.knobs, directory)),
+            asyncio.create_task(run_heartbeat(stores.gateways, gateway_id, beat_s, dead_after_s)),
         ]
         try:
             yield
@@ -100,6 +105,8 @@ def create_app(settings: Settings, *, db: Database | None = None) -> FastAPI:
                 task.cancel()
             # bounded: a reader stuck in a blocking Redis call must not hang shutdown
             await asyncio.wait(tasks, timeout=5.0)
+            # after the reporter's last flush: what this replica finished is recorded as such
+            await leave(stores.gateways, gateway_id)
             await http.close()
             await stores.aclose()
             if db is None:

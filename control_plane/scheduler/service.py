@@ -1,9 +1,10 @@
 """The scheduler process: wait for the lease, rebuild, then lead until the lease is lost.
 
 While leading, independent tasks read arrivals and events (blocking reads), scrape workers,
-checkpoint the ledger and the live view, follow knob changes, and dispatch whenever something
-changed. Every task survives Redis outages (StateUnavailable → back off → retry); losing the
-lease cancels them all and the process returns to standby.
+checkpoint the ledger and the live view, follow knob changes, release the requests of lost
+gateway replicas (`sweeper.py`), and dispatch whenever something changed. Every task survives
+Redis outages (StateUnavailable → back off → retry); losing the lease cancels them all and the
+process returns to standby.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from control_plane.scheduler.leader import keep_lease, wait_for_lease
 from control_plane.scheduler.metrics import SchedulerMetrics
 from control_plane.scheduler.rebuild import job_from_record, rebuild
 from control_plane.scheduler.scrape import scrape
+from control_plane.scheduler.sweeper import GatewaySweeper
 from control_plane.scheduler.views import live_view
 from control_plane.settings import Settings
 from control_plane.state import StateStores, StateUnavailable
@@ -91,6 +93,7 @@ class SchedulerService:
             self._checkpoint_loop,
             self._knobs_loop,
             self._tick_loop,
+            self._sweep_loop,
         ]
         tasks = [asyncio.create_task(_resilient(fn)) for fn in loops]
         lease = asyncio.create_task(
@@ -265,8 +268,22 @@ class SchedulerService:
 
     async def _tick_loop(self) -> None:
         while True:
-            await asyncio.sleep(0.5)
+            await asyncio.sleep(self.settings.tick_interval_s)
             self._core.tick(time.time())
+
+    async def _sweep_loop(self) -> None:
+        """Release what lost gateway replicas left; the first pass runs right after rebuild.
+        An outage restarts this loop (`_resilient`), so the sweeper confirms losses afresh."""
+        sweeper = GatewaySweeper(self.stores, confirm_s=2 * self.settings.gateway_heartbeat_s)
+        while True:
+            released = await sweeper.sweep(self._core, time.time())
+            for release in released:
+                self.metrics.completed.labels(release.status).inc()
+            if released:
+                lost = sorted({r.gateway for r in released})
+                log.warning("released %d requests of lost gateways %s", len(released), lost)
+                self._dirty.set()
+            await asyncio.sleep(self.settings.gateway_sweep_interval_s)
 
     @property
     def _core(self) -> SchedulerCore:

@@ -9,6 +9,7 @@ from control_plane.state.checkpoints import Checkpoint
 from control_plane.state.client import connect, ping
 from control_plane.state.errors import StateUnavailable
 from control_plane.state.events import EventStream
+from control_plane.state.gateways import GatewayRegistry
 from control_plane.state.grants import GrantStream
 from control_plane.state.keys import KeySpace
 from control_plane.state.knobs import Knobs, KnobSubscription
@@ -24,6 +25,7 @@ __all__ = [
     "ArrivalsConsumer",
     "Checkpoint",
     "EventStream",
+    "GatewayRegistry",
     "GrantStream",
     "KeySpace",
     "KnobSubscription",

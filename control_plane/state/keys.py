@@ -81,6 +81,24 @@ class KeySpace:
         """Stream gateway → scheduler and recorder (progress, completion, withdrawals)."""
         return self.key("events")
 
+    # --- gateway liveness ------------------------------------------------------------------
+    @property
+    def gateways(self) -> str:
+        """ZSET of gateway replica ids that have heartbeated, scored by their last beat time.
+
+        A member stays after its replica dies (or leaves cleanly) until the leader's sweep has
+        released every request the replica left behind; then the sweep removes it.
+        """
+        return self.key("gateways")
+
+    def gateway_alive(self, gateway_id: str) -> str:
+        """String set by each heartbeat with a PX expiry of `gateway_dead_after_s`.
+
+        Its absence while the id is still in `gateways` means the replica is lost (expiry is
+        measured by Redis, so the replicas' clocks do not matter).
+        """
+        return self.key(f"gateway:{gateway_id}:alive")
+
     # --- leader lease ----------------------------------------------------------------------
     @property
     def leader(self) -> str:

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any, Final
 
 from redis.asyncio import Redis
 
 from control_plane.state.client import check_client
-from control_plane.state.codec import dumps, loads, str_map, time_arg
+from control_plane.state.codec import dumps, loads, str_map, text, time_arg
 from control_plane.state.errors import guarded
 from control_plane.state.keys import KeySpace
 from control_plane.state.scripts import Scripts
@@ -57,8 +58,9 @@ class RequestStore:
     Every state change is one Lua script (one round trip) and checks the current status first,
     so concurrent gateways and the scheduler cannot double-grant, lose or double-count a
     request: a request is granted at most once per attempt, withdrawn only while queued,
-    re-queued at its original arrival seq at most `max_attempts - 1` times. Each change is
-    idempotent, so the client's retry of a call whose reply was lost is harmless.
+    re-queued at its original arrival seq at most `max_attempts - 1` times, and released for a
+    lost gateway (`release_lost`) only while queued or granted and that gateway is still lost.
+    Each change is idempotent, so the client's retry of a call whose reply was lost is harmless.
     """
 
     def __init__(
@@ -163,6 +165,76 @@ class RequestStore:
             [request_id, time_arg(now), status, self.retention_s],
         )
         return bool(result)
+
+    @guarded
+    async def release_lost(
+        self,
+        request_id: str,
+        *,
+        gateway_id: str,
+        now: float,
+        reason: str,
+        if_queued: dict[str, Any],
+        if_granted: dict[str, Any],
+    ) -> str | None:
+        """End a request of the lost replica `gateway_id` (see `release_lost.lua`).
+
+        A queued request is withdrawn and `if_queued` appended to `events`; a granted one is
+        aborted, its in-flight entry freed, and `if_granted` appended. Returns the new status
+        (`withdrawn` or `aborted`), or None when nothing changed: the replica is alive again,
+        the request is not its own, or it is no longer queued or granted.
+        """
+        ks = self._ks
+        result = await self._scripts.call(
+            "release_lost",
+            [
+                ks.request(request_id),
+                ks.queued,
+                ks.tenant_queued,
+                ks.inflight,
+                ks.gateway_alive(gateway_id),
+                ks.events,
+            ],
+            [
+                request_id,
+                gateway_id,
+                time_arg(now),
+                reason,
+                self.retention_s,
+                self._events_maxlen,
+                dumps(if_queued),
+                dumps(if_granted),
+            ],
+        )
+        return text(result) or None
+
+    @guarded
+    async def owned_by(self, gateway_ids: Collection[str]) -> list[dict[str, Any]]:
+        """Records of the queued and granted requests whose gateway is one of `gateway_ids`.
+
+        The queued and in-flight ids are read in one transaction, so a request moving from one
+        to the other meanwhile is still seen; queued ones come first, in arrival order.
+        """
+        owners = set(gateway_ids)
+        if not owners:
+            return []
+        pipe = self._redis.pipeline(transaction=True)
+        pipe.zrange(self._ks.queued, 0, -1)
+        pipe.hkeys(self._ks.inflight)
+        queued, inflight = await pipe.execute()
+        ids = list(dict.fromkeys(text(i) for i in [*queued, *inflight]))
+        mine = [i for i, gw in zip(ids, await self._gateways_of(ids), strict=True) if gw in owners]
+        records = await self.load_many(mine)
+        return [r for r in records if r.get("status") in ("queued", "granted")]
+
+    async def _gateways_of(self, request_ids: list[str]) -> list[str | None]:
+        out: list[str | None] = []
+        for start in range(0, len(request_ids), _LOAD_CHUNK):
+            pipe = self._redis.pipeline(transaction=False)
+            for request_id in request_ids[start : start + _LOAD_CHUNK]:
+                pipe.hget(self._ks.request(request_id), "gateway")
+            out += [None if gw is None else text(gw) for gw in await pipe.execute()]
+        return out
 
     @guarded
     async def get(self, request_id: str) -> dict[str, Any] | None:

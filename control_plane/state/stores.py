@@ -12,6 +12,7 @@ from control_plane.state.checkpoints import Checkpoint
 from control_plane.state.client import connect
 from control_plane.state.errors import guarded
 from control_plane.state.events import EventStream
+from control_plane.state.gateways import GatewayRegistry
 from control_plane.state.grants import GrantStream
 from control_plane.state.keys import KeySpace
 from control_plane.state.knobs import Knobs
@@ -42,6 +43,7 @@ class StateStores:
     knobs: Knobs
     rate_limiter: RateLimiter
     token_budgets: TokenBudgets
+    gateways: GatewayRegistry
 
     @classmethod
     def build(cls, redis: Redis, keyspace: KeySpace) -> StateStores:
@@ -59,6 +61,7 @@ class StateStores:
             knobs=Knobs(redis, keyspace),
             rate_limiter=RateLimiter(redis, keyspace),
             token_budgets=TokenBudgets(redis, keyspace),
+            gateways=GatewayRegistry(redis, keyspace),
         )
 
     @classmethod
