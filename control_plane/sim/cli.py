@@ -67,6 +67,13 @@ def simulate(
     admission: Annotated[str | None, Opt(help="Admission plug-in (default: scenario's).")] = None,
     placement: Annotated[str | None, Opt(help="Placement plug-in (default: scenario's).")] = None,
     report: Annotated[bool, Opt(help="Also write report.html.")] = True,
+    live_speed: Annotated[
+        float | None,
+        Opt(
+            help="Model a live `arbiter bench --speed X` replay (scheduler's wall-clock times).",
+            min=0.001,
+        ),
+    ] = None,
 ) -> None:
     """Simulate scenarios under policies in virtual time; write results.json and report.html."""
     params = parse_params(param or [])
@@ -74,6 +81,8 @@ def simulate(
     plugins = plugin_choice(admission, placement, params)
     for file in files:
         scenario = load_scenario(file).with_overrides(seed, duration)
+        if live_speed is not None:
+            scenario = scenario.as_live(live_speed)
         workload = build_workload(scenario)
         runs = []
         end = scenario.duration_s + scenario.drain_s

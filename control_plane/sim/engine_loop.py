@@ -144,6 +144,12 @@ class Simulator:
     # -- arrivals and timeouts ----------------------------------------------------------------
     def _arrive(self, spec: RequestSpec, seq: int, t: float) -> None:
         factor = self.setup.unit_factors[spec.model]
+        record = spec.record(factor)
+        self.records.append(record)
+        cap = self.setup.queue_caps.get(spec.tenant)
+        if cap is not None and self.backlog.queued_by[spec.tenant] >= cap:
+            record.status, record.finished = "rejected", t  # the gateway's 429: never queued
+            return
         job = Job(
             id=spec.id,
             tenant=spec.tenant,
@@ -159,8 +165,6 @@ class Simulator:
             slo=spec.slo,
             unit_factor=factor,
         )
-        record = spec.record(factor)
-        self.records.append(record)
         self.pending[job.id] = record
         self.dispatcher.push(job, t)
         self.backlog.queued(spec.tenant, +1)

@@ -28,6 +28,9 @@ from control_plane.sim.workload import RequestSpec
 PROMPT_TOKEN = 1000
 """Token id repeated to build prompts (any id below the vocabulary size works)."""
 
+_FAILED = {429: "rejected", 504: "timeout"}
+"""Refusals with a record status of their own: the queue cap's 429 and the queue timeout's 504."""
+
 
 @dataclass(frozen=True)
 class LiveTarget:
@@ -101,7 +104,7 @@ async def _stream(
             record.dispatched = record.arrival + float(queue_ms) / 1000.0 * target.speed
         if resp.status_code != 200:
             await resp.aread()
-            record.status = "timeout" if resp.status_code == 504 else "error"
+            record.status = _FAILED.get(resp.status_code, "error")
             record.finished = clock()
             return
         async for line in resp.aiter_lines():

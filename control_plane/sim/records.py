@@ -12,9 +12,10 @@ from typing import Any
 
 from control_plane.policies.job import Outcome, Slo
 
-FINAL_STATUSES = ("ok", "error", "aborted", "timeout", "withdrawn")
+FINAL_STATUSES = ("ok", "error", "aborted", "timeout", "withdrawn", "rejected")
 """`ok` served; `error` failed; `aborted` cut off while running (end of run); `timeout`
-withdrawn by the queue timeout; `withdrawn` still queued when the run ended."""
+withdrawn by the queue timeout; `withdrawn` still queued when the run ended; `rejected` turned
+away at the door because its tenant's queue was full (the gateway's 429)."""
 
 
 @dataclass(slots=True)

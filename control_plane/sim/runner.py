@@ -107,6 +107,7 @@ def scenario_header(scenario: Scenario, source: str) -> dict[str, Any]:
         "load_scale": scenario.load_scale,
         "tenants": [t.name for t in scenario.tenants],
         "phases": [p.model_dump() for p in scenario.phases],
+        "scheduler": scenario.scheduler.model_dump(),
         "source": source,
     }
 

@@ -82,6 +82,8 @@ class TenantSpec(_Strict):
     weight: float = Field(1.0, gt=0)
     tier: int = 0
     slo: SloSpec | None = None
+    queue_cap: int | None = Field(None, gt=0)
+    """This tenant's queue cap (the tenant record's `queue_cap`); default: the scheduler's."""
     apps: list[AppSpec] = Field(default_factory=lambda: [AppSpec(name="default")])
 
     def app(self, name: str) -> AppSpec | None:
@@ -154,7 +156,8 @@ class PhaseSpec(_Strict):
 
 
 class SchedulerSpec(_Strict):
-    """Scheduler plug-ins and loop knobs (defaults are the live scheduler's)."""
+    """Scheduler plug-ins and loop knobs (defaults are the live scheduler's settings:
+    `tick_interval_s`, `progress_interval_s`, `queue_timeout_s` and the ledger's window)."""
 
     admission: str = "capacity"
     admission_params: dict[str, Any] = Field(default_factory=dict)
@@ -167,6 +170,10 @@ class SchedulerSpec(_Strict):
     ledger_window_s: float = Field(60.0, gt=0)
     queue_timeout_s: float | None = Field(300.0, gt=0)
     """A request still queued this long after arrival is withdrawn (the gateway's timeout)."""
+    queue_cap: int | None = Field(None, gt=0)
+    """Most requests a tenant may have queued; one more is turned away (`rejected`, the
+    gateway's 429). None = unbounded, as in the papers' experiments; a live gateway's default
+    is 256 (`ARBITER_DEFAULT_QUEUE_CAP`), so scenarios replayed live should set it."""
 
 
 class Scenario(_Strict):
@@ -214,6 +221,28 @@ class Scenario(_Strict):
             update["seed"] = seed
         if duration_s is not None:
             update["duration_s"] = duration_s
+        return self._copy(update)
+
+    def as_live(self, speed: float) -> Scenario:
+        """A copy whose scheduler time constants are a live stack's when replayed at `speed`.
+
+        `arbiter bench --speed S` compresses scenario time S-fold, but the gateway and the
+        scheduler keep their wall-clock constants (progress batching, tick, ledger window, queue
+        timeout); in scenario seconds those last S times longer, and so they do here.
+        """
+        sched = self.scheduler
+        timeout = sched.queue_timeout_s
+        scaled = sched.model_copy(
+            update={
+                "tick_s": sched.tick_s * speed,
+                "progress_s": sched.progress_s * speed,
+                "ledger_window_s": sched.ledger_window_s * speed,
+                "queue_timeout_s": None if timeout is None else timeout * speed,
+            }
+        )
+        return self._copy({"scheduler": scaled})
+
+    def _copy(self, update: dict[str, Any]) -> Scenario:
         copy = self.model_copy(update=update)
         copy._base_dir, copy._profiles = self._base_dir, self._profiles
         return copy

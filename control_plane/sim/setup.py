@@ -40,6 +40,18 @@ class SimSetup:
     progress_s: float
     queue_timeout_s: float | None
     gap_sample_s: float = 0.1
+    queue_caps: dict[str, int] = field(default_factory=dict)
+    """Tenant → most requests it may have queued (absent: unbounded)."""
+
+
+def queue_caps(scenario: Scenario) -> dict[str, int]:
+    """Each tenant's cap: its own `queue_cap`, else the scheduler's (none when both are unset)."""
+    caps: dict[str, int] = {}
+    for tenant in scenario.tenants:
+        cap = tenant.queue_cap or scenario.scheduler.queue_cap
+        if cap is not None:
+            caps[tenant.name] = cap
+    return caps
 
 
 def scenario_weights(scenario: Scenario) -> Weights:
@@ -92,4 +104,5 @@ def build_setup(
         progress_s=sched.progress_s,
         queue_timeout_s=sched.queue_timeout_s,
         gap_sample_s=gap_sample_s,
+        queue_caps=queue_caps(scenario),
     )

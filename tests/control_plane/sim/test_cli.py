@@ -154,3 +154,17 @@ def test_compare_reports_per_tenant_agreement(
         ],
     )
     assert other.exit_code == 1 and "NO" in other.output
+
+
+def test_live_speed_stretches_the_scheduler_s_clock(
+    app: typer.Typer, scenario_file: Path, tmp_path: Path
+) -> None:
+    args = ["simulate", str(scenario_file), "-p", "vtc", "--no-report", "--out"]
+    plain = CliRunner().invoke(app, [*args, str(tmp_path / "plain")])
+    live = CliRunner().invoke(app, [*args, str(tmp_path / "live"), "--live-speed", "3"])
+    assert plain.exit_code == 0 and live.exit_code == 0, live.output
+    a, b = (json.loads((tmp_path / d / "results.json").read_text()) for d in ("plain", "live"))
+    sa, sb = a["scenario"]["scheduler"], b["scenario"]["scheduler"]
+    assert sb["progress_s"] == pytest.approx(3 * sa["progress_s"])
+    assert sb["tick_s"] == pytest.approx(3 * sa["tick_s"])
+    assert sb["queue_timeout_s"] == pytest.approx(3 * sa["queue_timeout_s"])

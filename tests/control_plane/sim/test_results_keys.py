@@ -18,6 +18,7 @@ GROUP = {
     "withdrawn",
     "aborted",
     "errors",
+    "rejected",
     "slo_violation_rate",
     "ttft_compliance",
     "tpot_compliance",
