@@ -13,8 +13,49 @@ from typing import Any
 from control_plane.admission.base import Admission
 from control_plane.placement.base import Placement
 from control_plane.placement.worker_view import WorkerView
-from control_plane.policies.base import Policy, StopPop, switch_policy
+from control_plane.policies.base import Policy, StopPop, TokenReport, switch_policy
 from control_plane.policies.job import Job, Outcome
+from control_plane.policies.ledger import OutputCharge
+
+
+class PoolGate:
+    """The `admit` of one decision: some worker of the job's pool (its model's) admits it.
+
+    With `hol_blocking`, the first refused job of a pool holds that pool for the rest of the
+    decision, and once every pool is held `StopPop` ends the scan. `refuses(model)` names the
+    pools without room and the held ones, whose jobs `__call__` refuses without side effects;
+    policies use it to skip them (`policies.base.refusals`).
+    """
+
+    __slots__ = ("_admission", "_held", "_hol", "_now", "_pools")
+
+    def __init__(
+        self,
+        admission: Admission,
+        pools: dict[str, list[WorkerView]],
+        now: float,
+        hol_blocking: bool,
+    ) -> None:
+        self._admission = admission
+        self._pools = pools
+        self._now = now
+        self._hol = hol_blocking
+        self._held: set[str] = set()
+
+    def refuses(self, model: str) -> bool:
+        return model in self._held or model not in self._pools
+
+    def __call__(self, job: Job) -> bool:
+        if job.model in self._held or job.model not in self._pools:
+            return False
+        admit, now = self._admission.admit, self._now
+        if any(admit(job, w, now) for w in self._pools[job.model]):
+            return True
+        if self._hol:
+            self._held.add(job.model)
+            if len(self._held) == len(self._pools):
+                raise StopPop  # every pool is held: scanning further cannot succeed
+        return False
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,22 +139,8 @@ class Dispatcher:
                 by_model.setdefault(w.model, []).append(w)
         if not by_model:
             return None
-
-        held: set[str] = set()
-
-        def admit(job: Job) -> bool:
-            if job.model in held or job.model not in by_model:
-                return False
-            if any(self.admission.admit(job, w, now) for w in by_model[job.model]):
-                return True
-            if self.hol_blocking:
-                held.add(job.model)
-                if len(held) == len(by_model):
-                    raise StopPop  # every pool is held: scanning further cannot succeed
-            return False
-
         try:
-            job = self.policy.pop(now, admit)
+            job = self.policy.pop(now, PoolGate(self.admission, by_model, now, self.hol_blocking))
         except StopPop:
             return None
         if job is None:
@@ -156,6 +183,27 @@ class Dispatcher:
         self.policy.on_tokens(job, n_out_delta, now)
         cost = self.policy.ctx.cost.output_cost(job, n_out_delta)
         self.policy.ctx.ledger.charge_output(job.path, n_out_delta, cost, now)
+
+    def on_tokens_batch(self, reports: Sequence[TokenReport], now: float) -> None:
+        """A batched progress report: `on_tokens` for every `(job, n_out_delta)`, in order.
+
+        Each report is priced once; the policy hears the whole report (or, with a
+        `counter_plan`, has its counters charged by the ledger), then the ledger is charged
+        with it. Every counter and service sum ends up bit for bit as after one `on_tokens`
+        per report.
+        """
+        policy = self.policy
+        cost = policy.ctx.cost.output_cost
+        charges: list[OutputCharge] = []
+        for job, n in reports:
+            if n > 0:
+                job.n_out += n
+                charges.append((job, job.path, n, cost(job, n)))
+        if charges:
+            plan = policy.counter_plan()
+            if plan is None:
+                policy.on_tokens_batch(charges, now)
+            policy.ctx.ledger.charge_outputs(charges, now, plan)
 
     def on_finish(self, job: Job, outcome: Outcome, now: float) -> None:
         """A running job ended; charges any output tokens not yet reported."""

@@ -8,7 +8,7 @@ switch lives in the `Ledger` passed in through `PolicyContext`, not inside the p
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -16,9 +16,25 @@ from pydantic import BaseModel, ConfigDict
 
 from control_plane.policies.job import Job, Outcome
 from control_plane.policies.latency import LatencyModel, LinearLatency
-from control_plane.policies.ledger import Ledger, Node
+from control_plane.policies.ledger import CounterPlan, Ledger, Node, OutputCharge
 
 Admit = Callable[[Job], bool]
+Refuses = Callable[[str], bool]
+"""`refuses(model)`: True promises that `admit` refuses every job of `model` for the rest of
+this `pop`, without side effects (see `refusals`)."""
+TokenReport = tuple[Job, int]
+"""One running job's new output tokens: `(job, n_out_delta)`."""
+
+
+def refusals(admit: Admit) -> Refuses | None:
+    """The `refuses` query of `admit` when it offers one (the dispatcher's does), else None.
+
+    A policy may skip the jobs of a refused model without calling `admit` on them: `admit`
+    would have returned False and changed nothing, so the result of `pop` is the same. The
+    promise holds for the rest of one `pop` only (a model, once refused, stays refused).
+    """
+    refuses = getattr(admit, "refuses", None)
+    return refuses if callable(refuses) else None
 
 
 class StopPop(Exception):
@@ -54,9 +70,13 @@ class CostModel:
 
 @dataclass
 class Weights:
-    """Weights per node path prefix: ("t",), ("t", "app"), ("t", "app", "agent"); default 1."""
+    """Weights per node path prefix: ("t",), ("t", "app"), ("t", "app", "agent"); default 1.
+
+    Change them through `set` only: it bumps `version`, which tells caches of weights apart.
+    """
 
     table: dict[Node, float] = field(default_factory=dict)
+    version: int = field(default=0, compare=False)
 
     def of(self, node: Node) -> float:
         return self.table.get(node, 1.0)
@@ -65,6 +85,7 @@ class Weights:
         if weight <= 0:
             raise ValueError(f"weight of {'/'.join(node)} must be > 0, got {weight}")
         self.table[node] = weight
+        self.version += 1
 
 
 @dataclass
@@ -131,6 +152,26 @@ class Policy(ABC):
 
     def on_tokens(self, job: Job, n_out_delta: int, now: float) -> None:  # noqa: B027
         """Output tokens streamed back for a running job."""
+
+    def on_tokens_batch(self, charges: Sequence[OutputCharge], now: float) -> None:
+        """One progress report: `on_tokens(job, n_out, now)` for each charge, in order.
+
+        Each charge is `(job, job.path, n_out, cost)` with `cost = ctx.cost.output_cost(job,
+        n_out)`. The dispatcher calls it only when `counter_plan()` is None.
+        """
+        if type(self).on_tokens is Policy.on_tokens:
+            return  # the default on_tokens ignores tokens: nothing to replay
+        for job, _, n_out, _ in charges:
+            self.on_tokens(job, n_out, now)
+
+    def counter_plan(self) -> CounterPlan | None:
+        """What `on_tokens` does to the ledger's counters, when it is a `CounterPlan`.
+
+        The dispatcher then charges a batched report's counters together with its service, in
+        one pass, instead of calling `on_tokens_batch`; the counters end up exactly the same.
+        None (the default) when `on_tokens` does anything else.
+        """
+        return None
 
     def on_finish(self, job: Job, outcome: Outcome, now: float) -> None:  # noqa: B027
         """A running job ended."""

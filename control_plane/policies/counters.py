@@ -13,10 +13,11 @@ from control_plane.policies.ledger import Ledger, Node
 def lift_floor(ledger: Ledger, group: str, backlogged: Iterable[Node]) -> float | None:
     """VTC's lift reference for a node joining `group`.
 
-    The smallest counter among the group's backlogged nodes; when none is backlogged, the
-    counter of the node whose request left the group's queue last; None on a fresh ledger.
+    The smallest counter among the group's backlogged nodes (given in any order); when none
+    is backlogged, the counter of the node whose request left the group's queue last; None on
+    a fresh ledger.
     """
-    counters = [ledger.counter(node) for node in backlogged]
+    counters = ledger.counters(list(backlogged))
     if counters:
         return min(counters)
     last = ledger.last_left(group)

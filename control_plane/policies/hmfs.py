@@ -2,15 +2,23 @@
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable, Iterator
 from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from control_plane.policies.base import Admit, Policy, PolicyContext, arrival_order
+from control_plane.policies.base import (
+    Admit,
+    Policy,
+    PolicyContext,
+    Refuses,
+    arrival_order,
+    refusals,
+)
 from control_plane.policies.counters import lift_adopted, lift_on_backlog
 from control_plane.policies.job import Job
-from control_plane.policies.ledger import Node, group_of, prefixes
+from control_plane.policies.ledger import CounterPlan, Node, group_of, prefixes
 from control_plane.policies.queues import DuplicateJobError, JobQueue
 
 HeadKey = tuple[float, int, str]
@@ -49,6 +57,7 @@ class HmfsPolicy(Policy):
         """Backlogged children of each backlogged internal node (and of the root `()`)."""
         self._pending: dict[Node, int] = {}
         self._leaf_of: dict[str, Node] = {}
+        self._plan: CounterPlan | None = None
 
     def leaf(self, job: Job) -> Node:
         return job.path[: self._depth]
@@ -74,8 +83,8 @@ class HmfsPolicy(Policy):
     def push(self, job: Job, now: float) -> None:
         ledger = self.ctx.ledger
         for node in self._enqueue(job):
-            siblings = self._children[node[:-1]] - {node}
-            lift_on_backlog(ledger, node, group_of(node[:-1]), sorted(siblings))
+            siblings = [kid for kid in self._children[node[:-1]] if kid != node]
+            lift_on_backlog(ledger, node, group_of(node[:-1]), siblings)
 
     def adopt(self, jobs: Iterable[Job], now: float) -> None:
         before = {parent: set(kids) for parent, kids in self._children.items()}
@@ -99,30 +108,41 @@ class HmfsPolicy(Policy):
             memo[node] = key
         return key
 
-    def _ordered(self, parent: Node, memo: dict[Node, HeadKey]) -> list[Node]:
-        """Backlogged children by counter; equal counters by earliest pending request."""
-        counter = self.ctx.ledger.counter
-        keyed = sorted((counter(n), n) for n in self._children.get(parent, ()))
-        kids = [n for _, n in keyed]
-        start = 0
-        while start < len(keyed):  # heads are computed only where counters tie
-            end = start + 1
-            while end < len(keyed) and keyed[end][0] == keyed[start][0]:
-                end += 1
-            if end - start > 1:
-                kids[start:end] = sorted(kids[start:end], key=lambda n: self._head(n, memo))
-            start = end
-        return kids
+    def _ordered(self, parent: Node, memo: dict[Node, HeadKey]) -> Iterator[Node]:
+        """Backlogged children by counter; equal counters by earliest pending request.
 
-    def _walk(self, parent: Node, memo: dict[Node, HeadKey]) -> Iterator[Job]:
+        Lazily: the group of the least counter is found by one scan, and the other children
+        are sorted only if the walk gets past that group (none of its jobs admissible).
+        """
+        kids = list(self._children.get(parent, ()))
+        if len(kids) <= 1:
+            yield from kids  # an only child needs no counter
+            return
+        counters = self.ctx.ledger.counters(kids)
+        low = min(counters)
+        pairs = list(zip(counters, kids, strict=True))
+        yield from self._by_head([n for c, n in pairs if c == low], memo)
+        rest = sorted(pair for pair in pairs if pair[0] != low)
+        for _, group in itertools.groupby(rest, key=lambda k: k[0]):
+            yield from self._by_head([n for _, n in group], memo)
+
+    def _by_head(self, nodes: list[Node], memo: dict[Node, HeadKey]) -> list[Node]:
+        """Siblings of equal counter, by their earliest pending request (heads only if tied)."""
+        return nodes if len(nodes) == 1 else sorted(nodes, key=lambda n: self._head(n, memo))
+
+    def _walk(
+        self, parent: Node, memo: dict[Node, HeadKey], refuses: Refuses | None = None
+    ) -> Iterator[Job]:
+        """Pending jobs in HMFS order, without those of models `refuses` names."""
         for kid in self._ordered(parent, memo):
             if len(kid) == self._depth:
-                yield from self._leaves[kid]
+                for _, job in self._leaves[kid].candidates(refuses):
+                    yield job
             else:
-                yield from self._walk(kid, memo)
+                yield from self._walk(kid, memo, refuses)
 
     def pop(self, now: float, admit: Admit) -> Job | None:
-        for job in self._walk((), {}):
+        for job in self._walk((), {}, refusals(admit)):
             if admit(job):
                 self._take(job.id, served=True)
                 return job
@@ -167,6 +187,17 @@ class HmfsPolicy(Policy):
 
     def on_tokens(self, job: Job, n_out_delta: int, now: float) -> None:
         self._charge(job, self.ctx.cost.output_cost(job, n_out_delta))
+
+    def counter_plan(self) -> CounterPlan:
+        """`on_tokens` charges `cost / w` to every node of the job's leaf path."""
+        if self._plan is None or self._plan.weights is not self.ctx.weights:
+            depth = self._depth
+
+            def nodes(path: Node) -> list[Node]:
+                return list(prefixes(path[:depth]))
+
+            self._plan = CounterPlan(owner=self, nodes=nodes, weights=self.ctx.weights)
+        return self._plan
 
     def state(self) -> dict[str, Any]:
         counter = self.ctx.ledger.counter

@@ -7,6 +7,7 @@ import math
 from collections import Counter, deque
 from collections.abc import Callable, Iterator
 
+from control_plane.policies.base import Refuses, refusals
 from control_plane.policies.job import Job
 
 
@@ -28,6 +29,8 @@ class ProportionalQueue:
         self._queue: deque[tuple[Job, int]] = deque()
         self._counts: Counter[int] = Counter()
         self._ids: set[str] = set()
+        self._models: Counter[str] = Counter()
+        """Queued jobs per model."""
 
     def __len__(self) -> int:
         return len(self._queue)
@@ -63,13 +66,36 @@ class ProportionalQueue:
     def insert_at(self, job: Job, priority: int, position: int) -> None:
         self._queue.insert(position, (job, priority))
         self._counts[priority] += 1
+        self._models[job.model] += 1
         self._ids.add(job.id)
 
     def pop_first(self, admit: Callable[[Job], bool]) -> Job | None:
+        """Remove and return the first job `admit` accepts (None when none does).
+
+        When `admit` tells which models it refuses outright (`policies.base.refusals`), those
+        jobs are passed over unasked and the scan ends once every queued model is refused.
+        """
+        refuses = refusals(admit)
+        if refuses is None:
+            return self._pop_first(admit, None, set())
+        refused = {model for model in self._models if refuses(model)}
+        if len(refused) == len(self._models):
+            return None
+        return self._pop_first(admit, refuses, refused)
+
+    def _pop_first(
+        self, admit: Callable[[Job], bool], refuses: Refuses | None, refused: set[str]
+    ) -> Job | None:
         for index, (job, _) in enumerate(self._queue):
+            if job.model in refused:
+                continue
             if admit(job):
                 self._delete(index)
                 return job
+            if refuses is not None and refuses(job.model):
+                refused.add(job.model)
+                if len(refused) == len(self._models):
+                    return None
         return None
 
     def remove(self, job_id: str) -> Job | None:
@@ -87,4 +113,7 @@ class ProportionalQueue:
         self._counts[priority] -= 1
         if self._counts[priority] == 0:
             del self._counts[priority]
+        self._models[job.model] -= 1
+        if self._models[job.model] == 0:
+            del self._models[job.model]
         self._ids.discard(job.id)

@@ -8,10 +8,17 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from control_plane.policies.base import Admit, Policy, PolicyContext, arrival_order
+from control_plane.policies.base import (
+    Admit,
+    Policy,
+    PolicyContext,
+    Refuses,
+    arrival_order,
+    refusals,
+)
 from control_plane.policies.counters import lift_adopted, lift_on_backlog
 from control_plane.policies.job import Job
-from control_plane.policies.ledger import Node, group_of
+from control_plane.policies.ledger import CounterPlan, Node, group_of
 from control_plane.policies.queues import DuplicateJobError, JobQueue
 
 Candidate = tuple[tuple[float, float, int, str], Job]
@@ -50,6 +57,7 @@ class VtcPolicy(Policy):
         self._group = group_of(()) if self._level == 1 else f"flat:{self._level}"
         self._queues: dict[Node, JobQueue] = {}
         self._client_of: dict[str, Node] = {}
+        self._plan: CounterPlan | None = None
 
     def client(self, job: Job) -> Node:
         return job.path[: self._level]
@@ -80,12 +88,13 @@ class VtcPolicy(Policy):
         lift_adopted(self.ctx.ledger, self._group, continuing, joining)
         self.ctx.ledger.reset_backlog([self._level], self._queues)
 
-    def _candidates(self) -> Iterator[Candidate]:
+    def _candidates(self, refuses: Refuses | None = None) -> Iterator[Candidate]:
+        """Every pending job in `(counter, arrival, seq, id)` order (see `JobQueue.candidates`)."""
         ledger = self.ctx.ledger
 
         def ordered(client: Node, queue: JobQueue) -> Iterator[Candidate]:
             counter = ledger.counter(client)
-            for entry, job in queue.entries():
+            for entry, job in queue.candidates(refuses):
                 yield (counter, entry[1], entry[2], entry[3]), job
 
         streams = [ordered(c, q) for c, q in self._queues.items()]
@@ -94,21 +103,19 @@ class VtcPolicy(Policy):
     def pop(self, now: float, admit: Admit) -> Job | None:
         if not self._queues:
             return None
-        counter = self.ctx.ledger.counter
+        counters = self.ctx.ledger.counters(list(self._queues))
         heads = []
-        for client, queue in self._queues.items():
+        for counter, queue in zip(counters, self._queues.values(), strict=True):
             entry = queue.head_entry()
             assert entry is not None
-            heads.append(((counter(client), entry[1], entry[2], entry[3]), queue))
+            heads.append(((counter, entry[1], entry[2], entry[3]), queue))
         best = min(heads, key=lambda h: h[0])[1].head()
         assert best is not None
         if admit(best):  # the common case, without building the merged order
             self._take(best)
             return best
-        candidates = self._candidates()
-        next(candidates)  # that was `best`
-        for _, job in candidates:
-            if admit(job):
+        for _, job in self._candidates(refusals(admit)):
+            if job is not best and admit(job):
                 self._take(job)
                 return job
         return None
@@ -150,6 +157,20 @@ class VtcPolicy(Policy):
 
     def on_tokens(self, job: Job, n_out_delta: int, now: float) -> None:
         self._charge(job, self.ctx.cost.output_cost(job, n_out_delta))
+
+    def counter_plan(self) -> CounterPlan | None:
+        """`on_tokens` charges `cost / w` to the client's counter (None for `raw` costs, which
+        also divide by the job's unit factor)."""
+        if self._raw:
+            return None
+        if self._plan is None or self._plan.weights is not self.ctx.weights:
+            level = self._level
+
+            def nodes(path: Node) -> list[Node]:
+                return [path[:level]]
+
+            self._plan = CounterPlan(owner=self, nodes=nodes, weights=self.ctx.weights)
+        return self._plan
 
     def state(self) -> dict[str, Any]:
         ledger = self.ctx.ledger

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import math
 from collections import deque
+from collections.abc import Sequence
+from functools import reduce
+from operator import add
 from typing import Any
 
 
@@ -33,6 +36,25 @@ class SlidingWindow:
             self._buckets.append([float(index), amount])
         self._sum += amount
 
+    def add_all(self, now: float, amounts: Sequence[float]) -> None:
+        """`add(now, a)` for every `a` of `amounts`, in order: the same sums, bit for bit.
+
+        The additions run one by one, left to right (`functools.reduce`), never as one
+        pre-summed amount: float addition is not associative.
+        """
+        if not amounts:
+            return
+        index = math.floor(now / self.bucket_s)
+        buckets = self._buckets
+        if buckets and buckets[-1][0] >= index:
+            last = buckets[-1]
+            last[1] = reduce(add, amounts, last[1])
+        else:
+            rest = iter(amounts)
+            first = next(rest)
+            buckets.append([float(index), reduce(add, rest, first)])
+        self._sum = reduce(add, amounts, self._sum)
+
     def total(self, now: float) -> float:
         """The windowed sum at time `now`."""
         oldest_end = now - self.window_s
@@ -43,6 +65,13 @@ class SlidingWindow:
         if expired:  # re-add rather than subtract, so float error never accumulates
             self._sum = sum(value for _, value in self._buckets)
         return self._sum
+
+    def copy(self) -> SlidingWindow:
+        """An independent window with the same buckets and the same running sum."""
+        twin = SlidingWindow(self.window_s, self.bucket_s)
+        twin._buckets = deque([index, value] for index, value in self._buckets)
+        twin._sum = self._sum
+        return twin
 
     def to_json(self) -> list[list[float]]:
         return [[index, value] for index, value in self._buckets]

@@ -239,12 +239,15 @@ class Simulator:
             self.workers[index].last_preemption_at = end
 
     def _flush(self, index: int, t: float) -> None:
-        on_tokens = self.dispatcher.on_tokens
+        """One worker's share of a progress report, charged as one batch (`on_tokens_batch`)."""
+        reports: list[tuple[Job, int]] = []
         for a in self.per_worker[index].values():
             if a.unflushed:
                 n, a.unflushed = a.unflushed, 0
                 a.record.n_out += n
-                on_tokens(a.job, n, t)
+                reports.append((a.job, n))
+        if reports:
+            self.dispatcher.on_tokens_batch(reports, t)
         self.backlog.sample(t)
 
     def _flush_all(self, t: float) -> bool:

@@ -120,17 +120,28 @@ class BatchScheduler:
         return plan
 
     def _schedule_running(self, plan: Plan, budget: int) -> int:
+        """Step 1 of the module docstring; returns the token budget left.
+
+        Plain decodes (the hot path) are kept inline and their plan totals in locals, which
+        are added to the plan before anything else may read or change it (preemptions).
+        """
         running = self.running
         bs = self.block_size
         number = plan.number
-        events = plan.events
+        emit = plan.events.append  # `_unschedule` edits plan.events in place: stays valid
+        finishing = plan.finishing
+        seqs = ctx = 0  # plain decodes not yet added to plan.decode_seqs / decode_ctx
         i = 0
         while i < len(running) and budget > 0:
             s = running[i]
-            n = s.num_tokens - s.computed
-            if n == 1 and s.generated:  # plain decode: the hot path, kept inline
-                if s.computed >= s.blocks * bs:
+            computed = s.computed
+            n = s.num_tokens - computed
+            if n == 1 and s.generated:
+                if computed >= s.blocks * bs:
                     if self.free_blocks < 1:
+                        plan.decode_seqs += seqs
+                        plan.decode_ctx += ctx
+                        seqs = ctx = 0
                         kept = self._make_room(1, s, plan)
                         budget += plan.take_restored()
                         i = self._resume_index(i, plan)
@@ -138,25 +149,29 @@ class BatchScheduler:
                             break  # as vLLM: a request that preempts itself ends the pass
                     self.free_blocks -= 1
                     s.blocks += 1
-                s.computed += 1
+                computed += 1
+                s.computed = computed
                 s.last_step = number
                 s.last_n = 1
                 s.last_kind = DECODED
-                plan.decode_seqs += 1
-                plan.decode_ctx += s.computed
+                seqs += 1
+                ctx += computed
                 g = s.generated = s.generated + 1
                 s.num_tokens += 1
                 if g == s.n_out:
-                    events.append(TokenEvent(s.id, 1, False, True))
-                    plan.finishing.append(s)
+                    emit(TokenEvent(s.id, 1, False, True))
+                    finishing.append(s)
                 else:
-                    events.append(s.tick)
+                    emit(s.tick)
                 budget -= 1
                 i += 1
                 continue
             n = min(n, budget)
-            need = -(-(s.computed + n) // bs) - s.blocks
+            need = -(-(computed + n) // bs) - s.blocks
             if need > self.free_blocks:
+                plan.decode_seqs += seqs
+                plan.decode_ctx += ctx
+                seqs = ctx = 0
                 kept = self._make_room(need, s, plan)
                 budget += plan.take_restored()
                 i = self._resume_index(i, plan)
@@ -164,6 +179,8 @@ class BatchScheduler:
                     break
             budget = self._run_chunk(s, n, need, plan, budget)
             i += 1
+        plan.decode_seqs += seqs
+        plan.decode_ctx += ctx
         return budget
 
     def _resume_index(self, i: int, plan: Plan) -> int:
