@@ -63,6 +63,21 @@ class Job:
         """Best guess of output length: the prediction, else `max_tokens`."""
         return self.predicted_out if self.predicted_out is not None else self.max_tokens
 
+    def event_fields(self) -> dict[str, Any]:
+        """Who sent it and what it asked for, as every `complete` event carries them."""
+        return {
+            "tenant": self.tenant,
+            "app": self.app,
+            "agent": self.agent,
+            "model": self.model,
+            "workflow": self.workflow,
+            "upstream": self.upstream,
+            "task": self.task,
+            "tier": self.tier,
+            "slo": self.slo.to_json(),
+            "unit_factor": self.unit_factor,
+        }
+
     def to_json(self) -> dict[str, Any]:
         return {
             "id": self.id,

@@ -20,7 +20,6 @@ import logging
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
-from control_plane.policies.job import Job
 from control_plane.recorder.rows import outcome_of
 from control_plane.scheduler.core import SchedulerCore
 from control_plane.scheduler.rebuild import job_from_record
@@ -60,7 +59,7 @@ def release_event(
         "status": status,
         "error": lost_reason(gateway),
         "gateway_lost": gateway,
-        **(_job_fields(job) if job else {}),
+        **(job.event_fields() if job else {}),
         "arrival": job.arrival if job else record.get("submitted_at"),
         "dispatched": record.get("granted_at") if granted else None,
         "first_token": None,
@@ -69,21 +68,6 @@ def release_event(
         "n_out": n_out if granted else 0,
         "worker": record.get("worker") if granted else None,
         "attempts": max(0, int(record.get("attempts") or 1) - 1),
-    }
-
-
-def _job_fields(job: Job) -> dict[str, Any]:
-    return {
-        "tenant": job.tenant,
-        "app": job.app,
-        "agent": job.agent,
-        "model": job.model,
-        "workflow": job.workflow,
-        "upstream": job.upstream,
-        "task": job.task,
-        "tier": job.tier,
-        "slo": job.slo.to_json(),
-        "unit_factor": job.unit_factor,
     }
 
 

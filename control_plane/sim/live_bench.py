@@ -29,7 +29,8 @@ PROMPT_TOKEN = 1000
 """Token id repeated to build prompts (any id below the vocabulary size works)."""
 
 _FAILED = {429: "rejected", 504: "timeout"}
-"""Refusals with a record status of their own: the queue cap's 429 and the queue timeout's 504."""
+"""Refusals with a record status of their own: a door limit's 429 (queue cap, rate limit, token
+budget: never queued, as the simulator's `queue_cap`) and the queue timeout's 504."""
 
 
 @dataclass(frozen=True)
