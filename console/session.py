@@ -1,7 +1,9 @@
-"""Per-browser-session state of the console: API address, sign-in, refresh, live history.
+"""Per-browser-session state of the console: sign-in, refresh, live history.
 
 The admin token lives only in `st.session_state` (server side, per session): it is never put
-in a URL, a query parameter or a cookie.
+in a URL, a query parameter or a cookie. The admin API's address is the server's configuration
+(`$ARBITER_CONSOLE_API`), never a visitor's input, so nobody can make the console server send
+requests (with the token they type) to an address of their choosing.
 """
 
 from __future__ import annotations
@@ -17,13 +19,11 @@ API_ENV = "ARBITER_CONSOLE_API"
 REFRESH_ENV = "ARBITER_CONSOLE_REFRESH_S"
 DEFAULT_API = "http://127.0.0.1:8080"
 TOKEN_KEY = "admin_token"
-API_KEY = "api_base"
 
 
 def api_base() -> str:
-    """The admin API's base URL: chosen at sign-in, else `$ARBITER_CONSOLE_API`."""
-    default = os.environ.get(API_ENV, DEFAULT_API)
-    return str(st.session_state.get(API_KEY) or default)
+    """The admin API's base URL: `$ARBITER_CONSOLE_API` (set by `arbiter up`), fixed per server."""
+    return os.environ.get(API_ENV, DEFAULT_API).rstrip("/")
 
 
 def refresh_seconds() -> float | None:
@@ -42,14 +42,13 @@ def client() -> AdminClient:
     return AdminClient(api_base(), str(st.session_state.get(TOKEN_KEY, "")))
 
 
-def sign_in(base: str, token: str) -> AdminApiError | None:
-    """Check the token against the API; keep it in the session when it works."""
-    trial = AdminClient(base, token)
+def sign_in(token: str) -> AdminApiError | None:
+    """Check the token against the configured API; keep it in the session when it works."""
+    trial = AdminClient(api_base(), token)
     try:
         trial.knobs()
     except AdminApiError as exc:
         return exc
-    st.session_state[API_KEY] = base.rstrip("/")
     st.session_state[TOKEN_KEY] = token
     return None
 

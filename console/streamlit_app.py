@@ -1,8 +1,9 @@
 """Arbiter's operator console (Streamlit): sign in with the admin token, then Live, Policy &
 knobs, Workers, Workflows and Reports pages — all data comes from the admin API over HTTP.
 
-Run: `streamlit run console/streamlit_app.py` (the admin API's URL from
-`$ARBITER_CONSOLE_API`, default http://127.0.0.1:8080, or typed at sign-in).
+Run: `streamlit run console/streamlit_app.py`. The admin API's URL comes from
+`$ARBITER_CONSOLE_API` (default http://127.0.0.1:8080) and only from there: visitors type a
+token, never an address.
 """
 
 from __future__ import annotations
@@ -18,8 +19,8 @@ def sign_in_page() -> None:
     """The token form; the token is checked against the API before it is kept."""
     st.title("Arbiter console")
     st.write("Sign in with the admin token (`ARBITER_ADMIN_TOKEN` of the gateway).")
+    st.caption(f"Admin API: {session.api_base()}")
     with st.form("sign_in"):
-        base = st.text_input("Admin API URL", value=session.api_base(), key="signin_api")
         token = st.text_input("Admin token", type="password", key="signin_token")
         submitted = st.form_submit_button("Sign in", key="sign_in_submit")
     if not submitted:
@@ -27,7 +28,7 @@ def sign_in_page() -> None:
     if not token.strip():
         st.error("Enter the admin token.")
         return
-    error = session.sign_in(base.strip(), token.strip())
+    error = session.sign_in(token.strip())
     if error is None:
         st.rerun()
     session.show_error(error)

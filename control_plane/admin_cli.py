@@ -43,7 +43,7 @@ Tier = Annotated[int | None, typer.Option("--tier", min=0, help="Priority tier (
 SloTtft = Annotated[float | None, typer.Option("--slo-ttft-ms", help="Default TTFT target.")]
 SloTpot = Annotated[float | None, typer.Option("--slo-tpot-ms", help="Default TPOT target.")]
 SloE2e = Annotated[float | None, typer.Option("--slo-e2e-ms", help="Default end-to-end target.")]
-QueueCap = Annotated[int | None, typer.Option("--queue-cap", min=0, help="Queued requests cap.")]
+QueueCap = Annotated[int | None, typer.Option("--queue-cap", min=1, help="Queued requests cap.")]
 Rate = Annotated[float | None, typer.Option("--rate-limit", help="Requests per second.")]
 Budget = Annotated[
     int | None,

@@ -57,6 +57,9 @@ def gateway(
         log_level="warning",
         access_log=False,
         timeout_graceful_shutdown=10,
+        # longer than clients' idle-connection expiry (httpx and so the openai client: 5 s),
+        # so a client never sends on a kept-alive connection the gateway is just closing
+        timeout_keep_alive=settings.keep_alive_s,
     )
 
 
@@ -106,8 +109,14 @@ def up(
     vllm_python: Annotated[str | None, Opt(help="vLLM's Python interpreter.")] = None,
     tenant: Annotated[list[str] | None, Opt(help="Demo tenant to create (repeat).")] = None,
     max_num_seqs: Annotated[int | None, Opt(help="Batch size of simulated workers.")] = None,
+    schedulers: Annotated[
+        int, Opt(min=1, help="Scheduler replicas (one leads, the others stand by).")
+    ] = 2,
 ) -> None:
-    """Run everything on this machine until Ctrl-C (private Redis, SQLite, all services)."""
+    """Run everything on this machine until Ctrl-C; any part that exits is restarted."""
+    import signal
+    import time
+
     from control_plane.up.deploy import Deployment, UpError, UpOptions
 
     out = Console()
@@ -127,27 +136,41 @@ def up(
             vllm_python=vllm_python,
             tenants=tenant or ["acme", "globex"],
             max_num_seqs=max_num_seqs,
-        )
+            schedulers=schedulers,
+        ),
+        say=lambda line: out.print(
+            f"{time.strftime('%H:%M:%S')} {line}", markup=False, highlight=False, soft_wrap=True
+        ),
     )
+    # SIGTERM stops the deployment exactly like Ctrl-C, even while it is still starting
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
     try:
-        with out.status("starting Redis, workers, scheduler, gateway, console…"):
+        with out.status("starting Redis, workers, schedulers, gateway, console…"):
             info = dep.start()
-        keys = "\n".join(f"  {name}: {key}" for name, key in info["tenants"].items())
-        out.print(
-            Panel(
-                f"gateway   {info['gateway_url']}/v1\nconsole   {info['console_url'] or '(off)'}\n"
-                f"admin     {info['admin_token']}\nworkers   {', '.join(info['workers'])}\n"
-                f"API keys\n{keys}\n\nwritten to {state_dir / 'up.json'}; Ctrl-C stops everything",
-                title="Arbiter is up",
-            )
-        )
+        out.print(_up_banner(info, state_dir / "up.json"))
         dep.watch()
+    except KeyboardInterrupt:
+        pass
     except UpError as exc:
         out.print(f"[red]arbiter up failed:[/red] {exc}")
         raise typer.Exit(1) from exc
     finally:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, signal.SIG_IGN)  # a second Ctrl-C must not orphan children
         with out.status("stopping…"):
             dep.stop()
+
+
+def _up_banner(info: dict[str, Any], up_json: Path) -> Panel:
+    """What `arbiter up` prints once everything answers; the admin token only by its start."""
+    keys = "\n".join(f"  {name}: {key}" for name, key in info["tenants"].items())
+    token = f"{info['admin_token'][:4]}… (in full in {up_json}, readable by you only)"
+    return Panel(
+        f"gateway   {info['gateway_url']}/v1\nconsole   {info['console_url'] or '(off)'}\n"
+        f"admin     {token}\nworkers   {', '.join(info['workers'])}\n"
+        f"API keys\n{keys}\n\nCtrl-C stops everything; a part that exits is restarted",
+        title="Arbiter is up",
+    )
 
 
 def _register() -> None:
@@ -156,7 +179,7 @@ def _register() -> None:
 
     sim_cli.register(worker_app)
     vllm_cli.register(worker_app)
-    for module in ("control_plane.sim.cli", "control_plane.admin_cli"):
+    for module in ("control_plane.sim.cli", "control_plane.admin_cli", "control_plane.bench.cli"):
         try:
             mod = __import__(module, fromlist=["register"])
         except ModuleNotFoundError:

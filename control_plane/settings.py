@@ -3,8 +3,13 @@ call `Settings()` where a process starts and pass the object down."""
 
 from __future__ import annotations
 
+from typing import Annotated, Literal
+
 from pydantic import Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+_Rate = Annotated[float, Field(ge=0)]
+_Burst = Annotated[int, Field(ge=1)]
 
 
 class Settings(BaseSettings):
@@ -25,6 +30,13 @@ class Settings(BaseSettings):
     port: int = 8080
     max_body_bytes: int = 1_048_576
     queue_timeout_s: float = 300.0
+    keep_alive_s: int = Field(default=75, ge=1)
+    """How long the gateway keeps an idle client connection open (longer than clients keep
+    theirs, so none reuses one the gateway is closing)."""
+    lost_check_interval_s: float = Field(default=5.0, gt=0)
+    """A request waiting for its grant this long checks that Redis still knows it (and again
+    every interval): one that a restarted Redis lost is submitted again, instead of waiting
+    for a grant that can never come until its queue timeout."""
     """A request not granted within this time gets a 504 (OpenAI error shape)."""
     default_queue_cap: int = 256
     """Per-tenant cap on queued requests unless the tenant record sets one."""
@@ -34,6 +46,10 @@ class Settings(BaseSettings):
     """Output bound assumed for scheduling when a request sets no `max_tokens`."""
     progress_interval_s: float = 0.1
     upstream_connect_timeout_s: float = 5.0
+    upstream_idle_timeout_s: float = Field(default=120.0, gt=0)
+    """Longest silence from a worker (no byte of the status line or of the stream) before the
+    request fails as a worker failure: a frozen or partitioned worker cannot hold a request
+    until the client gives up. Generous, as a long prefill delays the first byte."""
     gateway_heartbeat_s: float = Field(default=1.0, gt=0)
     """How often a gateway replica refreshes its liveness in Redis."""
     gateway_dead_after_s: float = Field(default=5.0, gt=0)
@@ -47,7 +63,13 @@ class Settings(BaseSettings):
     """Comma-separated worker URLs the leader registers on start (`url` or `url|max_num_seqs`);
     workers can also be registered through the admin API."""
     policy: str = "vtc"
-    lease_ttl_s: float = 2.0
+    lease_ttl_s: float = Field(default=2.0, gt=0)
+    no_leader_503_after_s: float | None = Field(default=None, gt=0)
+    """A gateway answers 503 + Retry-After to requests waiting for a grant (and to new ones)
+    once no scheduler leader has been seen (or Redis has not answered) for this long; unset →
+    5 × `lease_ttl_s`, well past a normal failover (≤ 1.25 × TTL)."""
+    leader_probe_interval_s: float = Field(default=0.25, gt=0)
+    """How often a gateway checks that a scheduler leader holds the lease."""
     scrape_interval_s: float = 0.5
     tick_interval_s: float = 0.5
     """How often the leader calls the policy's and admission's `tick` (time-driven work)."""
@@ -62,6 +84,25 @@ class Settings(BaseSettings):
     recorder_claim_idle_s: float = 30.0
     """Events a dead recorder read but never acknowledged are taken over after this idle time
     (checked every third of it)."""
+    recorder_metrics_port: int = 0
+    """`arbiter recorder` serves its Prometheus metrics (rows written, dead letters) on this
+    port; 0 serves none."""
+    recorder_name: str = ""
+    """Stable consumer name of this recorder replica (unique per replica): a restarted recorder
+    with the same name replays its own unacknowledged events at once instead of waiting
+    `recorder_claim_idle_s` for them. Empty: host and pid (a fresh name each start)."""
+
+    directory_cache_entries: int = Field(default=10_000, ge=1)
+    """Size cap of each of the gateway's key/tenant/hierarchy caches (LRU beyond it)."""
+    auth_failures_per_ip: tuple[_Rate, _Burst] = (1.0, 20)
+    """Failed authentications one client IP may make, `[per_second, burst]` (JSON in the env);
+    beyond them keys the gateway has not seen valid get 429 (rate 0 disables)."""
+    auth_failures_global: tuple[_Rate, _Burst] = (50.0, 500)
+    """The same limit for all clients of one gateway replica together (rate 0 disables)."""
+    metrics_token: str = Field(default="", repr=False)
+    """Bearer token `/metrics` requires; empty leaves it open."""
+    metrics_tenant_labels: Literal["auto", "name", "hash", "none"] = "auto"
+    """Tenant label on `/metrics`: `auto` is `name` with a metrics token, else `hash`."""
 
     log_level: str = "INFO"
 
@@ -70,6 +111,10 @@ class Settings(BaseSettings):
         if self.gateway_dead_after_s < 3 * self.gateway_heartbeat_s:
             raise ValueError("gateway_dead_after_s must be at least 3 × gateway_heartbeat_s")
         return self
+
+    def no_leader_bound_s(self) -> float:
+        """How long requests may wait while no leader leads (`no_leader_503_after_s`)."""
+        return self.no_leader_503_after_s or 5 * self.lease_ttl_s
 
     def static_workers(self) -> list[dict[str, object]]:
         """Registry records for `workers` (id = host:port)."""

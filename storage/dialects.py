@@ -14,6 +14,7 @@ from sqlalchemy import (
     ColumnElement,
     Integer,
     RowMapping,
+    String,
     Table,
     TextClause,
     bindparam,
@@ -53,9 +54,17 @@ def floor_div(
 
 def _arrays(session: Session, table: Table, names: Sequence[str]) -> str:
     dialect = session.get_bind().dialect
-    return ", ".join(
-        f"CAST(:{name} AS {table.c[name].type.compile(dialect=dialect)}[])" for name in names
-    )
+    return ", ".join(f"CAST(:{name} AS {_element_type(table, name, dialect)}[])" for name in names)
+
+
+def _element_type(table: Table, name: str, dialect: Any) -> str:
+    """The array element type of a column. Strings are cast without their length: an explicit
+    CAST to VARCHAR(n) silently truncates, while storing into the column refuses a longer value
+    (a row must be written as given or refused, never mangled)."""
+    column_type = table.c[name].type
+    if isinstance(column_type, String) and column_type.length is not None:
+        column_type = String()
+    return str(column_type.compile(dialect=dialect))
 
 
 def _columnar(

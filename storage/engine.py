@@ -13,10 +13,11 @@ from __future__ import annotations
 
 from typing import Any
 
-import orjson
 from sqlalchemy import Connection, Engine, create_engine, event
 from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session, sessionmaker
+
+from storage import json_codec
 
 SQLITE_BUSY_TIMEOUT_MS = 10_000
 
@@ -29,18 +30,14 @@ def normalize_url(url: str) -> str:
     return url
 
 
-def _json_dumps(value: Any) -> str:
-    return orjson.dumps(value).decode()
-
-
 def create_engine_for(url: str, *, echo: bool = False) -> Engine:
     """An engine for `url` (SQLite file or memory, or PostgreSQL), configured for Arbiter."""
     url = normalize_url(url)
     backend = make_url(url).get_backend_name()
     options: dict[str, Any] = {
         "echo": echo,
-        "json_serializer": _json_dumps,
-        "json_deserializer": orjson.loads,
+        "json_serializer": json_codec.dumps,
+        "json_deserializer": json_codec.loads,
     }
     if backend == "postgresql":
         options["pool_pre_ping"] = True

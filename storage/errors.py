@@ -17,3 +17,12 @@ class AlreadyExistsError(StorageError):
 
 class InvalidValueError(StorageError, ValueError):
     """A field value is out of its domain (e.g. a weight ≤ 0 or an unknown status)."""
+
+
+class StorageUnavailable(StorageError):
+    """The database cannot serve right now (down, unreachable, locked, full): retry later."""
+
+
+class RowsRejected(StorageError, ValueError):
+    """The database refused the values written (out of range, too long, a constraint):
+    writing the same rows again cannot succeed."""

@@ -4,7 +4,7 @@ Both sources — the rollups (fast) and the request rows (exact, `report_from_re
 to per-node `Counters`, per-node latency percentiles and per-window totals; `assemble_report`
 derives every figure from those, so the two sources can be compared number for number.
 
-Definitions (ALGORITHMS.md §0, §3): violation rate = violations / (ok + failed), 0 when nothing
+Definitions (docs/algorithms.md §16): violation rate = violations / (ok + failed), 0 when nothing
 finished; share = unified service / total unified service of the report; SAFI = α·violation
 rate + (1−α)·service/max service (lower is better); Jain's index J(x) = (Σx)² / (n·Σx²), 1 when
 every x is 0, computed on service per unit weight (weights default to 1).

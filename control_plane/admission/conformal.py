@@ -1,4 +1,4 @@
-"""Conformal upper bound on output length, per prompt-length bucket (ALGORITHMS.md §4.5)."""
+"""Conformal upper bound on output length, per prompt-length bucket (docs/algorithms.md §12.3)."""
 
 from __future__ import annotations
 

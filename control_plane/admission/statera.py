@@ -1,4 +1,4 @@
-"""Statera admission (H-MAS, ALGORITHMS.md §4.5): conformal KV fence plus a dual control loop."""
+"""Statera admission (docs/algorithms.md §12.2): conformal KV fence plus a dual control loop."""
 
 from __future__ import annotations
 

@@ -19,12 +19,15 @@ from fastapi import FastAPI
 from control_plane.api import health, openai_routes
 from control_plane.api.body_limit import BodyLimit
 from control_plane.api.errors import install_error_handlers
+from control_plane.api.openapi import install_openapi
+from control_plane.gateway.auth_limit import FailedAuthLimiter
 from control_plane.gateway.deps import GatewayDeps
 from control_plane.gateway.directory import RedisDoorLimits, RedisModelCatalog, SqlDirectory
 from control_plane.gateway.grants import GrantWaiter
 from control_plane.gateway.heartbeat import beat_once, leave, run_heartbeat
 from control_plane.gateway.knobs import follow_knobs
-from control_plane.gateway.metrics import GatewayMetrics
+from control_plane.gateway.leader_watch import LeaderWatch
+from control_plane.gateway.metrics import GatewayMetrics, tenant_labels
 from control_plane.gateway.proxy import upstream_session
 from control_plane.gateway.reporter import EventReporter
 from control_plane.gateway.service import Gateway
@@ -64,8 +67,13 @@ def create_app(settings: Settings, *, db: Database | None = None) -> FastAPI:
         stores = StateStores.open(
             settings.redis_url, settings.cluster, client_name=f"arbiter-{gateway_id}"
         )
-        http = upstream_session(settings.upstream_connect_timeout_s)
-        directory = SqlDirectory(database, strict=settings.strict_hierarchy)
+        http = upstream_session(
+            settings.upstream_connect_timeout_s, settings.upstream_idle_timeout_s
+        )
+        directory = SqlDirectory(
+            database, strict=settings.strict_hierarchy, max_entries=settings.directory_cache_entries
+        )
+        metrics = GatewayMetrics(tenant_labels(settings))
         reporter = EventReporter(stores.events, settings.progress_interval_s)
         deps = GatewayDeps(
             settings=settings,
@@ -73,20 +81,25 @@ def create_app(settings: Settings, *, db: Database | None = None) -> FastAPI:
             requests=stores.requests,
             directory=directory,
             catalog=RedisModelCatalog(stores, database),
-            limits=RedisDoorLimits(stores),
+            limits=RedisDoorLimits(stores, on_refused=metrics.refused),
             waiter=None,
             reporter=reporter,
             http=http,
-            metrics=GatewayMetrics(),
+            metrics=metrics,
         )
         gateway = Gateway(deps)
-        deps.waiter = GrantWaiter(stores.grants, gateway_id, gateway.release_orphan)
+        watch = LeaderWatch(
+            stores.lease, settings.no_leader_bound_s(), interval_s=settings.leader_probe_interval_s
+        )
+        deps.waiter = GrantWaiter(stores.grants, gateway_id, gateway.release_orphan, watch)
         with contextlib.suppress(StateUnavailable):
             await stores.preload_scripts()
             deps.waiter.start_after(await stores.grants.latest_id(gateway_id))
         app.state.settings, app.state.gateway_id = settings, gateway_id
         app.state.stores, app.state.db, app.state.gateway = stores, database, gateway
         app.state.keys, app.state.directory = directory, directory
+        app.state.auth_limiter = FailedAuthLimiter.for_settings(settings)
+        app.state.auth_charging = set()  # key digests whose first lookup is charged, in flight
         app.state.metrics, app.state.usage = deps.metrics, UsageReader(database)
         app.state.started_at = time.time()
         beat_s, dead_after_s = settings.gateway_heartbeat_s, settings.gateway_dead_after_s
@@ -114,6 +127,7 @@ def create_app(settings: Settings, *, db: Database | None = None) -> FastAPI:
 
     app = FastAPI(title="Arbiter gateway", version="0.1.0", lifespan=lifespan)
     install_error_handlers(app)
+    install_openapi(app)
     app.include_router(openai_routes.router)
     app.include_router(health.router)
     _include_admin(app)

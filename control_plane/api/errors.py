@@ -6,6 +6,7 @@ Every failure a client can see goes through `ApiError` (or one of the handlers r
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -14,6 +15,8 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from control_plane.state.errors import StateUnavailable
+
+log = logging.getLogger(__name__)
 
 _TYPES = {
     400: "invalid_request_error",
@@ -69,13 +72,16 @@ def unavailable(message: str = "Arbiter's state store is unreachable; retry shor
 
 
 _LOCATIONS = ("body", "query", "path", "header", "cookie")
+# pydantic names the member of a union it tried (`stop.str`, `content.list[dict[str,any]]`);
+# clients only care about the field
+_UNION_TAGS = frozenset({"str", "int", "float", "bool", "none", "constrained-str"})
 
 
 def _param(loc: Any) -> str:
     parts = [str(p) for p in loc]
     if parts and parts[0] in _LOCATIONS:
         parts = parts[1:]
-    return ".".join(parts)
+    return ".".join(p for p in parts if "[" not in p and p not in _UNION_TAGS)
 
 
 def _validation_error(exc: RequestValidationError) -> ApiError:
@@ -86,11 +92,14 @@ def _validation_error(exc: RequestValidationError) -> ApiError:
     param = _param(first.get("loc", ())) or None
     msg = f"Invalid value for '{param}': {first.get('msg')}" if param else str(first.get("msg"))
     err = ApiError(422 if param else 400, msg, param=param, code="invalid_value")
-    err.field_errors = [
-        {"param": p, "message": f"Invalid value for '{p}': {e.get('msg')}"}
-        for e in errors
-        if (p := _param(e.get("loc", ())))
-    ]
+    seen: set[str] = set()
+    for e in errors:
+        p = _param(e.get("loc", ()))
+        if p and p not in seen:
+            seen.add(p)
+            err.field_errors.append(
+                {"param": p, "message": f"Invalid value for '{p}': {e.get('msg')}"}
+            )
     return err
 
 
@@ -116,7 +125,14 @@ def install_error_handlers(app: FastAPI) -> None:
     async def on_state(_: Request, exc: Exception) -> JSONResponse:
         return unavailable().response()
 
+    async def on_unexpected(request: Request, exc: Exception) -> JSONResponse:
+        log.exception("unexpected error on %s %s", request.method, request.url.path)
+        return ApiError(
+            500, "Internal error; it has been logged.", code="internal_error"
+        ).response()
+
     app.add_exception_handler(ApiError, on_api_error)
     app.add_exception_handler(RequestValidationError, on_validation)
     app.add_exception_handler(StarletteHTTPException, on_http)
     app.add_exception_handler(StateUnavailable, on_state)
+    app.add_exception_handler(Exception, on_unexpected)

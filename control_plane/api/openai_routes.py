@@ -9,6 +9,7 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import Response
 
 from control_plane.api.auth import Tenant
+from control_plane.api.bounds import Epoch
 from control_plane.api.schemas import ChatCompletionRequest, CompletionRequest
 from control_plane.gateway.service import Gateway
 
@@ -55,7 +56,7 @@ async def models(request: Request, tenant: Tenant) -> dict[str, Any]:
 async def usage(
     request: Request,
     tenant: Tenant,
-    since: Annotated[float | None, Query(description="epoch seconds; default 30 days")] = None,
+    since: Annotated[Epoch | None, Query(description="epoch seconds; default 30 days")] = None,
 ) -> dict[str, Any]:
     """The calling tenant's own usage (from SQL history); other tenants are never visible.
 

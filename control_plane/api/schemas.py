@@ -1,16 +1,37 @@
-"""The subset of OpenAI's request bodies Arbiter validates; everything else is forwarded as is."""
+"""The subset of OpenAI's request bodies Arbiter validates; everything else is forwarded as is.
+
+Types are strict where OpenAI's API refuses a mismatch (`"stream": "yes"`, `"max_tokens": "5"`
+or `1e30` are errors, not coerced), and every number is bounded (`control_plane.api.bounds`), so
+nothing that passes here can overflow a counter or a SQL column later.
+"""
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictInt,
+    StrictStr,
+    ValidationError,
+    ValidatorFunctionWrapHandler,
+    field_validator,
+)
+
+from control_plane.api.bounds import INT32_MAX
+
+Count = Annotated[StrictInt, Field(ge=1, le=INT32_MAX)]
+TokenId = Annotated[StrictInt, Field(ge=0, le=INT32_MAX)]
+Fraction = Annotated[float, Field(allow_inf_nan=False, strict=True)]
 
 
 class StreamOptions(BaseModel):
     model_config = ConfigDict(extra="allow")
-    include_usage: bool | None = None
-    continuous_usage_stats: bool | None = None
+    include_usage: StrictBool | None = None
+    continuous_usage_stats: StrictBool | None = None
 
 
 class _Common(BaseModel):
@@ -18,53 +39,60 @@ class _Common(BaseModel):
 
     model_config = ConfigDict(extra="allow")
 
-    model: str = Field(min_length=1)
-    stream: bool = False
+    model: StrictStr = Field(min_length=1, max_length=256, examples=["tiny-llama"])
+    stream: StrictBool = False
     stream_options: StreamOptions | None = None
-    max_tokens: int | None = Field(default=None, ge=1)
-    n: int = Field(default=1, ge=1)
-    temperature: float | None = Field(default=None, ge=0, le=2)
-    top_p: float | None = Field(default=None, gt=0, le=1)
-    stop: str | list[str] | None = None
+    max_tokens: Count | None = None
+    n: StrictInt = Field(default=1, ge=1, le=1, description="only n=1 is supported")
+    temperature: Annotated[Fraction, Field(ge=0, le=2)] | None = None
+    top_p: Annotated[Fraction, Field(gt=0, le=1)] | None = None
+    stop: StrictStr | list[StrictStr] | None = None
     metadata: dict[str, Any] | None = None
-    user: str | None = None
-    min_tokens: int | None = Field(default=None, ge=0)
-    ignore_eos: bool | None = None
-
-    @field_validator("n")
-    @classmethod
-    def _only_one_choice(cls, value: int) -> int:
-        if value != 1:
-            raise ValueError("only n=1 is supported")
-        return value
+    user: StrictStr | None = None
+    min_tokens: Annotated[StrictInt, Field(ge=0, le=INT32_MAX)] | None = None
+    ignore_eos: StrictBool | None = None
 
 
 class ChatMessage(BaseModel):
     model_config = ConfigDict(extra="allow")
     role: Literal["system", "user", "assistant", "tool", "developer", "function"]
-    content: str | list[dict[str, Any]] | None = None
+    content: StrictStr | list[dict[str, Any]] | None = None
 
 
 class ChatCompletionRequest(_Common):
-    messages: list[ChatMessage] = Field(min_length=1)
-    max_completion_tokens: int | None = Field(default=None, ge=1)
+    messages: list[ChatMessage] = Field(
+        min_length=1, examples=[[{"role": "user", "content": "2+2?"}]]
+    )
+    max_completion_tokens: Count | None = None
 
     def requested_max_tokens(self) -> int | None:
         return self.max_completion_tokens or self.max_tokens
 
 
-class CompletionRequest(_Common):
-    prompt: str | list[str] | list[int] | list[list[int]]
+Prompt = (
+    StrictStr
+    | Annotated[list[StrictStr], Field(min_length=1, max_length=1)]
+    | Annotated[list[TokenId], Field(min_length=1)]
+    | Annotated[
+        list[Annotated[list[TokenId], Field(min_length=1)]], Field(min_length=1, max_length=1)
+    ]
+)
+_PROMPT_RULE = (
+    "prompt must be a string, a list of one string, a non-empty list of token ids "
+    f"(integers 0..{INT32_MAX}) or a list of one such list (one prompt per request)"
+)
 
-    @field_validator("prompt")
+
+class CompletionRequest(_Common):
+    prompt: Prompt = Field(examples=["Once upon a time"])
+
+    @field_validator("prompt", mode="wrap")
     @classmethod
-    def _single_prompt(cls, value: Any) -> Any:
-        nested = isinstance(value, list) and value and isinstance(value[0], (str, list))
-        if nested and len(value) != 1:
-            raise ValueError("only one prompt per request is supported")
-        if isinstance(value, list) and not value:
-            raise ValueError("prompt must not be empty")
-        return value
+    def _one_prompt(cls, value: Any, handler: ValidatorFunctionWrapHandler) -> Any:
+        try:
+            return handler(value)
+        except ValidationError:
+            raise ValueError(_PROMPT_RULE) from None
 
     def requested_max_tokens(self) -> int | None:
         return self.max_tokens

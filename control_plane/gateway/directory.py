@@ -1,18 +1,20 @@
 """SQL-backed lookups for the gateway, cached briefly so the hot path rarely touches SQL.
 
 Keys resolve through a 2-second cache (a revocation on this gateway clears it at once; other
-gateways see it within the TTL or on the `directory` knob). Applications and agents named in
-headers are created on first use with default weights, unless strict mode is on.
+gateways see it within the TTL or on the `directory` knob). Every cache is bounded in size and
+time (`control_plane.gateway.cache`), so unauthenticated callers cannot grow memory. Applications
+and agents named in headers are created on first use with default weights, unless strict mode
+is on.
 """
 
 from __future__ import annotations
 
 import asyncio
-import time
-from collections.abc import Awaitable, Callable
-from typing import Generic, TypeVar
+import hashlib
+from collections.abc import Callable
 
 from control_plane.api.errors import ApiError
+from control_plane.gateway.cache import SingleFlight, TtlCache
 from control_plane.gateway.deps import ModelEntry
 from control_plane.gateway.identity import NodeInfo, SloDefaults, TenantInfo
 from control_plane.gateway.unified import unit_factor
@@ -20,55 +22,7 @@ from control_plane.state import StateStores
 from control_plane.state.budget import seconds_to_next_day
 from storage.db import Database
 from storage.records import AgentRecord, AppRecord, ModelRecord, TenantRecord
-
-K = TypeVar("K")
-V = TypeVar("V")
-
-
-class TtlCache(Generic[K, V]):
-    """A tiny time-bounded memo (per process; cleared on directory changes).
-
-    `get_or_load` is single-flight: when an entry expires under load, one caller loads it and
-    the others await that load, so an expiry costs one SQL query, not one per request.
-    """
-
-    def __init__(self, ttl_s: float) -> None:
-        self.ttl_s = ttl_s
-        self._data: dict[K, tuple[float, V]] = {}
-        self._loading: dict[K, asyncio.Future[V]] = {}
-
-    async def get_or_load(self, key: K, load: Callable[[], Awaitable[V]]) -> V:
-        hit = self._data.get(key)
-        if hit is not None and time.monotonic() - hit[0] <= self.ttl_s:
-            return hit[1]
-        pending = self._loading.get(key)
-        if pending is not None:
-            return await asyncio.shield(pending)
-        fut: asyncio.Future[V] = asyncio.get_running_loop().create_future()
-        self._loading[key] = fut
-        try:
-            value = await load()
-        except BaseException as exc:
-            fut.set_exception(exc)
-            fut.exception()  # mark retrieved: waiters re-raise it themselves
-            raise
-        finally:
-            self._loading.pop(key, None)
-        fut.set_result(value)
-        return self.put(key, value)
-
-    def get(self, key: K) -> V | None:
-        hit = self._data.get(key)
-        if hit is None or time.monotonic() - hit[0] > self.ttl_s:
-            return None
-        return hit[1]
-
-    def put(self, key: K, value: V) -> V:
-        self._data[key] = (time.monotonic(), value)
-        return value
-
-    def clear(self) -> None:
-        self._data.clear()
+from storage.repos.keys import MIN_KEY_LEN
 
 
 def tenant_info(rec: TenantRecord) -> TenantInfo:
@@ -83,34 +37,93 @@ def tenant_info(rec: TenantRecord) -> TenantInfo:
     )
 
 
-class SqlDirectory:
-    """Tenants, keys and hierarchy from SQL (see the module docstring for caching)."""
+def key_digest(api_key: str) -> bytes:
+    """What the caches hold instead of a key: 32 bytes, whatever the key's length."""
+    return hashlib.sha256(api_key.encode()).digest()
 
-    def __init__(self, db: Database, *, strict: bool = False, ttl_s: float = 2.0) -> None:
+
+class SqlDirectory:
+    """Tenants, keys and hierarchy from SQL, behind bounded caches (memory never grows with
+    what requests name: every cache below holds at most `max_entries` entries).
+
+    - Valid keys → tenant: fresh for `ttl_s`. Unknown or revoked keys: fresh for
+      `negative_ttl_s`, so repeating a bad key costs no SQL. Both are keyed by the key's
+      SHA-256 digest and single-flight per key; keys shorter than any issued key never reach SQL.
+    - `vouched(key)`: the key resolved valid on this gateway within `trust_s`. It only spares a
+      key the failed-auth limiter; access is still decided by the caches and SQL above, so a
+      revocation takes effect exactly as fast as before.
+    - Tenants (`ttl_s`), and tenant/app/agent nodes (`5 × ttl_s`).
+
+    `invalidate()` (after any directory change) drops everything but the trust memo.
+    """
+
+    def __init__(
+        self,
+        db: Database,
+        *,
+        strict: bool = False,
+        ttl_s: float = 2.0,
+        negative_ttl_s: float = 10.0,
+        trust_s: float = 3600.0,
+        max_entries: int = 10_000,
+    ) -> None:
         self.db = db
         self.strict = strict
-        self._keys: TtlCache[str, str | None] = TtlCache(ttl_s)
-        self._tenants: TtlCache[str, TenantInfo] = TtlCache(ttl_s)
-        self._nodes: TtlCache[tuple[str, str, str], NodeInfo] = TtlCache(ttl_s * 5)
+        self.sql_key_lookups = 0
+        self._keys: TtlCache[bytes, str] = TtlCache(ttl_s, max_entries)
+        self._bad_keys: TtlCache[bytes, bool] = TtlCache(negative_ttl_s, max_entries)
+        self._trusted: TtlCache[bytes, bool] = TtlCache(trust_s, max_entries)
+        self._key_flight: SingleFlight[bytes, str | None] = SingleFlight()
+        self._tenants: TtlCache[str, TenantInfo] = TtlCache(ttl_s, max_entries)
+        self._nodes: TtlCache[tuple[str, str, str], NodeInfo] = TtlCache(ttl_s * 5, max_entries)
         self._records: TtlCache[tuple[str, str, str], tuple[AppRecord, AgentRecord]] = TtlCache(
-            ttl_s * 5
+            ttl_s * 5, max_entries
         )
 
     def invalidate(self) -> None:
-        self._keys.clear()
-        self._tenants.clear()
-        self._nodes.clear()
-        self._records.clear()
+        for cache in (self._keys, self._bad_keys, self._tenants, self._nodes, self._records):
+            cache.clear()
+
+    def cache_sizes(self) -> dict[str, int]:
+        """Entries held per cache (for tests and diagnostics)."""
+        return {
+            "keys": len(self._keys),
+            "bad_keys": len(self._bad_keys),
+            "trusted": len(self._trusted),
+            "tenants": len(self._tenants),
+            "nodes": len(self._nodes),
+            "records": len(self._records),
+        }
+
+    def vouched(self, api_key: str) -> bool:
+        return self._trusted.contains(key_digest(api_key))
 
     async def tenant_for_key(self, api_key: str) -> str | None:
-        async def load() -> str | None:
-            rec = await asyncio.to_thread(self._resolve_key, api_key)
-            if rec is None:
-                return None
-            self._tenants.put(rec.name, tenant_info(rec))
-            return rec.name
+        digest = key_digest(api_key)
+        tenant = self._keys.get(digest)
+        if tenant is not None:
+            return tenant
+        if self._bad_keys.contains(digest) or len(api_key) < MIN_KEY_LEN:
+            return None
+        generation = self._keys.generation
 
-        return await self._keys.get_or_load(api_key, load)
+        async def load() -> str | None:
+            self.sql_key_lookups += 1
+            rec = await asyncio.to_thread(self._resolve_key, api_key)
+            if generation == self._keys.generation:
+                self._remember(digest, rec)
+            return None if rec is None else rec.name
+
+        return await self._key_flight.do(digest, load)
+
+    def _remember(self, digest: bytes, rec: TenantRecord | None) -> None:
+        if rec is None:
+            self._bad_keys.put(digest, True)
+            self._trusted.pop(digest)
+            return
+        self._keys.put(digest, rec.name)
+        self._trusted.put(digest, True)
+        self._tenants.put(rec.name, tenant_info(rec))
 
     def _resolve_key(self, api_key: str) -> TenantRecord | None:
         with self.db.reader() as r:
@@ -238,11 +251,20 @@ class RedisDoorLimits:
       overshoot the budget by what was in flight when it was reached.
 
     A limit that is None costs nothing: no Redis command is sent for it, checked or charged.
-    Usage is counted only while the tenant has a budget.
+    Usage is counted only while the tenant has a budget. Each refusal is reported to
+    `on_refused` with its code (the gateway counts them in `arbiter_gateway_rejected`).
     """
 
-    def __init__(self, stores: StateStores) -> None:
+    def __init__(
+        self, stores: StateStores, on_refused: Callable[[str], None] | None = None
+    ) -> None:
         self.stores = stores
+        self._on_refused = on_refused
+
+    def _refuse(self, err: ApiError) -> ApiError:
+        if self._on_refused is not None and err.code:
+            self._on_refused(err.code)
+        return err
 
     async def check(self, tenant: TenantInfo, now: float) -> None:
         await self._check_rate(tenant, now)
@@ -266,11 +288,13 @@ class RedisDoorLimits:
             return
         ok, retry = await self.stores.rate_limiter.allow(tenant.name, rate, max(1.0, 2 * rate), now)
         if not ok:
-            raise ApiError(
-                429,
-                f"Rate limit of {rate:g} requests/s exceeded for tenant {tenant.name!r}.",
-                code="rate_limit_exceeded",
-                headers={"Retry-After": str(max(1, round(retry + 0.5)))},
+            raise self._refuse(
+                ApiError(
+                    429,
+                    f"Rate limit of {rate:g} requests/s exceeded for tenant {tenant.name!r}.",
+                    code="rate_limit_exceeded",
+                    headers={"Retry-After": str(max(1, round(retry + 0.5)))},
+                )
             )
 
     async def _check_budget(self, tenant: TenantInfo, now: float) -> None:
@@ -279,10 +303,12 @@ class RedisDoorLimits:
             return
         used = await self.stores.token_budgets.used(tenant.name, now)
         if used >= budget:
-            raise ApiError(
-                429,
-                f"Token budget of {budget} tokens per UTC day exhausted for tenant "
-                f"{tenant.name!r}: {used} tokens used today; it resets at 00:00 UTC.",
-                code="token_budget_exceeded",
-                headers={"Retry-After": str(seconds_to_next_day(now))},
+            raise self._refuse(
+                ApiError(
+                    429,
+                    f"Token budget of {budget} tokens per UTC day exhausted for tenant "
+                    f"{tenant.name!r}: {used} tokens used today; it resets at 00:00 UTC.",
+                    code="token_budget_exceeded",
+                    headers={"Retry-After": str(seconds_to_next_day(now))},
+                )
             )

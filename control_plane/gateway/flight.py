@@ -31,6 +31,8 @@ class Flight:
     finished: bool = False
     grant_future: asyncio.Future[Grant] | None = None
     client_stream_options: dict[str, Any] | None = None
+    envelope: dict[str, Any] | None = None
+    """What was submitted to Redis (kept to submit it again if Redis loses it)."""
 
     @property
     def id(self) -> str:

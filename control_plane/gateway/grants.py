@@ -13,6 +13,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from control_plane.gateway.leader_watch import LeaderWatch
 from control_plane.state.errors import StateUnavailable
 
 log = logging.getLogger(__name__)
@@ -35,13 +36,19 @@ class GrantSource(Protocol):
 
 
 class GrantWaiter:
-    """Resolves per-request futures from the gateway's grant stream."""
+    """Resolves per-request futures from the gateway's grant stream.
+
+    With a `LeaderWatch`, it also tells whether grants can come at all: `no_leader` is set
+    while no scheduler leader has led (or Redis has not answered) for the watch's bound, so a
+    waiting request can give up with a 503 instead of waiting for a grant nobody will send.
+    """
 
     def __init__(
         self,
         source: GrantSource,
         gateway_id: str,
         on_orphan: Callable[[Grant], Awaitable[None]],
+        leader: LeaderWatch | None = None,
     ) -> None:
         self._source = source
         self._gateway_id = gateway_id
@@ -49,6 +56,8 @@ class GrantWaiter:
         self._waiting: dict[str, asyncio.Future[Grant]] = {}
         self._last_id = "0-0"
         self.healthy = True
+        self.leader = leader
+        self.no_leader = leader.down if leader is not None else asyncio.Event()
 
     def start_after(self, stream_id: str) -> None:
         """Read grants after `stream_id` (the stream's latest id when the gateway starts)."""
@@ -65,6 +74,13 @@ class GrantWaiter:
             fut.cancel()
 
     async def run(self) -> None:
+        """Read grants (and watch the leader) until cancelled; survives Redis outages."""
+        if self.leader is None:
+            await self._read()
+        else:
+            await asyncio.gather(self._read(), self.leader.run())
+
+    async def _read(self) -> None:
         """Read grants until cancelled; on Redis outages back off and resume where it left."""
         backoff = 0.05
         while True:
@@ -79,7 +95,12 @@ class GrantWaiter:
                 continue
             for stream_id, fields in entries:
                 self._last_id = stream_id
-                await self._deliver(_parse(fields))
+                try:
+                    grant = _parse(fields)
+                except (KeyError, TypeError, ValueError):  # the state layer dead-letters these
+                    log.error("skipping malformed grant %s: %r", stream_id, fields)
+                    continue
+                await self._deliver(grant)
 
     async def _deliver(self, grant: Grant) -> None:
         fut = self._waiting.pop(grant.request_id, None)

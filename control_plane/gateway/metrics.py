@@ -1,31 +1,66 @@
-"""Prometheus metrics of one gateway (its own registry, so several apps can live in one process)."""
+"""Prometheus metrics of one gateway (its own registry, so several apps can live in one process).
+
+Tenant labels are redacted as configured (`ARBITER_METRICS_TENANT_LABELS`):
+
+- `name`: the tenant's name.
+- `hash`: `t-` + 12 hex digits of SHA-256 of the name: series stay per tenant, and an operator
+  who knows a name can find its series, but a reader cannot list the tenants. (Pseudonymous,
+  not secret: a guessed name can be checked.)
+- `none`: no tenant label at all; per-tenant series are summed.
+- `auto` (default): `name` when `/metrics` needs a token (`ARBITER_METRICS_TOKEN`), else
+  `hash`. The gateway's port is the tenants' port, so an open `/metrics` must not tell one
+  tenant who the others are; an operator who sets the token gets names for dashboards.
+"""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import hashlib
+from typing import TYPE_CHECKING, Literal
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
 if TYPE_CHECKING:
     from control_plane.gateway.flight import Flight
+    from control_plane.settings import Settings
+
+TenantLabels = Literal["name", "hash", "none"]
 
 _LATENCY_BUCKETS = (0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
 
 
-class GatewayMetrics:
-    """Counters and histograms exposed on the gateway's `/metrics`."""
+def tenant_labels(settings: Settings) -> TenantLabels:
+    """The effective tenant-label mode (`auto` resolved; see the module docstring)."""
+    mode = settings.metrics_tenant_labels
+    if mode == "auto":
+        return "name" if settings.metrics_token else "hash"
+    return mode
 
-    def __init__(self) -> None:
+
+def hashed_tenant(name: str) -> str:
+    return "t-" + hashlib.sha256(name.encode()).hexdigest()[:12]
+
+
+class GatewayMetrics:
+    """Counters and histograms exposed on the gateway's `/metrics`.
+
+    Tenant labels follow `tenant_labels` (see the module docstring); with `none` the per-tenant
+    series have no tenant label. `arbiter_gateway_rejected{reason}` counts every refusal at the
+    door by its error code (authentication failures and 429s alike).
+    """
+
+    def __init__(self, tenant_labels: TenantLabels = "hash") -> None:
+        self.tenant_labels: TenantLabels = tenant_labels
+        by_tenant = [] if tenant_labels == "none" else ["tenant"]
         self.registry = CollectorRegistry()
         self.requests = Counter(
             "arbiter_gateway_requests",
             "Requests finished, by status",
-            ["tenant", "status"],
+            [*by_tenant, "status"],
             registry=self.registry,
         )
         self.rejected = Counter(
             "arbiter_gateway_rejected",
-            "Requests refused at the door",
+            "Requests refused at the door, by error code",
             ["reason"],
             registry=self.registry,
         )
@@ -38,13 +73,13 @@ class GatewayMetrics:
         self.tokens = Counter(
             "arbiter_gateway_output_tokens",
             "Output tokens relayed",
-            ["tenant"],
+            by_tenant,
             registry=self.registry,
         )
         self.queue = Histogram(
             "arbiter_gateway_queue_seconds",
             "Time from submit to grant",
-            ["tenant"],
+            by_tenant,
             buckets=_LATENCY_BUCKETS,
             registry=self.registry,
         )
@@ -56,12 +91,18 @@ class GatewayMetrics:
         )
 
     def completed(self, flight: Flight, status: str) -> None:
-        tenant = flight.job.tenant
-        self.requests.labels(tenant, status).inc()
-        self.tokens.labels(tenant).inc(flight.stats.n_out)
+        tenant = self._tenant(flight.job.tenant)
+        self.requests.labels(*tenant, status).inc()
+        (self.tokens.labels(*tenant) if tenant else self.tokens).inc(flight.stats.n_out)
         if flight.granted_at is not None:
-            self.queue.labels(tenant).observe(flight.queue_ms() / 1000.0)
+            queue = self.queue.labels(*tenant) if tenant else self.queue
+            queue.observe(flight.queue_ms() / 1000.0)
             self.overhead.observe(flight.overhead_ms() / 1000.0)
+
+    def _tenant(self, name: str) -> tuple[str, ...]:
+        if self.tenant_labels == "none":
+            return ()
+        return (hashed_tenant(name) if self.tenant_labels == "hash" else name,)
 
     def withdrawn(self, reason: str) -> None:
         self.withdrawals.labels(reason).inc()

@@ -64,12 +64,17 @@ def upstream_payload(body: dict[str, Any], priority: int | None) -> dict[str, An
     return payload
 
 
-def upstream_session(connect_timeout_s: float) -> aiohttp.ClientSession:
+def upstream_session(
+    connect_timeout_s: float, idle_timeout_s: float | None = None
+) -> aiohttp.ClientSession:
     """The pooled client for workers (aiohttp: several times cheaper per streamed line than
-    httpx on the relay's hot path). Create it inside the running event loop."""
+    httpx on the relay's hot path). Create it inside the running event loop. A worker silent
+    for `idle_timeout_s` (any one read) fails the request instead of holding it forever."""
     return aiohttp.ClientSession(
         connector=aiohttp.TCPConnector(limit=0, keepalive_timeout=60),
-        timeout=aiohttp.ClientTimeout(total=None, sock_connect=connect_timeout_s),
+        timeout=aiohttp.ClientTimeout(
+            total=None, sock_connect=connect_timeout_s, sock_read=idle_timeout_s
+        ),
         json_serialize=lambda obj: orjson.dumps(obj).decode(),
     )
 

@@ -1,7 +1,7 @@
 """Progress and completion events from a gateway to the scheduler and the recorder.
 
 Rule: progress is batched — at most one event per request per flush, flushes at most
-`interval` seconds apart (ARCHITECTURE.md §2: ≤ 100 ms). Progress carries the *cumulative*
+`interval` seconds apart (docs/architecture.md §2: ≤ 100 ms). Progress carries the *cumulative*
 `n_out`, so consumers charge `n_out − already charged`: a late, repeated or reordered event can
 never charge twice. A completion event replaces that request's pending progress. If Redis is down
 the batch is kept and retried: token charges are delayed, never lost.

@@ -1,6 +1,6 @@
 """The gateway's request path: door checks → Redis → grant → worker → client.
 
-Guarantees (ARCHITECTURE.md §2): the envelope is in Redis before the gateway waits; every
+Guarantees (docs/architecture.md §2): the envelope is in Redis before the gateway waits; every
 accepted request ends served or with an explicit error; a client that leaves while queued is
 withdrawn, one that leaves while streaming has its upstream closed (the worker aborts it) and its
 tokens so far are still reported; a worker that fails before the first token gets the request
@@ -20,7 +20,8 @@ from typing import Any
 from fastapi import Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
-from control_plane.api.errors import ApiError
+from control_plane.api.bounds import INT32_MAX
+from control_plane.api.errors import ApiError, unavailable
 from control_plane.api.schemas import ChatCompletionRequest, CompletionRequest
 from control_plane.gateway.deps import GatewayDeps
 from control_plane.gateway.flight import Flight
@@ -38,13 +39,17 @@ from control_plane.gateway.proxy import (
     open_upstream,
     upstream_payload,
 )
-from control_plane.gateway.tags import RequestTags, clamp_tier, read_tags, strip_tags, tighten
+from control_plane.gateway.tags import RequestTags, clamp_tier, read_tags, relax, strip_tags
 from control_plane.gateway.tokens import estimate_prompt_tokens
 from control_plane.policies.job import Job, Slo
 from control_plane.state.errors import StateUnavailable
 
 log = logging.getLogger(__name__)
 Body = ChatCompletionRequest | CompletionRequest
+FINISH_RETRY_S = 60.0
+"""How long marking a finished request in Redis is retried (its completion event is buffered by
+the reporter regardless)."""
+NO_LEADER_RETRY_AFTER_S = 2
 
 
 class Gateway:
@@ -61,6 +66,8 @@ class Gateway:
 
     async def serve(self, request: Request, body: Body, tenant_name: str) -> Response:
         received = time.time()
+        if self._waiter.no_leader.is_set():
+            raise self._no_leader()
         tags = read_tags(request.headers, body.metadata)
         tenant = await self.d.directory.tenant(tenant_name)
         node = await self.d.directory.resolve(
@@ -126,6 +133,7 @@ class Gateway:
             "weights": flight.node.weights(),
             "gateway": self.d.gateway_id,
         }
+        flight.envelope = envelope
         cap = (
             flight.node.tenant.queue_cap
             or self.d.knobs.queue_cap_default
@@ -146,6 +154,7 @@ class Gateway:
         flight.submitted_at = time.time()
         if not result.accepted:
             self._waiter.forget(flight.id)
+            self.d.metrics.refused("queue_full")
             raise ApiError(
                 429,
                 f"Tenant {flight.job.tenant!r} has {result.depth} requests queued "
@@ -192,33 +201,69 @@ class Gateway:
         fut = flight.grant_future
         assert fut is not None
         timeout = self.d.settings.queue_timeout_s
-        waitables: set[asyncio.Future[Any]] = {fut, watcher}
-        done, _ = await asyncio.wait(
-            waitables, timeout=timeout, return_when=asyncio.FIRST_COMPLETED
-        )
+        outage: asyncio.Task[Any] = asyncio.create_task(self._waiter.no_leader.wait())
+        waitables: set[asyncio.Future[Any]] = {fut, watcher, outage}
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        try:
+            while True:
+                slice_s = min(self.d.settings.lost_check_interval_s, deadline - loop.time())
+                done, _ = await asyncio.wait(
+                    waitables, timeout=max(0.0, slice_s), return_when=asyncio.FIRST_COMPLETED
+                )
+                if done or loop.time() >= deadline:
+                    break
+                await self._resubmit_if_lost(flight)
+        finally:
+            outage.cancel()
         if fut in done:
             grant = fut.result()
             flight.grant, flight.granted_at = grant, time.time()
             return grant
         reason = "client_disconnected" if watcher in done else "queue_timeout"
-        if await self.d.requests.withdraw(flight.id, now=time.time(), reason=reason):
+        if outage in done and watcher not in done:
+            reason = "no_leader"
+        try:
+            withdrawn = await self.d.requests.withdraw(flight.id, now=time.time(), reason=reason)
+        except StateUnavailable:
+            # still queued in Redis: a late grant finds no waiter and is released as an orphan
+            self._waiter.forget(flight.id)
+            raise self._no_leader() if reason == "no_leader" else unavailable() from None
+        if withdrawn:
             self._waiter.forget(flight.id)
             self.d.metrics.withdrawn(reason)
-            if reason == "queue_timeout":
-                raise ApiError(
-                    504,
-                    f"Request waited {timeout:.0f}s in the queue without being "
-                    "scheduled; retry later.",
-                    code="queue_timeout",
-                    headers={"Retry-After": "5"},
-                )
-            return Response(status_code=499)
-        grant = await fut  # granted just as we gave up
+            return _gave_up(reason, timeout, self._no_leader())
+        # granted just as we gave up; the grant is on its way (bounded: Redis may stall again)
+        late, _ = await asyncio.wait({fut}, timeout=self.d.settings.no_leader_bound_s())
+        if fut not in late:
+            self._waiter.forget(flight.id)
+            raise self._no_leader()
+        grant = fut.result()
         flight.grant, flight.granted_at = grant, time.time()
         if reason == "queue_timeout":
             return grant  # the client is still here: serve it
         await self._finish(flight, "aborted", reason)  # the client left: release the slot
         return Response(status_code=499)
+
+    async def _resubmit_if_lost(self, flight: Flight) -> None:
+        """Submit a waiting request again when Redis no longer knows it (a restarted Redis
+        lost the last writes before it died). Safe: with no record there is no grant either
+        (a grant and its record change in one script), and only this gateway contacts a
+        worker for it. Its place in the queue is lost; outages are left to the leader watch."""
+        try:
+            if await self.d.requests.status(flight.id) is not None or flight.envelope is None:
+                return
+            await self.d.requests.submit(
+                flight.envelope,
+                request_id=flight.id,
+                tenant=flight.job.tenant,
+                gateway_id=self.d.gateway_id,
+                queue_cap=INT32_MAX,  # accepted once already: the door's cap does not apply
+                now=time.time(),
+            )
+        except StateUnavailable:
+            return
+        log.warning("request %s was lost by Redis while queued; submitted again", flight.id)
 
     async def _worker_failed(self, flight: Flight, grant: Grant, why: str) -> Response | None:
         """Requeue once (keeping its place); None means: wait for the next grant."""
@@ -239,7 +284,13 @@ class Gateway:
         )
         flight.attempts += 1
         flight.grant_future = self._waiter.expect(flight.id)
-        if await self.d.requests.requeue(flight.id, now=time.time()):
+        try:
+            requeued = await self.d.requests.requeue(flight.id, now=time.time())
+        except StateUnavailable:
+            self._waiter.forget(flight.id)
+            await self._finish(flight, "error", f"worker failed: {why}; Redis unavailable")
+            raise
+        if requeued:
             return None
         self._waiter.forget(flight.id)
         await self._finish(flight, "error", f"worker failed: {why}")
@@ -318,10 +369,29 @@ class Gateway:
         task.add_done_callback(self._background.discard)
 
     async def _mark_finished(self, request_id: str, status: str) -> None:
-        try:
-            await self.d.requests.finish(request_id, now=time.time(), status=status)
-        except StateUnavailable:
-            log.warning("could not mark %s finished in Redis (it expires)", request_id)
+        """Retried with backoff for `FINISH_RETRY_S`: an outage delays it, rarely loses it."""
+        delay, deadline = 0.25, time.monotonic() + FINISH_RETRY_S
+        while True:
+            try:
+                await self.d.requests.finish(request_id, now=time.time(), status=status)
+                return
+            except StateUnavailable:
+                if time.monotonic() + delay > deadline:
+                    log.warning("could not mark %s finished in Redis (it expires)", request_id)
+                    return
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 5.0)
+
+    def _no_leader(self) -> ApiError:
+        watch = self._waiter.leader
+        waited = watch.seconds_without_leader() if watch is not None else 0.0
+        return ApiError(
+            503,
+            f"No scheduler has been leading for {waited:.0f}s (Redis unreachable or leader "
+            "lost), so requests cannot be scheduled; retry shortly.",
+            code="scheduler_unavailable",
+            headers={"Retry-After": str(NO_LEADER_RETRY_AFTER_S)},
+        )
 
     async def _charge(self, flight: Flight) -> None:
         """Count the tokens the request consumed against its tenant's daily budget."""
@@ -350,14 +420,28 @@ class Gateway:
         )
 
 
+def _gave_up(reason: str, timeout: float, no_leader: ApiError) -> Response:
+    """The answer to a request withdrawn from the queue (raised when it is an error)."""
+    if reason == "queue_timeout":
+        raise ApiError(
+            504,
+            f"Request waited {timeout:.0f}s in the queue without being scheduled; retry later.",
+            code="queue_timeout",
+            headers={"Retry-After": "5"},
+        )
+    if reason == "no_leader":
+        raise no_leader
+    return Response(status_code=499)
+
+
 def _slo(defaults: SloDefaults, tags: RequestTags) -> Slo:
     def sec(ms: float | None) -> float | None:
         return None if ms is None else ms / 1000.0
 
     return Slo(
-        ttft_s=sec(tighten(defaults.ttft_ms, tags.slo_ttft_ms)),
-        tpot_s=sec(tighten(defaults.tpot_ms, tags.slo_tpot_ms)),
-        e2e_s=sec(tighten(defaults.e2e_ms, tags.slo_e2e_ms)),
+        ttft_s=sec(relax(defaults.ttft_ms, tags.slo_ttft_ms)),
+        tpot_s=sec(relax(defaults.tpot_ms, tags.slo_tpot_ms)),
+        e2e_s=sec(relax(defaults.e2e_ms, tags.slo_e2e_ms)),
     )
 
 

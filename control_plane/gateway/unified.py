@@ -1,4 +1,4 @@
-"""Unified Token factor of a model (ALGORITHMS.md §0, HMFS §III-B).
+"""Unified Token factor of a model (docs/algorithms.md §0.3; the HMFS paper, §III-B).
 
 `U(n, τ) = n · (d_τ / d_base) · (N_τ / N_base)`; the base is Llama-3-8B (4096 hidden, 32 layers),
 so one of its tokens costs exactly 1. An operator's `unified_cost_factor` overrides the formula.

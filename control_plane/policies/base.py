@@ -53,9 +53,10 @@ class NoParams(BaseModel):
 
 @dataclass
 class CostModel:
-    """Service price of tokens (ALGORITHMS.md §0): `w_p` per prompt token, `w_q` per output token.
+    """Service price of tokens: `w_p` per prompt token, `w_q` per output token.
 
-    Prices are in Unified Tokens: a token of a model with `unit_factor` f costs f base tokens.
+    Prices are in Unified Tokens: a token of a model with `unit_factor` f costs f base tokens
+    (docs/algorithms.md §0.2–§0.3).
     """
 
     w_p: float = 1.0

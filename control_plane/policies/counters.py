@@ -1,4 +1,4 @@
-"""Virtual-counter bookkeeping shared by VTC, WFQ and HMFS (ALGORITHMS.md §1, §2).
+"""Virtual-counter bookkeeping shared by VTC, WFQ and HMFS (docs/algorithms.md §1–§3, §15.1).
 
 The counters themselves live in the `Ledger`; these functions apply the lift rules to them.
 """

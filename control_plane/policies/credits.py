@@ -1,4 +1,4 @@
-"""ExFairS credit exchange, Algorithm 1 (papers/001, ALGORITHMS.md §3)."""
+"""ExFairS credit exchange, Algorithm 1 (docs/algorithms.md §4.2)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""EDF — earliest deadline first (ALGORITHMS.md §4.5)."""
+"""EDF — earliest deadline first (docs/algorithms.md §5)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""ExFairS — experiential fairness (papers/001, ALGORITHMS.md §3)."""
+"""ExFairS — experiential fairness (docs/algorithms.md §4)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""HMFS — hierarchical multi-modality fair scheduling (papers/000, ALGORITHMS.md §2)."""
+"""HMFS — hierarchical multi-modality fair scheduling (docs/algorithms.md §3)."""
 
 from __future__ import annotations
 

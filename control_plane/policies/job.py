@@ -46,7 +46,7 @@ class Job:
     """Static urgency: smaller is more urgent (vLLM's convention)."""
     slo: Slo = field(default_factory=Slo)
     unit_factor: float = 1.0
-    """Unified-token factor of `model` (ALGORITHMS.md §0): cost of one token in base tokens."""
+    """Unified Token factor of `model`: a token's cost in base tokens (docs/algorithms.md §0.3)."""
     predicted_out: int | None = None
     workflow_start: float | None = None
     n_out: int = 0

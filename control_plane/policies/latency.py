@@ -1,4 +1,4 @@
-"""Service-time and deadline estimates used by the SLO-driven policies (ALGORITHMS.md §4.2, §4.5).
+"""Service-time and deadline estimates used by the SLO-driven policies (docs/algorithms.md §17).
 
 `T_tot = t̂_ttft + t̂_tpot · l_pred`, `D_r = a_r + SLO_ttft + SLO_tpot · l_pred`. The H-MAS
 prediction agent replaces the default `LinearLatency` in `PolicyContext.latency` with a model

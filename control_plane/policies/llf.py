@@ -1,4 +1,4 @@
-"""LLF — least laxity first (ALGORITHMS.md §4.5)."""
+"""LLF — least laxity first (docs/algorithms.md §7)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""ExFairS proportional priority enqueueing, Algorithm 2 (papers/001, ALGORITHMS.md §3)."""
+"""ExFairS proportional priority enqueueing, Algorithm 2 (docs/algorithms.md §4.3)."""
 
 from __future__ import annotations
 

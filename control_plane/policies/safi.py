@@ -1,4 +1,4 @@
-"""SAFI — the SLO-aware fairness index of ExFairS (papers/001, ALGORITHMS.md §3)."""
+"""SAFI — the SLO-aware fairness index of ExFairS (docs/algorithms.md §4.1, §16.1)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""SJF — shortest predicted job first (ALGORITHMS.md §4.5)."""
+"""SJF — shortest predicted job first (docs/algorithms.md §6)."""
 
 from __future__ import annotations
 

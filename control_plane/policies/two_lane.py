@@ -1,4 +1,4 @@
-"""Two-lane — fast/slow isolation by predicted service time (H-MAS, ALGORITHMS.md §4.5)."""
+"""Two-lane — fast/slow isolation by predicted service time (H-MAS, docs/algorithms.md §8)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Unified Token factors (HMFS §III-B, ALGORITHMS.md §0)."""
+"""Unified Token factors (the HMFS paper, §III-B; docs/algorithms.md §0.3)."""
 
 from __future__ import annotations
 

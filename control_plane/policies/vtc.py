@@ -1,4 +1,4 @@
-"""VTC — Virtual Token Counter (Sheng et al., OSDI 2024), ALGORITHMS.md §1."""
+"""VTC — Virtual Token Counter (Sheng et al., OSDI 2024), docs/algorithms.md §1."""
 
 from __future__ import annotations
 
@@ -30,8 +30,8 @@ class VtcParams(BaseModel):
     level: int = Field(1, ge=1, le=3)
     """The client: 1 = tenant, 2 = application, 3 = agent."""
     cost_unit: Literal["unified", "raw"] = "unified"
-    """`unified` prices tokens in Unified Tokens (§0); `raw` counts a token as 1 whatever the
-    model (the original VTC, for comparisons with HMFS)."""
+    """`unified` prices tokens in Unified Tokens (docs/algorithms.md §0.3); `raw` counts a token
+    as 1 whatever the model (the original VTC, for comparisons with HMFS)."""
 
 
 class VtcPolicy(Policy):

@@ -1,4 +1,4 @@
-"""WFQ — weighted fair queueing, realised as weighted VTC (ALGORITHMS.md §1, H-MAS pool)."""
+"""WFQ — weighted fair queueing, realised as weighted VTC (docs/algorithms.md §2, H-MAS pool)."""
 
 from __future__ import annotations
 

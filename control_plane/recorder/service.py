@@ -1,9 +1,16 @@
 """The recorder: `complete` events → request rows (and per-minute rollups) in SQL.
 
-Guarantee: an event is acknowledged only after the transaction holding its row committed;
-inserts are idempotent on the request id, so a crash between commit and ack only replays rows
-that are then ignored. SQL work runs in a worker thread, never on the event loop, so the
-recorder cannot slow the scheduler it may share a process with.
+Guarantee: an event is acknowledged only after the transaction holding its row committed, or
+after it was set aside in the dead-letter stream; inserts are idempotent on the request id, so
+a crash between commit and ack only replays rows that are then ignored. SQL work runs in a
+worker thread, never on the event loop, so the recorder cannot slow the scheduler it may share
+a process with.
+
+No single event can stop accounting. An event that cannot be turned into a row, or whose row
+the database refuses, is dead-lettered (with the reason, its id and its fields) and the rest is
+written: a refused batch is split until the refused rows stand alone (`isolate.py`), and a row
+counts as refused only if it fails alone while the database answers a probe. A database outage
+dead-letters nothing: the batch is retried with backoff until it is written.
 """
 
 from __future__ import annotations
@@ -11,15 +18,50 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from dataclasses import dataclass, field
 from typing import Any
 
+from control_plane.recorder.isolate import write_isolating
+from control_plane.recorder.metrics import RecorderMetrics
 from control_plane.recorder.rows import request_row
 from control_plane.state import StateStores, StateUnavailable
 from storage.db import Database
 from storage.records import RequestRecord
+from storage.write_guard import probe_writes, write_requests
 
 log = logging.getLogger(__name__)
 GROUP = "recorder"
+MAX_BACKOFF_S = 10.0
+
+Entry = tuple[str, dict[str, Any]]
+
+
+@dataclass
+class Batch:
+    """What a batch of events turns into: rows to write, ids of complete events that need
+    no row, and events that could not be converted (entry id, event, reason)."""
+
+    rows: list[tuple[str, RequestRecord]] = field(default_factory=list)
+    no_row: list[str] = field(default_factory=list)
+    unconvertible: list[tuple[str, dict[str, Any], str]] = field(default_factory=list)
+
+
+def to_batch(entries: list[Entry], policy: str | None) -> Batch:
+    """Convert each `complete` event on its own (pure: no I/O); other events need nothing."""
+    batch = Batch()
+    for entry_id, event in entries:
+        if event.get("type") != "complete":
+            continue
+        try:
+            row = request_row(event, policy)
+        except Exception as exc:  # any bad value: this event only
+            batch.unconvertible.append((entry_id, event, f"{type(exc).__name__}: {exc}"))
+            continue
+        if row is None:
+            batch.no_row.append(entry_id)
+        else:
+            batch.rows.append((entry_id, row))
+    return batch
 
 
 class Recorder:
@@ -34,6 +76,7 @@ class Recorder:
         batch: int = 200,
         interval_s: float = 0.25,
         claim_idle_s: float = 30.0,
+        metrics: RecorderMetrics | None = None,
     ) -> None:
         self.stores = stores
         self.db = db
@@ -41,7 +84,9 @@ class Recorder:
         self.batch = batch
         self.interval_s = interval_s
         self.claim_idle_s = claim_idle_s
+        self.metrics = metrics or RecorderMetrics()
         self.written = 0
+        self.dead_lettered = 0
         self._policy: tuple[float, str | None] = (0.0, None)
 
     async def run(self) -> None:
@@ -49,22 +94,26 @@ class Recorder:
         backoff = 0.1
         while True:
             try:
-                await self.stores.events.ensure_groups()
-                await self._drain(await self.stores.events.pending_for(GROUP, self.consumer))
-                next_claim = 0.0
-                while True:
-                    if time.monotonic() >= next_claim:
-                        await self._claim_stale()
-                        next_claim = time.monotonic() + self.claim_idle_s / 3
-                    entries = await self.stores.events.read(
-                        GROUP, self.consumer, count=self.batch, block_ms=int(self.interval_s * 1000)
-                    )
-                    await self._drain(entries)
-                    backoff = 0.1
+                await self._consume()
             except StateUnavailable as exc:
                 log.warning("recorder: Redis unavailable (%s); retrying in %.1fs", exc, backoff)
-                await asyncio.sleep(backoff)
-                backoff = min(backoff * 2, 2.0)
+            except Exception:  # a bug must not stop accounting for good: log, back off, resume
+                log.exception("recorder: unexpected error; retrying in %.1fs", backoff)
+            await asyncio.sleep(backoff)
+            backoff = min(backoff * 2, 2.0)
+
+    async def _consume(self) -> None:
+        await self.stores.events.ensure_groups()
+        await self._drain(await self.stores.events.pending_for(GROUP, self.consumer))
+        next_claim = 0.0
+        while True:
+            if time.monotonic() >= next_claim:
+                await self._claim_stale()
+                next_claim = time.monotonic() + self.claim_idle_s / 3
+            entries = await self.stores.events.read(
+                GROUP, self.consumer, count=self.batch, block_ms=int(self.interval_s * 1000)
+            )
+            await self._drain(entries)
 
     async def _claim_stale(self) -> None:
         """Take over what a dead recorder read but never acknowledged."""
@@ -76,35 +125,78 @@ class Recorder:
                 return
             await self._drain(entries)
 
-    async def _drain(self, entries: list[tuple[str, dict[str, Any]]]) -> None:
+    async def _drain(self, entries: list[Entry]) -> None:
         if not entries:
             return
-        policy = await self._active_policy()
-        rows = [
-            row
-            for _, event in entries
-            if event.get("type") == "complete" and (row := request_row(event, policy))
-        ]
+        batch = to_batch(entries, await self._active_policy())
+        refused = await self._write_until_decided(batch.rows)
+        events = dict(entries)
+        for entry_id, event, reason in batch.unconvertible:
+            await self._dead_letter("convert", entry_id, event, reason)
+        for entry_id, reason in refused:
+            await self._dead_letter("write", entry_id, events[entry_id], reason)
+        await self.stores.events.ack(GROUP, [eid for eid, _ in entries])
+        refused_ids = {eid for eid, _ in refused}
+        done = [eid for eid, _ in batch.rows if eid not in refused_ids] + batch.no_row
+        ids = [str(events[eid]["id"]) for eid in done if events[eid].get("id")]
+        await self.stores.requests.mark_recorded(ids)
+
+    async def _write_until_decided(
+        self, rows: list[tuple[str, RequestRecord]]
+    ) -> list[tuple[str, str]]:
+        """Write every row the database accepts; → (entry id, reason) of the refused ones.
+        Retries with backoff, without deciding anything, while the database is unavailable."""
+        backoff = 0.5
         while True:
             try:
-                self.written += await asyncio.to_thread(self._write, rows)
-                break
-            except Exception:
-                log.exception("recorder: writing %d rows failed; retrying", len(rows))
-                await asyncio.sleep(1.0)
-        await self.stores.events.ack(GROUP, [eid for eid, _ in entries])
+                written, refused = await write_isolating(rows, self._write)
+                if refused:  # refused alone, but is it the row or the database?
+                    await asyncio.to_thread(probe_writes, self.db)
+                self.written += written
+                self.metrics.rows_written.inc(written)
+                return refused
+            except Exception as exc:
+                log.warning(
+                    "recorder: writing %d rows failed (%s); retrying in %.1fs",
+                    len(rows),
+                    exc,
+                    backoff,
+                )
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, MAX_BACKOFF_S)
 
-    def _write(self, rows: list[RequestRecord]) -> int:
-        if not rows:
-            return 0
-        with self.db.repos() as repos:
-            return repos.requests.insert_many(rows)
+    async def _write(self, rows: list[RequestRecord]) -> int:
+        return await asyncio.to_thread(write_requests, self.db, rows)
+
+    async def _dead_letter(
+        self, kind: str, entry_id: str, event: dict[str, Any], reason: str
+    ) -> None:
+        log.error("recorder: event %s dead-lettered (%s): %s", entry_id, kind, reason)
+        await self.stores.dead_letters.add(
+            consumer=GROUP,
+            kind=kind,
+            reason=reason,
+            source="events",
+            entry_id=entry_id,
+            fields=event,
+        )
+        self.dead_lettered += 1
+        self.metrics.dead_letters.labels(GROUP, kind).inc()
 
     async def _active_policy(self) -> str | None:
         at, name = self._policy
         if time.monotonic() - at > 2.0:
             knob = await self.stores.knobs.get("policy")
             live = None if knob else await self.stores.checkpoints.load("live")
-            name = (knob or {}).get("name") or ((live or {}).get("policy") or {}).get("name")
+            name = _policy_name(knob) or _policy_name(
+                live.get("policy") if isinstance(live, dict) else None
+            )
             self._policy = (time.monotonic(), name)
         return name
+
+
+def _policy_name(value: Any) -> str | None:
+    """The `name` of a policy knob or checkpoint entry, None when it has none (or is odd)."""
+    if isinstance(value, dict) and isinstance(value.get("name"), str):
+        return str(value["name"])
+    return None

@@ -1,6 +1,7 @@
 """`arbiter scheduler`: one scheduler replica (leader or standby), optionally with the recorder.
 
-Serves `/healthz`, `/readyz` (200 while leading or ready to take over) and `/metrics` on
+Serves `/healthz`, `/readyz` (503 while Redis does not answer; else 200 with the role, `leader`
+only while this replica's lease term is valid) and `/metrics` on
 `settings.scheduler_port`.
 """
 
@@ -13,12 +14,13 @@ import os
 import signal
 import socket
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from typing import Any
 
 import uvicorn
 from fastapi import FastAPI
 from fastapi.responses import JSONResponse, Response
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
 from control_plane.recorder.service import Recorder
 from control_plane.scheduler.service import SchedulerService
@@ -37,7 +39,9 @@ class QuietServer(uvicorn.Server):
         yield
 
 
-def status_app(service: SchedulerService) -> FastAPI:
+def status_app(service: SchedulerService, extra: Sequence[CollectorRegistry] = ()) -> FastAPI:
+    """`/healthz`, `/readyz` and `/metrics` (the scheduler's registry, then each of `extra`,
+    e.g. the recorder's when it runs in this process)."""
     app = FastAPI(title="Arbiter scheduler")
 
     @app.get("/healthz")
@@ -46,16 +50,36 @@ def status_app(service: SchedulerService) -> FastAPI:
 
     @app.get("/readyz")
     async def readyz() -> Response:
+        """503 while Redis does not answer (within 1 s); else 200 with the honest role:
+        `leader` only while this replica's lease term is valid, else `standby`."""
+        body: dict[str, Any] = {"holder": service.holder, "fencing_token": service.fencing_token}
         try:
-            await ping(service.stores.redis)
-        except StateUnavailable as exc:
-            return JSONResponse({"status": "unavailable", "reason": str(exc)}, status_code=503)
+            async with asyncio.timeout(1.0):
+                await ping(service.stores.redis)
+                leader = await service.stores.lease.holder()
+        except (StateUnavailable, TimeoutError) as exc:
+            role = "leader" if service.leading else "standby"
+            reason = str(exc) or "redis did not answer within 1s"
+            return JSONResponse(
+                {
+                    "status": "unavailable",
+                    "role": role,
+                    "redis": "unavailable",
+                    "reason": reason,
+                    **body,
+                },
+                status_code=503,
+                headers={"Retry-After": "1"},
+            )
         role = "leader" if service.leading else "standby"
-        return JSONResponse({"status": "ready", "role": role, "holder": service.holder})
+        return JSONResponse(
+            {"status": "ready", "role": role, "redis": "ok", "leader": leader, **body}
+        )
 
     @app.get("/metrics")
     async def metrics() -> Response:
-        return Response(generate_latest(service.metrics.registry), media_type=CONTENT_TYPE_LATEST)
+        body = b"".join(generate_latest(r) for r in (service.metrics.registry, *extra))
+        return Response(body, media_type=CONTENT_TYPE_LATEST)
 
     return app
 
@@ -67,20 +91,22 @@ async def run_scheduler(settings: Settings, *, with_recorder: bool = False) -> N
     service = SchedulerService(settings, stores, holder)
     db = Database(settings.database_url) if with_recorder else None
     tasks = [asyncio.create_task(service.run(), name="scheduler")]
+    registries: list[CollectorRegistry] = []
     if db is not None:
         await asyncio.to_thread(db.migrate)
         recorder = Recorder(
             stores,
             db,
-            f"rec-{holder}",
+            f"rec-{settings.recorder_name or holder}",
             batch=settings.recorder_batch,
             interval_s=settings.recorder_interval_s,
             claim_idle_s=settings.recorder_claim_idle_s,
         )
         tasks.append(asyncio.create_task(recorder.run(), name="recorder"))
+        registries.append(recorder.metrics.registry)
     server = QuietServer(
         uvicorn.Config(
-            status_app(service),
+            status_app(service, registries),
             host=settings.host,
             port=settings.scheduler_port,
             log_level="warning",

@@ -13,6 +13,7 @@ from control_plane.policies.job import Job
 from control_plane.policies.ledger import Ledger
 from control_plane.policies.registry import build_policy
 from control_plane.scheduler.core import SchedulerCore
+from control_plane.scheduler.entries import parse_job
 from control_plane.state import StateStores
 
 log = logging.getLogger(__name__)
@@ -24,13 +25,12 @@ DEFAULT_PLACEMENT: dict[str, Any] = {"name": "least_loaded", "params": {}}
 
 
 def job_from_record(record: dict[str, Any]) -> tuple[Job, dict[str, float]] | None:
-    """The Job and weights of a stored request record (None if it has no valid envelope)."""
-    envelope = record.get("envelope")
-    if not isinstance(envelope, dict) or "job" not in envelope:
+    """The Job and weights of a stored request record (None, logged, if it cannot be parsed)."""
+    try:
+        return parse_job(record)
+    except (ValueError, TypeError, KeyError) as exc:
+        log.warning("request %s skipped: %s", record.get("id"), exc)
         return None
-    job = Job.from_json(envelope["job"])
-    job.seq = int(record.get("seq", job.seq))
-    return job, dict(envelope.get("weights") or {})
 
 
 def build_core(

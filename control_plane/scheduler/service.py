@@ -4,7 +4,9 @@ While leading, independent tasks read arrivals and events (blocking reads), scra
 checkpoint the ledger and the live view, follow knob changes, release the requests of lost
 gateway replicas (`sweeper.py`), and dispatch whenever something changed. Every task survives
 Redis outages (StateUnavailable → back off → retry); losing the lease cancels them all and the
-process returns to standby.
+process returns to standby. The replica acts (grants, sweeps) only while its `LeaderTerm` is
+active, which ends before its lease can expire in Redis, so a deposed leader has stopped before
+a new one starts; `_lead` returns only once every task of the term has ended (`stop_tasks`).
 """
 
 from __future__ import annotations
@@ -23,17 +25,20 @@ from control_plane.placement.registry import build_placement
 from control_plane.policies.registry import PolicyParamsError, UnknownPolicyError
 from control_plane.recorder.rows import outcome_of
 from control_plane.scheduler.core import SchedulerCore
-from control_plane.scheduler.leader import keep_lease, wait_for_lease
+from control_plane.scheduler.entries import apply_each, arrive_each, dead_letter_all
+from control_plane.scheduler.leader import LeaderTerm, keep_lease, stop_tasks, wait_for_lease
 from control_plane.scheduler.metrics import SchedulerMetrics
-from control_plane.scheduler.rebuild import job_from_record, rebuild
+from control_plane.scheduler.rebuild import rebuild
 from control_plane.scheduler.scrape import scrape
 from control_plane.scheduler.sweeper import GatewaySweeper
 from control_plane.scheduler.views import live_view
 from control_plane.settings import Settings
-from control_plane.state import StateStores, StateUnavailable
+from control_plane.state import StaleLeader, StateStores, StateUnavailable, server_run_id
 
 log = logging.getLogger(__name__)
 GROUP = "scheduler"
+TRIM_INTERVAL_S = 5.0
+REDIS_RESTART_CHECK_S = 0.5
 
 
 class SchedulerService:
@@ -52,27 +57,65 @@ class SchedulerService:
         self.http = http or httpx.AsyncClient(timeout=2.0)
         self.metrics = SchedulerMetrics()
         self.core: SchedulerCore | None = None
-        self.leading = False
-        self.fencing_token: int | None = None
+        self.term: LeaderTerm | None = None
+        """The current tenure; the replica acts as leader only while it is active."""
+        self._serving = False
         self._dirty = asyncio.Event()
+        self._redis_run_id = ""
+
+    @property
+    def leading(self) -> bool:
+        """True while this replica holds a valid lease and has rebuilt its state."""
+        return self._serving and self.term is not None and self.term.active()
+
+    @property
+    def fencing_token(self) -> int | None:
+        return None if self.term is None else self.term.token
 
     async def run(self) -> None:
         """Forever: standby → leader → standby (after losing the lease)."""
         while True:
-            await wait_for_lease(self.stores.lease, self.holder, self.settings.lease_ttl_s)
+            term = await wait_for_lease(self.stores.lease, self.holder, self.settings.lease_ttl_s)
+            self.term = term
             try:
-                await self._lead()
+                await self._lead(term)
             except StateUnavailable:
                 log.warning("Redis unavailable while leading; back to standby")
             finally:
-                self.leading = False
+                term.end()
+                self._serving = False
                 self.metrics.leader.set(0)
             await asyncio.sleep(self.settings.lease_ttl_s / 4)
 
-    async def _lead(self) -> None:
+    async def _lead(self, term: LeaderTerm) -> None:
+        """Lead until the term ends; every task of the term has ended when this returns.
+
+        The lease is renewed from the start, so a long rebuild cannot let it expire.
+        """
+        keeper = asyncio.create_task(keep_lease(self.stores.lease, self.holder, term))
+        tasks: list[asyncio.Task[None]] = [keeper]
+        try:
+            setup = asyncio.create_task(self._take_over())
+            tasks.append(setup)
+            await asyncio.wait([keeper, setup], return_when=asyncio.FIRST_COMPLETED)
+            if not setup.done() or not term.active():
+                return
+            setup.result()  # a setup that failed (Redis down) ends the term here
+            loops = [asyncio.create_task(_resilient(fn, term)) for fn in self._loops()]
+            tasks += loops
+            self._serving = True
+            self.metrics.leader.set(1)
+            self._dirty.set()
+            await asyncio.wait([keeper, *loops], return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            term.end()
+            self._serving = False
+            await stop_tasks(tasks)
+
+    async def _take_over(self) -> None:
+        self._redis_run_id = await server_run_id(self.stores.redis)
         await self.stores.events.ensure_groups()
         await self.stores.arrivals.ensure_group()
-        self.fencing_token = await self.stores.lease.current_token()
         known = {w["id"] for w in await self.stores.workers.list()}
         for rec in self.settings.static_workers():
             if rec["id"] not in known:  # never overwrite an operator's drain
@@ -82,10 +125,9 @@ class SchedulerService:
             self.stores, self.settings.policy, now, self.settings.worker_failure_cooldown_s
         )
         await self._claim_orphan_events()
-        self.leading = True
-        self.metrics.leader.set(1)
-        self._dirty.set()
-        loops: list[Callable[[], Awaitable[None]]] = [
+
+    def _loops(self) -> list[Callable[[], Awaitable[None]]]:
+        return [
             self._arrivals_loop,
             self._events_loop,
             self._dispatch_loop,
@@ -94,17 +136,9 @@ class SchedulerService:
             self._knobs_loop,
             self._tick_loop,
             self._sweep_loop,
+            self._trim_loop,
+            self._redis_restart_loop,
         ]
-        tasks = [asyncio.create_task(_resilient(fn)) for fn in loops]
-        lease = asyncio.create_task(
-            keep_lease(self.stores.lease, self.holder, self.settings.lease_ttl_s)
-        )
-        try:
-            await asyncio.wait([lease, *tasks], return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            for task in [lease, *tasks]:
-                task.cancel()
-            await asyncio.gather(lease, *tasks, return_exceptions=True)
 
     # -- inputs -----------------------------------------------------------------------------
     async def _arrivals_loop(self) -> None:
@@ -116,7 +150,7 @@ class SchedulerService:
                 continue
             # first submissions carry their envelope; re-queues are read from their hash
             records = [
-                {"envelope": a.envelope, "seq": a.seq, "status": "queued"}
+                {"envelope": a.envelope, "seq": a.seq, "status": "queued", "entry_id": a.entry_id}
                 for a in arrivals
                 if a.envelope is not None
             ]
@@ -128,12 +162,8 @@ class SchedulerService:
                     if record.get("prev_worker"):
                         self._core.worker_failed(str(record["prev_worker"]), now)
                 records += again
-            for record in records:
-                if record.get("status") != "queued":
-                    continue
-                parsed = job_from_record(record)
-                if parsed is not None:
-                    self._core.arrive(parsed[0], parsed[1], now)
+            failed = arrive_each(self._core, records, now)
+            await dead_letter_all(self.stores.dead_letters, "arrivals", failed)
             self.metrics.arrivals.inc(len(records))
             self._dirty.set()
 
@@ -141,7 +171,7 @@ class SchedulerService:
         while True:
             entries = await self.stores.events.read(GROUP, self.holder, count=1024, block_ms=1000)
             if entries:
-                self._apply_events(entries)
+                await self._apply_events(entries)
                 await self.stores.events.ack(GROUP, [eid for eid, _ in entries])
                 self._dirty.set()
 
@@ -150,38 +180,53 @@ class SchedulerService:
         mine = await self.stores.events.pending_for(GROUP, self.holder)
         theirs = await self.stores.events.claim(GROUP, self.holder, min_idle_ms=0, count=100_000)
         entries = mine + theirs
-        self._apply_events(entries)
+        await self._apply_events(entries)
         await self.stores.events.ack(GROUP, [eid for eid, _ in entries])
 
-    def _apply_events(self, entries: list[tuple[str, dict[str, Any]]]) -> None:
-        core, now = self._core, time.time()
-        for _, event in entries:
-            kind, rid = event.get("type"), str(event.get("id", ""))
-            if kind == "progress":
-                core.progress(rid, int(event.get("n_out") or 0), now)
-            elif kind == "complete":
-                if core.complete(rid, outcome_of(event), now) is not None:
-                    self.metrics.completed.labels(str(event.get("status"))).inc()
-            elif kind == "withdrawn":
-                core.withdraw(rid)
-            elif kind == "worker_failed" and event.get("worker"):
-                core.worker_failed(str(event["worker"]), now)
+    async def _apply_events(self, entries: list[tuple[str, dict[str, Any]]]) -> None:
+        """Apply each event; one that cannot be applied is dead-lettered and skipped."""
+        now = time.time()
+        failed = apply_each(entries, lambda event: self._apply_event(event, now))
+        await dead_letter_all(self.stores.dead_letters, "events", failed)
+
+    def _apply_event(self, event: dict[str, Any], now: float) -> None:
+        core = self._core
+        kind, rid = event.get("type"), str(event.get("id", ""))
+        if kind == "progress":
+            core.progress(rid, int(event.get("n_out") or 0), now)
+        elif kind == "complete":
+            if core.complete(rid, outcome_of(event), now) is not None:
+                self.metrics.completed.labels(str(event.get("status"))).inc()
+        elif kind == "withdrawn":
+            core.withdraw(rid)
+        elif kind == "worker_failed" and event.get("worker"):
+            core.worker_failed(str(event["worker"]), now)
 
     # -- decisions --------------------------------------------------------------------------
     async def _dispatch_loop(self) -> None:
         while True:
+            # not wait_for: on Python 3.11 it can swallow the cancellation that ends the term
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._dirty.wait(), timeout=0.05)
+                async with asyncio.timeout(0.05):
+                    await self._dirty.wait()
             self._dirty.clear()
             started = time.perf_counter()
             decisions = self._core.decide(time.time())
             for decision in decisions:
-                granted = await self.stores.requests.grant(
-                    decision.job.id,
-                    worker_id=decision.worker.id,
-                    worker_url=decision.worker.url,
-                    now=time.time(),
-                )
+                if not self._acting():
+                    return  # deposed: grant nothing more (the next leader rebuilds)
+                try:
+                    granted = await self.stores.requests.grant(
+                        decision.job.id,
+                        worker_id=decision.worker.id,
+                        worker_url=decision.worker.url,
+                        now=time.time(),
+                        fencing_token=self.fencing_token,
+                    )
+                except StaleLeader:
+                    if self.term is not None:
+                        self.term.end()
+                    raise
                 if granted:
                     self.metrics.dispatched.labels(decision.worker.id).inc()
                 else:
@@ -219,6 +264,8 @@ class SchedulerService:
             "ledger", ledger, fencing_token=self.fencing_token
         )
         if not saved:
+            if self.term is not None:
+                self.term.end()
             raise StateUnavailable("fencing token is stale: another scheduler leads")
         await self.stores.checkpoints.save(
             "live", live_view(core, self.holder, now), fencing_token=self.fencing_token
@@ -275,7 +322,7 @@ class SchedulerService:
         """Release what lost gateway replicas left; the first pass runs right after rebuild.
         An outage restarts this loop (`_resilient`), so the sweeper confirms losses afresh."""
         sweeper = GatewaySweeper(self.stores, confirm_s=2 * self.settings.gateway_heartbeat_s)
-        while True:
+        while self._acting():
             released = await sweeper.sweep(self._core, time.time())
             for release in released:
                 self.metrics.completed.labels(release.status).inc()
@@ -285,16 +332,40 @@ class SchedulerService:
                 self._dirty.set()
             await asyncio.sleep(self.settings.gateway_sweep_interval_s)
 
+    async def _redis_restart_loop(self) -> None:
+        """End the term when Redis restarted: a restart can lose the last writes (grants,
+        arrivals) that the core already holds, so the next term rebuilds from what Redis has.
+        Short outages without a restart keep the term (nothing was lost)."""
+        while True:
+            await asyncio.sleep(REDIS_RESTART_CHECK_S)
+            run_id = await server_run_id(self.stores.redis)
+            if run_id != self._redis_run_id:
+                log.warning(
+                    "Redis restarted (run_id %s → %s): rebuilding", self._redis_run_id, run_id
+                )
+                if self.term is not None:
+                    self.term.end()
+                return
+
+    async def _trim_loop(self) -> None:
+        """Trim the arrivals and events streams to what every group is done with."""
+        while True:
+            await asyncio.sleep(TRIM_INTERVAL_S)
+            await self.stores.trimmer.trim()
+
+    def _acting(self) -> bool:
+        return self.term is not None and self.term.active()
+
     @property
     def _core(self) -> SchedulerCore:
         assert self.core is not None, "not leading"
         return self.core
 
 
-async def _resilient(fn: Callable[[], Awaitable[None]]) -> None:
-    """Run a leader task; on Redis outages wait and restart it (nothing crashes)."""
+async def _resilient(fn: Callable[[], Awaitable[None]], term: LeaderTerm) -> None:
+    """Run a leader task while `term` is active; on Redis outages wait and restart it."""
     backoff = 0.1
-    while True:
+    while term.active():
         try:
             await fn()
             return

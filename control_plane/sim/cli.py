@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated
@@ -195,11 +196,20 @@ def bench(
     seed: Annotated[int | None, Opt(help="Override the scenario seed.")] = None,
     duration: Annotated[float | None, Opt(help="Override duration_s.")] = None,
     model: Annotated[list[str] | None, Opt(help="SCENARIO_MODEL=SERVED_NAME; repeat.")] = None,
+    admin_token: Annotated[
+        str | None,
+        Opt(
+            help="Admin token to write the scenario's SLOs into tenant records (default: from "
+            "--keys-file; without one, SLO-aware policies see only the tenants' records)."
+        ),
+    ] = None,
 ) -> None:
     """Replay a scenario live through the gateway's OpenAI API; same results.json shape."""
-    from control_plane.sim.live_bench import LiveTarget, load_keys, replay
+    from control_plane.sim.live_bench import LiveTarget, load_admin_token, load_keys, replay
+    from control_plane.sim.live_slo import tenant_slos, write_tenant_slos
 
     url, keys = load_keys(keys_file) if keys_file else (None, {})
+    admin_token = admin_token or (load_admin_token(keys_file) if keys_file else None)
     keys.update(parse_keys(key or []))
     if api_key:
         keys.setdefault("*", api_key)
@@ -209,6 +219,14 @@ def bench(
     scenario = load_scenario(file).with_overrides(seed, duration)
     specs = build_workload(scenario)
     target = LiveTarget(base, keys, speed, models=parse_pairs(model or [], "--model"))
+    slos, notes = tenant_slos(specs, speed)
+    for note in notes:
+        console.print(f"[yellow]{note}[/]")
+    if slos and admin_token:
+        asyncio.run(write_tenant_slos(base, admin_token, slos))
+        time.sleep(1.0)  # gateways drop cached tenant records on the change; let them
+    elif slos:
+        console.print("[yellow]no admin token: tenants' SLO records left as they are[/]")
     with _progress() as bar:
         task = bar.add_task(f"{scenario.name} live", total=len(specs))
         done: Callable[[object], None] = lambda _r: bar.advance(task)  # noqa: E731

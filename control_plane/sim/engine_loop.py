@@ -1,6 +1,6 @@
 """The discrete-event simulator: the live scheduler's code path on a virtual clock.
 
-Rule (ARCHITECTURE.md §3, "one policy, two clocks"): decisions come from the same
+Rule (docs/algorithms.md §0.6, "one policy, two clocks"): decisions come from the same
 `Dispatcher(policy, admission, placement)` the live scheduler uses, built from the same
 registries; requests run on `workers.engine.Engine` instances of the scenario's profiles. The
 simulator does what the live scheduler's I/O loop does — arrivals → `push`; decisions →

@@ -1,4 +1,4 @@
-"""Fairness and SLO metrics computed from request records (ALGORITHMS.md §0 and §3).
+"""Fairness and SLO metrics computed from request records (docs/algorithms.md §16).
 
 - SAFI per client: `α · SLO_i + (1 − α) · Usage_i`, `SLO_i` = violating / final requests of
   `i`, `Usage_i` = `service_i / max_j service_j` (0 when nobody was served), α = 0.7.

@@ -59,6 +59,12 @@ def load_keys(path: Path) -> tuple[str | None, dict[str, str]]:
     return data.get("gateway_url"), {str(k): str(v) for k, v in tenants.items()}
 
 
+def load_admin_token(path: Path) -> str | None:
+    """The admin token of a file like `.arbiter/up.json`, if it has one."""
+    token = json.loads(path.read_text(encoding="utf-8")).get("admin_token")
+    return str(token) if token else None
+
+
 def request_headers(spec: RequestSpec, key: str, speed: float) -> dict[str, str]:
     headers = {
         "Authorization": f"Bearer {key}",

@@ -99,7 +99,7 @@ class RequestClass(_Strict):
     """A model served by the cluster (a profile's `model.name`); default: the first group's."""
     task: str | None = None
     slo: SloSpec | None = None
-    """The task-type SLO: the lowest level of the precedence (ALGORITHMS.md §0)."""
+    """The task-type SLO: the lowest level of the precedence (docs/algorithms.md §0.5)."""
 
 
 class WorkerGroup(_Strict):

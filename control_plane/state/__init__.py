@@ -6,8 +6,9 @@ Every outage-type Redis error leaves this package as `StateUnavailable`.
 from control_plane.state.arrivals import ArrivalsConsumer
 from control_plane.state.budget import TokenBudgets
 from control_plane.state.checkpoints import Checkpoint
-from control_plane.state.client import connect, ping
-from control_plane.state.errors import StateUnavailable
+from control_plane.state.client import connect, ping, server_run_id
+from control_plane.state.dead_letters import DeadLetter, DeadLetters
+from control_plane.state.errors import StaleLeader, StateUnavailable
 from control_plane.state.events import EventStream
 from control_plane.state.gateways import GatewayRegistry
 from control_plane.state.grants import GrantStream
@@ -17,6 +18,7 @@ from control_plane.state.lease import LeaderLease
 from control_plane.state.rate_limit import RateLimiter
 from control_plane.state.request_store import FINAL_STATUSES, RequestStore, SubmitResult
 from control_plane.state.stores import StateStores
+from control_plane.state.trimming import StreamTrimmer
 from control_plane.state.worker_registry import WORKER_STATUSES, WorkerRegistry
 
 __all__ = [
@@ -24,6 +26,8 @@ __all__ = [
     "WORKER_STATUSES",
     "ArrivalsConsumer",
     "Checkpoint",
+    "DeadLetter",
+    "DeadLetters",
     "EventStream",
     "GatewayRegistry",
     "GrantStream",
@@ -33,11 +37,14 @@ __all__ = [
     "LeaderLease",
     "RateLimiter",
     "RequestStore",
+    "StaleLeader",
     "StateStores",
     "StateUnavailable",
+    "StreamTrimmer",
     "SubmitResult",
     "TokenBudgets",
     "WorkerRegistry",
     "connect",
     "ping",
+    "server_run_id",
 ]

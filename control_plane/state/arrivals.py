@@ -9,7 +9,8 @@ from redis.asyncio import Redis
 from redis.exceptions import ResponseError
 
 from control_plane.state.client import check_client, clamp_block_ms
-from control_plane.state.codec import loads, stream_entries
+from control_plane.state.codec import StreamEntry, loads, stream_entries
+from control_plane.state.dead_letters import DeadLetters
 from control_plane.state.errors import guarded
 from control_plane.state.groups import ensure_group, is_missing_group
 from control_plane.state.keys import KeySpace
@@ -17,11 +18,13 @@ from control_plane.state.keys import KeySpace
 
 @dataclass(frozen=True, slots=True)
 class Arrival:
-    """One announced request: its id, and for first submissions its seq and envelope."""
+    """One announced request: its id, and for first submissions its seq and envelope;
+    `entry_id` is its id in the `arrivals` stream."""
 
     id: str
     seq: int
     envelope: dict[str, Any] | None
+    entry_id: str = ""
 
 
 class ArrivalsConsumer:
@@ -31,12 +34,14 @@ class ArrivalsConsumer:
     stream, is the durable truth, and a new leader rebuilds from it. A leader therefore calls
     `ensure_group()`, then `RequestStore.load_queued()`, then loops on `read()`, and ignores ids
     it already knows. A group lost with Redis' data is re-created on the next read.
+    An entry `read_entries` cannot parse is handed to the dead-letter stream and skipped.
     """
 
     def __init__(self, redis: Redis, keyspace: KeySpace, *, group: str = "scheduler") -> None:
         self._redis = check_client(redis)
         self._stream = keyspace.arrivals
         self.group = group
+        self._dead = DeadLetters(redis, keyspace)
 
     @guarded
     async def ensure_group(self) -> bool:
@@ -68,12 +73,22 @@ class ArrivalsConsumer:
             await self.ensure_group()
             reply = await self._read(consumer, count, block_ms)
         out = []
-        for _, fields in stream_entries(reply):
-            if "id" not in fields:
-                continue
-            envelope = loads(fields["envelope"]) if "envelope" in fields else None
-            out.append(Arrival(fields["id"], int(fields.get("seq") or 0), envelope))
+        for entry_id, fields in stream_entries(reply):
+            try:
+                out.append(_arrival(entry_id, fields))
+            except (KeyError, ValueError, TypeError) as exc:
+                await self._dead_letter((entry_id, fields), f"{type(exc).__name__}: {exc}")
         return out
+
+    async def _dead_letter(self, entry: StreamEntry, reason: str) -> None:
+        await self._dead.add(
+            consumer=self.group,
+            kind="decode",
+            reason=reason,
+            source="arrivals",
+            entry_id=entry[0],
+            fields=entry[1],
+        )
 
     async def _read(self, consumer: str, count: int, block_ms: int | None) -> object:
         return await self._redis.xreadgroup(
@@ -84,3 +99,11 @@ class ArrivalsConsumer:
             block=clamp_block_ms(block_ms),
             noack=True,
         )
+
+
+def _arrival(entry_id: str, fields: dict[str, str]) -> Arrival:
+    """The arrival an entry announces; raises on a malformed one."""
+    envelope = loads(fields["envelope"]) if "envelope" in fields else None
+    if envelope is not None and not isinstance(envelope, dict):
+        raise ValueError(f"envelope is not a JSON object: {type(envelope).__name__}")
+    return Arrival(fields["id"], int(fields.get("seq") or 0), envelope, entry_id)

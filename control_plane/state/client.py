@@ -3,17 +3,24 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
 
 from redis.asyncio import BlockingConnectionPool, Redis
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialWithJitterBackoff
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from control_plane.state.errors import guarded
 
-SOCKET_TIMEOUT_S = 10.0
-"""Read timeout of one command; blocking reads are capped well below it (`MAX_BLOCK_MS`)."""
-MAX_BLOCK_MS = 5_000
+T = TypeVar("T")
+
+SOCKET_TIMEOUT_S = 2.0
+"""Read timeout of one command: a stalled Redis (paused, partitioned) surfaces within it as
+`StateUnavailable`. Blocking reads are capped well below it (`MAX_BLOCK_MS`)."""
+MAX_BLOCK_MS = 1_000
 """Longest BLOCK any reader sends; longer requests are shortened (callers loop anyway)."""
+_MIN_TIMEOUT_OVER_BLOCK = 1.5
 
 
 def connect(
@@ -29,13 +36,21 @@ def connect(
 ) -> Redis:
     """A `redis.asyncio.Redis` for `url`, configured for the state layer.
 
-    Responses are decoded to `str` (every store relies on it). A failed command is retried
-    `retries` times with jittered exponential backoff (20 ms … 500 ms) so a blip is absorbed
-    and an outage surfaces within about a second as `StateUnavailable`. Idle connections are
-    health-checked every `health_check_interval_s` seconds. At most `max_connections` are open;
-    a command waits up to `pool_timeout_s` for a free one (back-pressure, not an error) before
-    it fails as unavailable. Creating the client does no I/O.
+    Guarantee: no command waits on Redis without bound. Responses are decoded to `str` (every
+    store relies on it). A refused or reset connection (or a connect timeout) is retried
+    `retries` times with jittered exponential backoff (20 ms … 500 ms), so a blip is absorbed
+    and an outage surfaces within about a second as `StateUnavailable`; a command Redis does
+    not answer within `socket_timeout_s` (Redis paused or partitioned) fails at once, without
+    retries, so a stall costs each caller at most `socket_timeout_s`. Idle connections are
+    health-checked every `health_check_interval_s` seconds. At most `max_connections` are
+    open; a command waits up to `pool_timeout_s` for a free one (back-pressure, not an error)
+    before it fails as unavailable. Creating the client does no I/O.
     """
+    if socket_timeout_s < _MIN_TIMEOUT_OVER_BLOCK * MAX_BLOCK_MS / 1000:
+        raise ValueError(
+            f"socket_timeout_s={socket_timeout_s} must exceed blocking reads "
+            f"({MAX_BLOCK_MS} ms) by half: a BLOCK read would time out"
+        )
     backoff = ExponentialWithJitterBackoff(base=0.02, cap=0.5)
     pool = BlockingConnectionPool.from_url(
         url,
@@ -44,12 +59,36 @@ def connect(
         socket_connect_timeout=connect_timeout_s,
         socket_timeout=socket_timeout_s,
         socket_keepalive=True,
-        retry=Retry(backoff, retries),
+        retry=_StallAwareRetry(backoff, retries),
         health_check_interval=health_check_interval_s,
         max_connections=max_connections,
         timeout=pool_timeout_s,
     )
     return Redis.from_pool(pool)
+
+
+class _StallAwareRetry(Retry):
+    """Retries refused or reset connections and connect timeouts, never an unanswered command.
+
+    Retrying a command Redis accepted but did not answer (paused, partitioned) would multiply
+    the wait by `retries + 1`; a connect timeout, by contrast, is usually a loaded listener.
+    """
+
+    async def call_with_retry(
+        self,
+        do: Callable[[], Awaitable[T]],
+        fail: Callable[..., Any],
+        is_retryable: Callable[[Exception], bool] | None = None,
+        with_failure_count: bool = False,
+    ) -> T:
+        return await super().call_with_retry(
+            do, fail, is_retryable or _worth_retrying, with_failure_count
+        )
+
+
+def _worth_retrying(error: Exception) -> bool:
+    # redis-py names the phase in the message: "Timeout connecting …" vs "… reading/writing …"
+    return not isinstance(error, RedisTimeoutError) or "connecting" in str(error)
 
 
 def check_client(redis: Redis) -> Redis:
@@ -74,3 +113,11 @@ async def ping(redis: Redis) -> float:
     start = time.perf_counter()
     await redis.ping()
     return time.perf_counter() - start
+
+
+@guarded
+async def server_run_id(redis: Redis) -> str:
+    """Redis's `run_id`: a new one after every restart of the server (so a caller can tell that
+    writes not yet on disk may be gone, and rebuild what it keeps in memory)."""
+    info = await redis.info("server")
+    return str(info["run_id"])

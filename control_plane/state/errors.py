@@ -32,6 +32,11 @@ class StateUnavailable(Exception):
     """
 
 
+class StaleLeader(StateUnavailable):
+    """A write fenced by a lease token was refused: a newer leader holds the lease, so the
+    caller must stop acting as leader (it is deposed, whatever its own clock says)."""
+
+
 def is_unavailable(exc: BaseException) -> bool:
     """True when `exc` is an outage-type Redis error."""
     return isinstance(exc, _UNAVAILABLE)

@@ -10,6 +10,7 @@ from redis.exceptions import ResponseError
 
 from control_plane.state.client import check_client, clamp_block_ms
 from control_plane.state.codec import StreamEntry, dumps, loads, stream_entries
+from control_plane.state.dead_letters import DeadLetters
 from control_plane.state.errors import guarded
 from control_plane.state.groups import ensure_group, is_missing_group
 from control_plane.state.keys import KeySpace
@@ -18,8 +19,27 @@ EventEntry = tuple[str, dict[str, Any]]
 GROUPS = ("scheduler", "recorder")
 
 
-def _decode(entries: Iterable[StreamEntry]) -> list[EventEntry]:
-    return [(entry_id, loads(fields["data"])) for entry_id, fields in entries if "data" in fields]
+BadEntry = tuple[str, dict[str, str], str]
+
+
+def _decode(entries: Iterable[StreamEntry]) -> tuple[list[EventEntry], list[BadEntry]]:
+    """Split entries into decoded events and (id, fields, reason) of those that are not one."""
+    good: list[EventEntry] = []
+    bad: list[BadEntry] = []
+    for entry_id, fields in entries:
+        try:
+            event = loads(fields["data"])
+        except KeyError:
+            bad.append((entry_id, fields, "entry has no 'data' field"))
+            continue
+        except ValueError as exc:
+            bad.append((entry_id, fields, f"'data' is not JSON: {exc}"))
+            continue
+        if isinstance(event, dict):
+            good.append((entry_id, event))
+        else:
+            bad.append((entry_id, fields, f"'data' is not a JSON object: {type(event).__name__}"))
+    return good, bad
 
 
 class EventStream:
@@ -29,6 +49,9 @@ class EventStream:
     `ack`ed. A consumer that restarts under the same name gets its own unacknowledged entries
     back from `pending_for`; entries of a consumer that died under another name are taken
     over with `claim` once idle long enough. Readers must therefore be idempotent.
+
+    Only decoded events (JSON objects) are returned: an entry that is not one is handed to
+    the dead-letter stream and acknowledged for the reading group, so it cannot block it.
     """
 
     def __init__(
@@ -43,6 +66,7 @@ class EventStream:
         self._stream = keyspace.events
         self.groups = tuple(groups)
         self._maxlen = maxlen
+        self._dead = DeadLetters(redis, keyspace)
 
     @guarded
     async def ensure_groups(self) -> None:
@@ -74,7 +98,8 @@ class EventStream:
 
         Unless `noack`, each returned entry stays pending until `ack`.
         """
-        return _decode(await self._group_read(group, consumer, ">", count, block_ms, noack))
+        entries = await self._group_read(group, consumer, ">", count, block_ms, noack)
+        return await self._screen(group, entries)
 
     @guarded
     async def ack(self, group: str, ids: Sequence[str]) -> int:
@@ -86,7 +111,9 @@ class EventStream:
     @guarded
     async def pending_for(self, group: str, consumer: str, count: int = 256) -> list[EventEntry]:
         """This consumer's delivered but unacknowledged events (re-read after a restart)."""
-        return _decode(await self._group_read(group, consumer, "0", count, None, False))
+        return await self._screen(
+            group, await self._group_read(group, consumer, "0", count, None, False)
+        )
 
     @guarded
     async def claim(
@@ -103,13 +130,29 @@ class EventStream:
             out.extend((str(i), f) for i, f in reply[1] if f is not None)
             if cursor == "0-0":
                 break
-        return _decode(out)
+        return await self._screen(group, out)
 
     @guarded
     async def pending_count(self, group: str) -> int:
         """Number of entries delivered to `group` and not yet acknowledged."""
         summary = await self._redis.xpending(self._stream, group)
         return int(summary["pending"])
+
+    async def _screen(self, group: str, entries: list[StreamEntry]) -> list[EventEntry]:
+        """The decoded events; the others are dead-lettered and acknowledged for `group`."""
+        good, bad = _decode(entries)
+        for entry_id, fields, reason in bad:
+            await self._dead.add(
+                consumer=group,
+                kind="decode",
+                reason=reason,
+                source="events",
+                entry_id=entry_id,
+                fields=fields,
+            )
+        if bad:
+            await self._redis.xack(self._stream, group, *(entry_id for entry_id, _, _ in bad))
+        return good
 
     async def _group_read(
         self, group: str, consumer: str, start: str, count: int, block_ms: int | None, noack: bool

@@ -81,6 +81,16 @@ class KeySpace:
         """Stream gateway → scheduler and recorder (progress, completion, withdrawals)."""
         return self.key("events")
 
+    @property
+    def dead_letters(self) -> str:
+        """Stream of entries no consumer could parse or apply (bounded by MAXLEN)."""
+        return self.key("dead_letters")
+
+    @property
+    def dead_letter_counts(self) -> str:
+        """Hash `<consumer>:<reason>` → number of entries ever dead-lettered that way."""
+        return self.key("dead_letters:counts")
+
     # --- gateway liveness ------------------------------------------------------------------
     @property
     def gateways(self) -> str:

@@ -2,17 +2,24 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import time
+from collections.abc import Awaitable
 from types import TracebackType
-from typing import Any
+from typing import Any, TypeVar
 
 from redis.asyncio import Redis
 from redis.asyncio.client import PubSub
 
-from control_plane.state.client import check_client
+from control_plane.state.client import SOCKET_TIMEOUT_S, check_client
 from control_plane.state.codec import dumps, loads, str_map
 from control_plane.state.errors import StateUnavailable, guarded, is_unavailable
 from control_plane.state.keys import KeySpace
 from control_plane.state.scripts import Scripts
+
+_PROBE = "arbiter-knobs-probe"
+T = TypeVar("T")
 
 
 class KnobSubscription:
@@ -21,31 +28,60 @@ class KnobSubscription:
     Pub/sub is at most once: changes made while the connection was down are not replayed.
     On `StateUnavailable` a reader re-subscribes and then re-reads `Knobs.get_all()` (compare
     `Knobs.version()`) to catch up. Close it with `aclose()` or `async with`.
+
+    Guarantee: a dead or silent connection is noticed. After `probe_after_s` without traffic
+    the subscription PINGs Redis on its own connection; no PONG within `SOCKET_TIMEOUT_S`
+    raises `StateUnavailable` (a half-open socket would otherwise wait for messages forever).
     """
 
-    def __init__(self, pubsub: PubSub) -> None:
+    def __init__(self, pubsub: PubSub, probe_after_s: float = 5.0) -> None:
         self._pubsub = pubsub
+        self._probe_after_s = probe_after_s
+        self._last_heard = time.monotonic()
+        self._probe_sent_at: float | None = None
 
     def __aiter__(self) -> KnobSubscription:
         return self
 
     async def __anext__(self) -> dict[str, Any]:
         while True:
-            try:
-                message = await self._pubsub.get_message(
-                    ignore_subscribe_messages=True, timeout=1.0
-                )
-            except Exception as exc:
-                if is_unavailable(exc):
-                    raise StateUnavailable(f"knobs subscription lost: {exc}") from exc
-                raise
-            if message is not None and message["type"] == "message":
+            # every reply counts as a sign of life (redis-py mis-parses a decoded PONG, so
+            # subscribe confirmations and pongs are not filtered by type here)
+            message = await self._unavailable_as_state(
+                self._pubsub.get_message(ignore_subscribe_messages=False, timeout=1.0)
+            )
+            now = time.monotonic()
+            if message is None:
+                await self._probe(now)
+                continue
+            self._last_heard, self._probe_sent_at = now, None
+            if message["type"] == "message":
                 change: dict[str, Any] = loads(message["data"])
                 return change
 
+    async def _probe(self, now: float) -> None:
+        if self._probe_sent_at is not None:
+            if now - self._probe_sent_at > SOCKET_TIMEOUT_S:
+                raise StateUnavailable("knobs subscription: Redis did not answer a PING")
+        elif now - self._last_heard > self._probe_after_s:
+            self._probe_sent_at = now
+            await self._unavailable_as_state(self._pubsub.ping(_PROBE))
+
+    @staticmethod
+    async def _unavailable_as_state(call: Awaitable[T]) -> T:
+        try:
+            async with asyncio.timeout(SOCKET_TIMEOUT_S + 1.0):
+                return await call
+        except Exception as exc:
+            if is_unavailable(exc):
+                raise StateUnavailable(f"knobs subscription lost: {exc}") from exc
+            raise
+
     async def aclose(self) -> None:
-        """Unsubscribe and release the connection."""
-        await self._pubsub.aclose()  # type: ignore[no-untyped-call]  # untyped in redis-py
+        """Unsubscribe and release the connection (bounded: a stalled Redis cannot hold it)."""
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(SOCKET_TIMEOUT_S):
+                await self._pubsub.aclose()  # type: ignore[no-untyped-call]  # untyped in redis-py
 
     async def __aenter__(self) -> KnobSubscription:
         return self

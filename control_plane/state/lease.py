@@ -37,14 +37,18 @@ class LeaderLease:
         """Fencing token of this object's latest successful acquire (None before or after)."""
 
     @guarded
-    async def acquire(self, holder: str, ttl_s: float, now: float) -> bool:
-        """Take the lease if free, or extend it if `holder` has it; sets `self.token`."""
+    async def acquire(self, holder: str, ttl_s: float, now: float, *, fresh: bool = False) -> bool:
+        """Take the lease if free, or extend it if `holder` has it; sets `self.token`.
+
+        With `fresh`, a lease `holder` still has is taken anew with a new fencing token: a
+        holder that stepped down starts every tenure with a token its old tenure never had.
+        """
         ks = self._ks
         token = int(
             await self._scripts.call(
                 "lease_acquire",
                 [ks.leader, ks.leader_epoch, ks.leader_info],
-                [holder, _ttl_ms(ttl_s), time_arg(now)],
+                [holder, _ttl_ms(ttl_s), time_arg(now), "1" if fresh else "0"],
             )
         )
         self.token = token or None

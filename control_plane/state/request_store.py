@@ -10,7 +10,7 @@ from redis.asyncio import Redis
 
 from control_plane.state.client import check_client
 from control_plane.state.codec import dumps, loads, str_map, text, time_arg
-from control_plane.state.errors import guarded
+from control_plane.state.errors import StaleLeader, guarded
 from control_plane.state.keys import KeySpace
 from control_plane.state.scripts import Scripts
 
@@ -36,20 +36,34 @@ class SubmitResult:
 
 
 def decode_record(fields: dict[str, str]) -> dict[str, Any] | None:
-    """A request hash as a dict: ints for seq/attempts, floats for `*_at`, parsed envelope."""
+    """A request hash as a dict: ints for seq/attempts, floats for `*_at`, parsed envelope.
+
+    Never raises: a field that does not decode keeps its raw text and is named, with the
+    error, in `decode_errors`, so one corrupt hash cannot stop a rebuild or a sweep.
+    """
     if not fields:
         return None
     out: dict[str, Any] = {}
+    errors: list[str] = []
     for name, value in fields.items():
-        if name == "envelope":
-            out[name] = loads(value)
-        elif name in _INT_FIELDS:
-            out[name] = int(value)
-        elif name.endswith("_at"):
-            out[name] = float(value)
-        else:
+        try:
+            out[name] = _decode_field(name, value)
+        except ValueError as exc:
             out[name] = value
+            errors.append(f"{name}: {exc}")
+    if errors:
+        out["decode_errors"] = errors
     return out
+
+
+def _decode_field(name: str, value: str) -> Any:
+    if name == "envelope":
+        return loads(value)
+    if name in _INT_FIELDS:
+        return int(value)
+    if name.endswith("_at"):
+        return float(value)
+    return value
 
 
 class RequestStore:
@@ -61,6 +75,11 @@ class RequestStore:
     re-queued at its original arrival seq at most `max_attempts - 1` times, and released for a
     lost gateway (`release_lost`) only while queued or granted and that gateway is still lost.
     Each change is idempotent, so the client's retry of a call whose reply was lost is harmless.
+
+    Memory: an ended request's hash is kept `retention_s` (a safety net while nothing has
+    recorded it), and only `recorded_retention_s` once the recorder has committed its row
+    (`mark_recorded`) — long enough for any retried call, short enough that Redis holds only
+    the requests of the last minute or so. Live (queued, granted) hashes never expire.
     """
 
     def __init__(
@@ -69,6 +88,7 @@ class RequestStore:
         keyspace: KeySpace,
         *,
         retention_s: int = 3600,
+        recorded_retention_s: int = 60,
         max_attempts: int = 2,
         arrivals_maxlen: int = 100_000,
         grants_maxlen: int = 10_000,
@@ -78,6 +98,7 @@ class RequestStore:
         self._ks = keyspace
         self._scripts = Scripts(redis)
         self.retention_s = retention_s
+        self.recorded_retention_s = recorded_retention_s
         self.max_attempts = max_attempts
         self._arrivals_maxlen = arrivals_maxlen
         self._grants_maxlen = grants_maxlen
@@ -117,15 +138,38 @@ class RequestStore:
         )
 
     @guarded
-    async def grant(self, request_id: str, *, worker_id: str, worker_url: str, now: float) -> bool:
-        """Grant a queued request to a worker; False when it is no longer queued (drop it)."""
+    async def grant(
+        self,
+        request_id: str,
+        *,
+        worker_id: str,
+        worker_url: str,
+        now: float,
+        fencing_token: int | None = None,
+    ) -> bool:
+        """Grant a queued request to a worker; False when it is no longer queued (drop it).
+
+        With `fencing_token`, the grant happens only while it is the lease's latest token, in
+        the same script: a deposed leader raises `StaleLeader` and changes nothing."""
         ks = self._ks
-        result = await self._scripts.call(
-            "grant",
-            [ks.request(request_id), ks.queued, ks.tenant_queued, ks.inflight, ks.grants_prefix],
-            [request_id, worker_id, worker_url, time_arg(now), self._grants_maxlen],
+        fence = "" if fencing_token is None else str(fencing_token)
+        result = int(
+            await self._scripts.call(
+                "grant",
+                [
+                    ks.request(request_id),
+                    ks.queued,
+                    ks.tenant_queued,
+                    ks.inflight,
+                    ks.grants_prefix,
+                    ks.leader_epoch,
+                ],
+                [request_id, worker_id, worker_url, time_arg(now), self._grants_maxlen, fence],
+            )
         )
-        return bool(result)
+        if result < 0:
+            raise StaleLeader(f"fencing token {fencing_token} is stale: another scheduler leads")
+        return result > 0
 
     @guarded
     async def withdraw(self, request_id: str, *, now: float, reason: str) -> bool:
@@ -134,7 +178,14 @@ class RequestStore:
         result = await self._scripts.call(
             "withdraw",
             [ks.request(request_id), ks.queued, ks.tenant_queued, ks.events],
-            [request_id, time_arg(now), reason, self.retention_s, self._events_maxlen],
+            [
+                request_id,
+                time_arg(now),
+                reason,
+                self.retention_s,
+                self._events_maxlen,
+                self.recorded_retention_s,
+            ],
         )
         return bool(result)
 
@@ -162,9 +213,20 @@ class RequestStore:
         result = await self._scripts.call(
             "finish",
             [ks.request(request_id), ks.queued, ks.tenant_queued, ks.inflight],
-            [request_id, time_arg(now), status, self.retention_s],
+            [request_id, time_arg(now), status, self.retention_s, self.recorded_retention_s],
         )
         return bool(result)
+
+    @guarded
+    async def mark_recorded(self, request_ids: Collection[str]) -> int:
+        """The recorder committed these requests' rows: their hashes expire after
+        `recorded_retention_s` once ended (see `recorded.lua`); → how many now do."""
+        keys = [self._ks.request(i) for i in dict.fromkeys(request_ids)]
+        total = 0
+        for start in range(0, len(keys), _LOAD_CHUNK):
+            chunk = keys[start : start + _LOAD_CHUNK]
+            total += int(await self._scripts.call("recorded", chunk, [self.recorded_retention_s]))
+        return total
 
     @guarded
     async def release_lost(
@@ -235,6 +297,13 @@ class RequestStore:
                 pipe.hget(self._ks.request(request_id), "gateway")
             out += [None if gw is None else text(gw) for gw in await pipe.execute()]
         return out
+
+    @guarded
+    async def status(self, request_id: str) -> str | None:
+        """The request's status, or None when Redis does not know it (expired, or lost with
+        the data a restarted Redis could not recover)."""
+        value = await self._redis.hget(self._ks.request(request_id), "status")
+        return None if value is None else text(value)
 
     @guarded
     async def get(self, request_id: str) -> dict[str, Any] | None:

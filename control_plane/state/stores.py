@@ -10,6 +10,7 @@ from control_plane.state.arrivals import ArrivalsConsumer
 from control_plane.state.budget import TokenBudgets
 from control_plane.state.checkpoints import Checkpoint
 from control_plane.state.client import connect
+from control_plane.state.dead_letters import DeadLetters
 from control_plane.state.errors import guarded
 from control_plane.state.events import EventStream
 from control_plane.state.gateways import GatewayRegistry
@@ -20,6 +21,7 @@ from control_plane.state.lease import LeaderLease
 from control_plane.state.rate_limit import RateLimiter
 from control_plane.state.request_store import RequestStore
 from control_plane.state.scripts import Scripts
+from control_plane.state.trimming import StreamTrimmer
 from control_plane.state.worker_registry import WorkerRegistry
 
 
@@ -44,6 +46,8 @@ class StateStores:
     rate_limiter: RateLimiter
     token_budgets: TokenBudgets
     gateways: GatewayRegistry
+    dead_letters: DeadLetters
+    trimmer: StreamTrimmer
 
     @classmethod
     def build(cls, redis: Redis, keyspace: KeySpace) -> StateStores:
@@ -62,6 +66,8 @@ class StateStores:
             rate_limiter=RateLimiter(redis, keyspace),
             token_budgets=TokenBudgets(redis, keyspace),
             gateways=GatewayRegistry(redis, keyspace),
+            dead_letters=DeadLetters(redis, keyspace),
+            trimmer=StreamTrimmer.for_cluster(redis, keyspace),
         )
 
     @classmethod

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -11,10 +12,17 @@ from pathlib import Path
 
 import httpx
 
+# Secrets that a child inherits only when its own `env` names them (see `Child.environment`).
+SECRET_ENV = ("ARBITER_ADMIN_TOKEN",)
+
 
 @dataclass
 class Child:
-    """One supervised child process with its log file."""
+    """One child process with its log file, in its own process group.
+
+    Its environment is this process's, less `SECRET_ENV`, plus `env`: a secret reaches only the
+    children whose `env` carries it.
+    """
 
     name: str
     argv: list[str]
@@ -31,10 +39,21 @@ class Child:
             stdout=log,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
-            env={**os.environ, **self.env},
+            env=self.environment(),
             start_new_session=True,
         )
         log.close()
+
+    def environment(self) -> dict[str, str]:
+        inherited = {k: v for k, v in os.environ.items() if k not in SECRET_ENV}
+        return {**inherited, **self.env}
+
+    def kill_leftovers(self) -> None:
+        """SIGKILL what is left of an exited child's process group (e.g. vLLM under its wrapper)."""
+        if self.proc is None or self.proc.poll() is None:
+            return
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.proc.pid, signal.SIGKILL)
 
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
@@ -57,7 +76,10 @@ class Child:
 
     def stop(self, grace_s: float = 10.0) -> None:
         """SIGTERM the child's process group, then SIGKILL after `grace_s`."""
-        if self.proc is None or self.proc.poll() is not None:
+        if self.proc is None:
+            return
+        if self.proc.poll() is not None:
+            self.kill_leftovers()
             return
         try:
             os.killpg(self.proc.pid, signal.SIGTERM)

@@ -1,21 +1,24 @@
 """`arbiter up`: a whole deployment on this machine, supervised until Ctrl-C.
 
-Starts a private `redis-server`, migrates SQLite (or the given database), seeds demo tenants,
-starts N workers (simulated by default, or real vLLM), the scheduler with the recorder, the
-gateway and the console; prints how to reach them and writes `.arbiter/up.json`. Ctrl-C (or
-SIGTERM) stops every child in reverse order. A second run reuses the database and, when still
-valid, the admin token and demo keys of the first.
+Starts a private `redis-server` (AOF in `<state-dir>/redis`), migrates SQLite (or the given
+database), seeds demo tenants, starts N workers (simulated by default, or real vLLM), the
+recorder, two scheduler replicas (leader and standby), the gateway and the console; prints how
+to reach them and writes `<state-dir>/up.json` (mode 0600). Any child that exits is restarted
+on the same port, with exponential backoff. Only Ctrl-C (or SIGTERM) stops the deployment:
+every child in reverse order. A second run reuses the database and, when still valid, the
+admin token and demo keys of the first.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
+import os
 import secrets
 import shutil
-import signal
 import sys
+import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,10 +26,14 @@ from typing import Any
 from control_plane.state import StateStores, StateUnavailable, connect, ping
 from control_plane.up.children import Child
 from control_plane.up.seed import ensure_demo_tenants, register_model, register_workers
+from control_plane.up.state_files import private_dir, read_json, write_private_json
+from control_plane.up.supervisor import Backoff, Supervisor
 from storage.db import Database
 from workers.engine.profile import load_profile
 
 ARBITER = [sys.executable, "-m", "control_plane"]
+CONSOLE_API_ENV = "ARBITER_CONSOLE_API"
+"""The admin API the console talks to: fixed by `arbiter up`, not chosen by a visitor."""
 
 
 @dataclass
@@ -47,6 +54,8 @@ class UpOptions:
     vllm_python: str | None = None
     cluster: str = "local"
     max_num_seqs: int | None = None
+    schedulers: int = 2
+    backoff: Backoff = field(default_factory=Backoff)
 
 
 class UpError(RuntimeError):
@@ -109,35 +118,48 @@ def _wait_redis(url: str, child: Child) -> None:
 
 
 class Deployment:
-    """The children of one `arbiter up` and the facts printed about them."""
+    """The children of one `arbiter up`, supervised, and the facts printed about them.
 
-    def __init__(self, opts: UpOptions) -> None:
+    Every child is restarted when it exits (see `Supervisor`) until `stop()`; each restart and
+    its reason go to `say`, and `up.json` (mode 0600) is rewritten with every child's pid and
+    restart count. The admin token is given to the gateway only (it serves the admin API).
+    """
+
+    def __init__(self, opts: UpOptions, say: Callable[[str], None] = print) -> None:
         self.opts = opts
-        self.children: list[Child] = []
+        self.supervisor = Supervisor(opts.backoff, say=say, on_change=self._write_status)
         self.redis_url = ""
         self.info: dict[str, Any] = {}
+        self._status_lock = threading.Lock()
 
-    def _env(self, admin_token: str) -> dict[str, str]:
+    @property
+    def children(self) -> list[Child]:
+        return self.supervisor.children
+
+    @property
+    def up_json(self) -> Path:
+        return self.opts.state_dir / "up.json"
+
+    def _env(self) -> dict[str, str]:
         o = self.opts
         return {
             "ARBITER_REDIS_URL": self.redis_url,
             "ARBITER_DATABASE_URL": o.database_url,
-            "ARBITER_ADMIN_TOKEN": admin_token,
             "ARBITER_CLUSTER": o.cluster,
             "ARBITER_POLICY": o.policy,
             "PYTHONUNBUFFERED": "1",
         }
 
     def _spawn(self, child: Child, timeout_s: float) -> Child:
-        self.children.append(child)
+        self.supervisor.add(child)
         child.start()
         child.wait_healthy(timeout_s)
         return child
 
     def start(self) -> dict[str, Any]:
         o = self.opts
-        o.state_dir.mkdir(parents=True, exist_ok=True)
-        previous = _read_json(o.state_dir / "up.json")
+        private_dir(o.state_dir)
+        previous = read_json(self.up_json)
         redis_port = _free_port()
         self.redis_url = f"redis://127.0.0.1:{redis_port}/0"
         child = self._spawn(_redis_child(o, redis_port), 15)
@@ -146,9 +168,9 @@ class Deployment:
         db.migrate()
         admin_token = str(previous.get("admin_token") or secrets.token_urlsafe(24))
         keys = ensure_demo_tenants(db, o.tenants, dict(previous.get("tenants") or {}))
-        env = self._env(admin_token)
+        env = self._env()
         workers = self._start_workers(db, env)
-        self._start_control_plane(env)
+        self._start_control_plane(env, admin_token)
         db.dispose()
         gateway_url = f"http://{o.host}:{o.port}"
         console_url = f"http://{o.host}:{o.console_port}" if self._console() else None
@@ -160,9 +182,16 @@ class Deployment:
             "redis_url": self.redis_url,
             "database_url": o.database_url,
             "console_url": console_url,
+            "up_pid": os.getpid(),
         }
-        (o.state_dir / "up.json").write_text(json.dumps(self.info, indent=2))
+        self._write_status(self.supervisor.status())
         return self.info
+
+    def _write_status(self, children: dict[str, dict[str, Any]]) -> None:
+        if not self.info:
+            return
+        with self._status_lock:
+            write_private_json(self.up_json, {**self.info, "children": children})
 
     def _start_workers(self, db: Database, env: dict[str, str]) -> list[dict[str, Any]]:
         o = self.opts
@@ -243,29 +272,44 @@ class Deployment:
         asyncio.run(register())
         return workers
 
-    def _start_control_plane(self, env: dict[str, str]) -> None:
+    def _start_control_plane(self, env: dict[str, str], admin_token: str) -> None:
         o = self.opts
-        sched_port = _free_port()
         # the recorder gets its own process so SQL work never holds the scheduler's GIL
-        self._spawn(
-            Child("recorder", [*ARBITER, "recorder"], o.state_dir / "logs" / "recorder.log", env), 5
-        )
+        # a stable consumer name: a restarted recorder replays its own unacknowledged events
+        metrics_port = _free_port()
+        recorder_env = {
+            **env,
+            "ARBITER_RECORDER_NAME": f"up-{o.cluster}",
+            "ARBITER_RECORDER_METRICS_PORT": str(metrics_port),
+        }
         self._spawn(
             Child(
-                "scheduler",
-                [*ARBITER, "scheduler"],
-                o.state_dir / "logs" / "scheduler.log",
-                {**env, "ARBITER_SCHEDULER_PORT": str(sched_port)},
-                health_url=f"http://127.0.0.1:{sched_port}/healthz",
+                "recorder",
+                [*ARBITER, "recorder"],
+                o.state_dir / "logs" / "recorder.log",
+                recorder_env,
+                health_url=f"http://127.0.0.1:{metrics_port}/metrics",
             ),
             30,
         )
+        for i in range(o.schedulers):
+            port = _free_port()
+            self._spawn(
+                Child(
+                    f"scheduler-{i}",
+                    [*ARBITER, "scheduler"],
+                    o.state_dir / "logs" / f"scheduler-{i}.log",
+                    {**env, "ARBITER_SCHEDULER_PORT": str(port)},
+                    health_url=f"http://127.0.0.1:{port}/healthz",
+                ),
+                30,
+            )
         self._spawn(
             Child(
                 "gateway",
                 [*ARBITER, "gateway", "--host", o.host, "--port", str(o.port)],
                 o.state_dir / "logs" / "gateway.log",
-                env,
+                {**env, "ARBITER_ADMIN_TOKEN": admin_token},
                 health_url=f"http://{o.host}:{o.port}/readyz",
             ),
             30,
@@ -291,7 +335,7 @@ class Deployment:
                         "viewer",
                     ],
                     o.state_dir / "logs" / "console.log",
-                    {**env, "ARBITER_CONSOLE_API": f"http://{o.host}:{o.port}"},
+                    {"PYTHONUNBUFFERED": "1", CONSOLE_API_ENV: f"http://{o.host}:{o.port}"},
                     health_url=f"http://{o.host}:{o.console_port}/_stcore/health",
                 ),
                 60,
@@ -302,28 +346,12 @@ class Deployment:
         return self.opts.console and app.exists()
 
     def watch(self) -> None:
-        """Block until SIGINT/SIGTERM or until a child dies (then stop everything)."""
-        stop = {"now": False}
-
-        def on_signal(signum: int, frame: object) -> None:
-            stop["now"] = True
-
-        signal.signal(signal.SIGTERM, on_signal)
-        signal.signal(signal.SIGINT, on_signal)
-        while not stop["now"]:
-            dead = [c for c in self.children if not c.alive()]
-            if dead:
-                raise UpError(f"{dead[0].name} exited:\n{dead[0].tail()}")
-            time.sleep(0.5)
+        """Supervise the children until interrupted (SIGINT, or SIGTERM made KeyboardInterrupt)."""
+        self.supervisor.start()
+        while True:
+            time.sleep(1.0)
 
     def stop(self) -> None:
-        for child in reversed(self.children):
-            child.stop()
-
-
-def _read_json(path: Path) -> dict[str, Any]:
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
+        """No more restarts; children stop in reverse order of start; up.json says so."""
+        self.supervisor.stop()
+        self._write_status(self.supervisor.status())

@@ -9,10 +9,11 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from sqlalchemy import JSON, Boolean, CheckConstraint, Double, Index, Integer, String, Text
+from sqlalchemy import Boolean, CheckConstraint, Double, Index, Integer, String, Text
 from sqlalchemy.orm import Mapped, mapped_column
 
 from storage.models.base import Base
+from storage.models.json_value import JsonValue
 from storage.models.tenancy import NAME_LEN
 
 
@@ -71,6 +72,6 @@ class AuditEntry(Base):
     actor: Mapped[str] = mapped_column(String(NAME_LEN))
     action: Mapped[str] = mapped_column(String(64))
     target: Mapped[str] = mapped_column(String(256))
-    old: Mapped[Any] = mapped_column(JSON)
-    new: Mapped[Any] = mapped_column(JSON)
+    old: Mapped[Any] = mapped_column(JsonValue)
+    new: Mapped[Any] = mapped_column(JsonValue)
     reason: Mapped[str] = mapped_column(Text)

@@ -1,11 +1,12 @@
 """Sign-in: a wrong token is refused plainly; the right one opens the console; the token stays
-in the server-side session, never in the URL."""
+in the server-side session, never in the URL; the admin API's address is the server's
+configuration, which a visitor can neither see as a field nor change."""
 
 from __future__ import annotations
 
 from streamlit.testing.v1 import AppTest
 
-from tests.console.conftest import TOKEN
+from tests.console.conftest import TOKEN, AdminServer
 
 
 def test_sign_in_flow(app_test: AppTest) -> None:
@@ -31,3 +32,19 @@ def test_sign_in_flow(app_test: AppTest) -> None:
     at.run()
     assert "admin_token" not in at.session_state
     assert at.title[0].value == "Arbiter console"
+
+
+def test_admin_api_address_is_fixed_by_configuration(
+    app_test: AppTest, admin_server: AdminServer
+) -> None:
+    at = app_test
+    at.run()
+    assert [t.key for t in at.text_input] == ["signin_token"]  # a token, never an address
+    assert f"Admin API: {admin_server.url}" in [c.value for c in at.caption]
+    at.session_state["api_base"] = "http://127.0.0.1:9/elsewhere"  # what a form once set
+    at.text_input(key="signin_token").input(TOKEN)
+    at.button[0].click()
+    at.run()
+    assert not at.exception, at.exception
+    assert at.title[0].value == "Live"
+    assert f"Admin API: {admin_server.url}" in [c.value for c in at.sidebar.caption]

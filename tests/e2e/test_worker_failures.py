@@ -95,6 +95,31 @@ def test_worker_death_mid_stream_gives_error_event(cluster: Cluster) -> None:
     assert _row(cluster, ok.headers["X-Arbiter-Request-Id"]).worker == "sim-1"
 
 
+def test_silent_worker_mid_stream_gives_error_event_not_a_hang(cluster: Cluster) -> None:
+    """A worker that stops sending mid-stream (frozen, partitioned) fails the request after
+    the gateway's idle timeout with an error event, instead of holding it until the client
+    gives up."""
+    keys = cluster.tenants(["t"])
+    cluster.extra_env["ARBITER_UPSTREAM_IDLE_TIMEOUT_S"] = "1.0"
+    cluster.start_worker(speed=1.0, extra=["--stall-after-tokens", "3", "--stall-s", "30"])
+    cluster.start_scheduler()
+    url = cluster.start_gateway()
+    client = openai.OpenAI(base_url=f"{url}/v1", api_key=keys["t"], max_retries=0, timeout=20)
+    got, started = 0, time.monotonic()
+    with pytest.raises(openai.APIError) as err:
+        for chunk in client.completions.create(
+            model="tiny-llama",
+            prompt="story",
+            max_tokens=50,
+            stream=True,
+            extra_body={"ignore_eos": True},
+        ):
+            got += len(chunk.choices)
+    assert 0 < got < 50
+    assert "worker failed" in str(err.value.message).lower()
+    assert time.monotonic() - started < 15  # the idle timeout, not the 30 s stall
+
+
 def test_queue_timeout_is_explicit(cluster: Cluster) -> None:
     keys = cluster.tenants(["t"])
     cluster.start_worker(speed=0.05, max_num_seqs=1)  # one slow slot

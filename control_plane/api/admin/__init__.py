@@ -8,6 +8,7 @@ from fastapi import APIRouter, Depends
 
 from control_plane.api.admin import (
     audit,
+    dead_letters,
     keys,
     knobs,
     live,
@@ -24,5 +25,6 @@ from control_plane.api.auth import require_admin
 router = APIRouter(prefix="/admin", dependencies=[Depends(require_admin)])
 for _module in (tenants, keys, models, workers, live, policy, knobs, workflows, reports, audit):
     router.include_router(_module.router)
+router.include_router(dead_letters.router)
 
 __all__ = ["router"]

@@ -8,6 +8,7 @@ from fastapi import APIRouter, Query
 
 from control_plane.api.admin.deps import Ctx, as_json, in_thread
 from control_plane.api.auth import Admin
+from control_plane.api.bounds import Epoch
 from storage.db import Database
 from storage.records import AuditRecord
 
@@ -27,7 +28,7 @@ async def audit_log(
     _: Admin,
     target: Annotated[str | None, Query(description="e.g. 'tenant:acme', 'policy'")] = None,
     action: Annotated[str | None, Query(description="e.g. 'policy.switch'")] = None,
-    since: Annotated[float | None, Query(description="epoch seconds")] = None,
+    since: Annotated[Epoch | None, Query(description="epoch seconds")] = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
 ) -> dict[str, Any]:
     """Who changed what, when, from which value to which, and why."""

@@ -8,13 +8,14 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Path, Query
 
 from control_plane.api.admin import tenancy
 from control_plane.api.admin.deps import Ctx, as_json, in_thread
 from control_plane.api.admin.schemas import Change, KeyCreate
 from control_plane.api.admin.sync import announce_directory
 from control_plane.api.auth import Admin
+from control_plane.api.bounds import INT32_MAX
 
 router = APIRouter(tags=["admin: keys"])
 
@@ -43,7 +44,9 @@ async def create_key(ctx: Ctx, actor: Admin, body: KeyCreate) -> dict[str, Any]:
 
 
 @router.post("/keys/{key_id}/revoke")
-async def revoke_key(ctx: Ctx, actor: Admin, key_id: int, body: Change) -> dict[str, Any]:
+async def revoke_key(
+    ctx: Ctx, actor: Admin, key_id: Annotated[int, Path(ge=1, le=INT32_MAX)], body: Change
+) -> dict[str, Any]:
     """Revoke a key: it stops authenticating at once on this gateway, within seconds elsewhere."""
     record = await in_thread(
         tenancy.revoke_key, ctx.db, key_id=key_id, actor=actor, reason=body.reason

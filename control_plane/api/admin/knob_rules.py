@@ -12,19 +12,21 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Annotated, Any
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from control_plane.admission.registry import ADMISSIONS
 from control_plane.api.admin.deps import FieldErrors
+from control_plane.api.bounds import INT32_MAX, Millis
 from control_plane.api.errors import ApiError
 from control_plane.placement.registry import PLACEMENTS
 from control_plane.policies.base import PolicyContext
 from control_plane.policies.plugins import PluginParamsError, PluginRegistry, UnknownPluginError
 from control_plane.policies.registry import PolicyParamsError, UnknownPolicyError, build_policy
 
-KNOB_NAME = re.compile(r"^[a-z][a-z0-9_.\-]{0,63}$")
+KNOB_NAME = re.compile(r"[a-z][a-z0-9_.\-]{0,63}")
+"""Knob names (matched in full: a trailing newline is not part of a name)."""
 READ_ONLY = {
     "directory": "bumped by the admin API after tenant/key changes",
     "weights": "set per node with PUT /admin/weights/{node}",
@@ -32,7 +34,7 @@ READ_ONLY = {
 
 
 class FairnessKnob(BaseModel):
-    """SAFI's α and the credit-exchange threshold β (ALGORITHMS.md §3)."""
+    """SAFI's α and the credit-exchange threshold β (docs/algorithms.md §4.1, §4.2)."""
 
     model_config = ConfigDict(extra="forbid")
     alpha: float = Field(0.7, ge=0.0, le=1.0)
@@ -43,16 +45,16 @@ class SloDefaultsKnob(BaseModel):
     """Cluster-wide SLO targets (ms) for requests whose tenant, app and agent set none."""
 
     model_config = ConfigDict(extra="forbid")
-    ttft_ms: Annotated[float, Field(gt=0, allow_inf_nan=False)] | None = None
-    tpot_ms: Annotated[float, Field(gt=0, allow_inf_nan=False)] | None = None
-    e2e_ms: Annotated[float, Field(gt=0, allow_inf_nan=False)] | None = None
+    ttft_ms: Millis | None = None
+    tpot_ms: Millis | None = None
+    e2e_ms: Millis | None = None
 
 
 class QueueCapKnob(BaseModel):
     """Queue cap for tenants whose record sets none (per-tenant caps live on the tenant)."""
 
     model_config = ConfigDict(extra="forbid")
-    default: int = Field(256, ge=1)
+    default: int = Field(256, ge=1, le=INT32_MAX)
 
 
 class PluginKnob(BaseModel):
@@ -156,7 +158,7 @@ RULES: dict[str, KnobRule] = {
 
 def validate_knob(name: str, value: Any) -> Any:
     """The value to store for knob `name`; raises ApiError (422) when it is refused."""
-    if not KNOB_NAME.match(name):
+    if not KNOB_NAME.fullmatch(name):
         raise ApiError(422, f"knob names match {KNOB_NAME.pattern}", param="name")
     if name in READ_ONLY:
         raise ApiError(422, f"knob {name!r} is not set directly: {READ_ONLY[name]}", param="name")

@@ -2,7 +2,7 @@
 
 Inputs are what the scheduler leader checkpoints (its ledger: counters, service, sliding SLO
 windows, ExFairS accounts), per-node queue and in-flight counts, weights, and the last hour of
-SLO outcomes from the SQL rollups. SAFI follows ALGORITHMS.md §3 at every level:
+SLO outcomes from the SQL rollups. SAFI follows docs/algorithms.md §16.1 at every level:
 `SAFI = α · violation rate + (1 − α) · windowed service / the largest windowed service among the
 nodes of that level` (lower is better); its two parts are reported next to it.
 """

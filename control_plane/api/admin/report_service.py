@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal
 
+from control_plane.api.bounds import MAX_EPOCH_S
 from storage.db import Database, Repos
 from storage.records import Level
 from storage.reports import DEFAULT_ALPHA, Report
@@ -33,8 +34,8 @@ def parse_time(text: str) -> float:
         if parsed.tzinfo is None:
             parsed = parsed.replace(tzinfo=UTC)
         return parsed.timestamp()
-    if not math.isfinite(number):
-        raise ValueError(f"not a finite time: {text!r}")
+    if not math.isfinite(number) or not 0 <= number <= MAX_EPOCH_S:
+        raise ValueError(f"not a time in 0..{MAX_EPOCH_S:.0f} epoch seconds: {text!r}")
     return number
 
 

@@ -6,15 +6,21 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
 
 from control_plane.api.admin.deps import ReasonText
+from control_plane.api.admin.worker_url import check_worker_url
+from control_plane.api.bounds import (
+    Int64,
+    Millis,
+    Name,
+    PositiveInt32,
+    Rate,
+    Tier,
+    Weight,
+)
 
-Name = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:\-]{0,127}$")]
-"""Tenant, application, agent and model names: the same rule the gateway applies to headers."""
-Weight = Annotated[float, Field(gt=0, allow_inf_nan=False)]
-Millis = Annotated[float, Field(gt=0, allow_inf_nan=False)]
-Count = Annotated[int, Field(ge=0)]
+Label = Annotated[str, StringConstraints(max_length=128)]
 
 
 class Change(BaseModel):
@@ -39,16 +45,17 @@ class NodeFields(Change):
 
 
 class TenantFields(NodeFields):
-    priority_tier: Count | None = None
-    queue_cap: Count | None = None
-    rate_limit_rps: Annotated[float, Field(gt=0, allow_inf_nan=False)] | None = None
-    token_budget: Count | None = None
+    priority_tier: Tier | None = None
+    queue_cap: PositiveInt32 | None = None
+    """Most requests of this tenant queued at once (≥ 1; null = the default cap)."""
+    rate_limit_rps: Rate | None = None
+    token_budget: Int64 | None = None
     """Most input + output tokens per UTC day across every gateway; once reached, new requests
     get 429 `token_budget_exceeded` until 00:00 UTC. null = unlimited."""
 
 
 class AgentFields(NodeFields):
-    priority_tier: Count | None = None
+    priority_tier: Tier | None = None
     """Overrides the tenant's tier (it can only make the agent less urgent)."""
 
 
@@ -70,25 +77,31 @@ class WeightChange(Change):
 
 class KeyCreate(Change):
     tenant: Name
-    label: Annotated[str, StringConstraints(max_length=128)] | None = None
+    label: Label | None = None
 
 
 class ModelSpecIn(Change):
     kind: Literal["llm", "vlm", "image", "video", "audio"] = "llm"
-    hidden_size: Annotated[int, Field(gt=0)]
-    num_layers: Annotated[int, Field(gt=0)]
-    unified_cost_factor: Annotated[float, Field(gt=0, allow_inf_nan=False)] | None = None
-    max_model_len: Annotated[int, Field(gt=0)] | None = None
+    hidden_size: PositiveInt32
+    num_layers: PositiveInt32
+    unified_cost_factor: Annotated[float, Field(gt=0, le=1e6, allow_inf_nan=False)] | None = None
+    max_model_len: PositiveInt32 | None = None
 
 
 class WorkerIn(Change):
     url: Annotated[str, StringConstraints(pattern=r"^https?://[^\s/]+(/[^\s]*)?$", max_length=512)]
+    """`http(s)://host[:port][/path]`; without an `id`, `host:port` must also be a valid name."""
     id: Name | None = None
-    model: Annotated[str, StringConstraints(max_length=128)] | None = None
+    model: Label | None = None
     kind: Literal["sim", "vllm"] = "sim"
-    max_num_seqs: Annotated[int, Field(gt=0)] | None = None
-    kv_tokens: Annotated[int, Field(gt=0)] | None = None
-    profile: Annotated[str, StringConstraints(max_length=128)] | None = None
+    max_num_seqs: PositiveInt32 | None = None
+    kv_tokens: PositiveInt32 | None = None
+    profile: Label | None = None
+
+    @field_validator("url")
+    @classmethod
+    def _valid_url(cls, value: str) -> str:
+        return check_worker_url(value)
 
 
 class PolicyChange(Change):

@@ -10,9 +10,17 @@ from typing import Any
 from fastapi import APIRouter
 
 from control_plane.api.admin import worker_ops as ops
-from control_plane.api.admin.deps import Ctx, Reason, as_json, in_thread, not_found
+from control_plane.api.admin.deps import (
+    Ctx,
+    FieldErrors,
+    Reason,
+    as_json,
+    in_thread,
+    not_found,
+)
 from control_plane.api.admin.schemas import Change, WorkerIn
 from control_plane.api.auth import Admin
+from control_plane.api.bounds import is_name
 from storage.records import WorkerRecord
 
 router = APIRouter(tags=["admin: workers"])
@@ -75,6 +83,9 @@ async def register_worker(ctx: Ctx, actor: Admin, body: WorkerIn) -> dict[str, A
     """Register (or update) a worker; it receives requests once the scheduler scrapes it."""
     url = body.url.rstrip("/")
     worker_id = body.id or ops.default_worker_id(url)
+    if not is_name(worker_id):
+        msg = f"the URL's host:port {worker_id!r} is not a valid worker name; give an 'id'"
+        raise FieldErrors([{"loc": ("id",), "msg": msg}])
     await in_thread(ops.check_url_free, ctx.db, worker_id, url)
     model = body.model if body.model is not None else await ops.probe_model(url)
     record = ops.redis_record(body, worker_id, model)

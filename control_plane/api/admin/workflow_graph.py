@@ -1,6 +1,6 @@
 """Agent graphs and latency distributions of applications, from request rows (pure).
 
-Per application (ALGORITHMS.md §5.2–5.3): nodes are agents, an edge `upstream → agent` counts
+Per application (docs/algorithms.md §19): nodes are agents, an edge `upstream → agent` counts
 the calls that agent received from that upstream (`frequency` = its share of all calls out of
 the upstream; calls without an upstream come from the `ENTRY` node). Calls of one workflow that
 share an upstream and overlap in time are counted as `parallel`. Per agent: the single-call

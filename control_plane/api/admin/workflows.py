@@ -12,6 +12,7 @@ from fastapi import APIRouter, Query
 from control_plane.api.admin.deps import Ctx, in_thread
 from control_plane.api.admin.workflow_graph import app_graph, apps_summary
 from control_plane.api.auth import Admin
+from control_plane.api.bounds import Epoch
 from storage.db import Database
 from storage.records import RequestRecord
 
@@ -27,8 +28,8 @@ def _rows(
         return r.requests.list(tenant=tenant, app=app, since=since, until=until, limit=limit)
 
 
-Since = Annotated[float | None, Query(description="epoch s; default 24 h before 'until'")]
-Until = Annotated[float | None, Query(description="epoch s; default now")]
+Since = Annotated[Epoch | None, Query(description="epoch s; default 24 h before 'until'")]
+Until = Annotated[Epoch | None, Query(description="epoch s; default now")]
 Limit = Annotated[int, Query(ge=1, le=MAX_ROWS, description="most recent rows read")]
 
 

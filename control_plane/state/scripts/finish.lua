@@ -1,4 +1,5 @@
--- finish: record a request's final status, free its in-flight entry, keep the hash a while.
+-- finish: record a request's final status, free its in-flight entry, keep the hash a while:
+-- ARGV[4] seconds, or only ARGV[5] when the recorder already wrote its row (`recorded`).
 -- A request still queued is also taken out of the queue (so counts never leak).
 -- Idempotent: finishing again with the same status returns 1 and changes nothing.
 --
@@ -10,10 +11,11 @@
 -- ARGV[2]  now (epoch seconds)
 -- ARGV[3]  final status: ok | error | aborted | timeout
 -- ARGV[4]  retention of the request hash in seconds (EXPIRE)
+-- ARGV[5]  retention once recorded (see recorded.lua)
 -- Returns  1 when the request now has this final status, 0 when it is unknown or had
 --          already ended with another status (e.g. withdrawn).
 
-local st = redis.call('HMGET', KEYS[1], 'status', 'tenant')
+local st = redis.call('HMGET', KEYS[1], 'status', 'tenant', 'recorded')
 if not st[1] then
   return 0
 end
@@ -30,5 +32,5 @@ elseif st[1] ~= 'granted' then
   return 0
 end
 redis.call('HSET', KEYS[1], 'status', ARGV[3], 'finished_at', ARGV[2])
-redis.call('EXPIRE', KEYS[1], ARGV[4])
+redis.call('EXPIRE', KEYS[1], st[3] and ARGV[5] or ARGV[4])
 return 1

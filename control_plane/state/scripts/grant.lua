@@ -10,13 +10,20 @@
 -- KEYS[3]  per-tenant queued hash  arb:{c}:tenant_queued
 -- KEYS[4]  in-flight hash          arb:{c}:inflight
 -- KEYS[5]  grants stream prefix    arb:{c}:grants:
+-- KEYS[6]  leader epoch            arb:{c}:leader:epoch
 -- ARGV[1]  request id
 -- ARGV[2]  worker id
 -- ARGV[3]  worker base URL
 -- ARGV[4]  now (epoch seconds)
 -- ARGV[5]  grants stream approximate MAXLEN
+-- ARGV[6]  fencing token of the granting leader ('' = unfenced, for tools and tests)
 -- Returns  1 when the request is granted to this worker, 0 when it is not queued
---          (withdrawn, finished, granted elsewhere or unknown): the scheduler drops it.
+--          (withdrawn, finished, granted elsewhere or unknown): the scheduler drops it;
+--          -1 when ARGV[6] is not the latest fencing token (a deposed leader): nothing changes.
+
+if ARGV[6] ~= nil and ARGV[6] ~= '' and redis.call('GET', KEYS[6]) ~= ARGV[6] then
+  return -1
+end
 
 local st = redis.call('HMGET', KEYS[1], 'status', 'tenant', 'gateway', 'worker', 'attempts')
 if st[1] == 'granted' and st[4] == ARGV[2] then

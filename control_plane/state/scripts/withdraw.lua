@@ -12,10 +12,11 @@
 -- ARGV[3]  reason (free text, e.g. "client_disconnected", "queue_timeout")
 -- ARGV[4]  retention of the request hash in seconds (EXPIRE)
 -- ARGV[5]  events stream approximate MAXLEN
+-- ARGV[6]  retention once recorded (the recorder wrote its row first, see recorded.lua)
 -- Returns  1 when the request is withdrawn, 0 when it was not queued.
 -- Emits    events entry data = {"type":"withdrawn","id","tenant","reason","seq","at"}.
 
-local st = redis.call('HMGET', KEYS[1], 'status', 'tenant', 'seq')
+local st = redis.call('HMGET', KEYS[1], 'status', 'tenant', 'seq', 'recorded')
 if st[1] == 'withdrawn' then
   return 1
 end
@@ -23,7 +24,7 @@ if st[1] ~= 'queued' then
   return 0
 end
 redis.call('HSET', KEYS[1], 'status', 'withdrawn', 'reason', ARGV[3], 'finished_at', ARGV[2])
-redis.call('EXPIRE', KEYS[1], ARGV[4])
+redis.call('EXPIRE', KEYS[1], st[4] and ARGV[6] or ARGV[4])
 redis.call('ZREM', KEYS[2], ARGV[1])
 if redis.call('HINCRBY', KEYS[3], st[2], -1) <= 0 then
   redis.call('HDEL', KEYS[3], st[2])

@@ -1,4 +1,4 @@
-"""Statera admission (ALGORITHMS.md §4.5): conformal bound, KV fence, dual loop."""
+"""Statera admission (docs/algorithms.md §12.2, §12.3): conformal bound, KV fence, dual loop."""
 
 from __future__ import annotations
 

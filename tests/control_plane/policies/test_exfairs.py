@@ -1,4 +1,4 @@
-"""ExFairS (ALGORITHMS.md §3): SAFI, credit exchange, proportional priority enqueueing."""
+"""ExFairS (docs/algorithms.md §4): SAFI, credit exchange, proportional priority enqueueing."""
 
 from __future__ import annotations
 

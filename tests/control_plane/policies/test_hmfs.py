@@ -1,4 +1,4 @@
-"""HMFS specifics (ALGORITHMS.md §2): sibling lifts at every level, path charges."""
+"""HMFS specifics (docs/algorithms.md §3): sibling lifts at every level, path charges."""
 
 from __future__ import annotations
 

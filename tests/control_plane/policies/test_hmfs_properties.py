@@ -1,4 +1,4 @@
-"""HMFS properties in simulated time (ALGORITHMS.md §2)."""
+"""HMFS properties in simulated time (docs/algorithms.md §3)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""FCFS, priority, EDF, SJF, LLF and RR orderings (ALGORITHMS.md §3, §4.5)."""
+"""FCFS, priority, EDF, SJF, LLF and RR orderings (docs/algorithms.md §5–§11)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Two-lane (ALGORITHMS.md §4.5): lanes by T_tot, slack order, reserved fast share."""
+"""Two-lane (docs/algorithms.md §8): lanes by T_tot, slack order, reserved fast share."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Unified Token factors (ALGORITHMS.md §0)."""
+"""Unified Token factors (docs/algorithms.md §0.3)."""
 
 from __future__ import annotations
 

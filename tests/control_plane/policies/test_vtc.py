@@ -1,4 +1,4 @@
-"""VTC specifics (ALGORITHMS.md §1): lifts, weights, charges, switches."""
+"""VTC specifics (docs/algorithms.md §1): lifts, weights, charges, switches."""
 
 from __future__ import annotations
 

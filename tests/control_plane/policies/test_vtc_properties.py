@@ -1,4 +1,4 @@
-"""VTC/WFQ properties in simulated time (ALGORITHMS.md §1): the service-gap bound, shares."""
+"""VTC/WFQ properties in simulated time (docs/algorithms.md §1–§2): service-gap bound, shares."""
 
 from __future__ import annotations
 

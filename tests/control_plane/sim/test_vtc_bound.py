@@ -1,10 +1,10 @@
 """End to end, in the full simulator: VTC's bound on the service gap of backlogged tenants.
 
-ALGORITHMS.md §1 (Theorem 4.4): two clients backlogged over an interval receive weighted
-service differing by at most `2 · max(w_p · L_in, w_q · M)`, `L_in` the longest prompt and `M`
-the tokens a worker holds at once (its KV capacity; the token fence keeps the scheduler's
-reservations within it). Tokens are reported every engine step and the gap is sampled after
-every change, so the measured gap is the exact one.
+docs/algorithms.md §1 (the VTC paper's Theorem 4.4): two clients backlogged over an interval
+receive weighted service differing by at most `2 · max(w_p · L_in, w_q · M)`, `L_in` the
+longest prompt and `M` the tokens a worker holds at once (its KV capacity; the token fence
+keeps the scheduler's reservations within it). Tokens are reported every engine step and the
+gap is sampled after every change, so the measured gap is the exact one.
 """
 
 from __future__ import annotations

@@ -10,6 +10,7 @@ from control_plane.state import (
     GrantStream,
     KeySpace,
     RequestStore,
+    StaleLeader,
     SubmitResult,
 )
 
@@ -234,3 +235,21 @@ async def test_load_queued_returns_records_in_arrival_order(requests: RequestSto
     ]
     assert records[0]["envelope"]["n_in"] == 7
     assert [r["id"] for r in await requests.load_many(["r3", "nope", "r1"])] == ["r3", "r1"]
+
+
+async def test_grant_is_fenced_by_the_latest_lease_token(
+    requests: RequestStore, redis: Redis, keyspace: KeySpace
+) -> None:
+    """A deposed leader's grant (an older fencing token) changes nothing, in the same script."""
+    await submit(requests, "f1")
+    await redis.set(keyspace.leader_epoch, 7)
+
+    with pytest.raises(StaleLeader):
+        await requests.grant("f1", worker_id="w", worker_url="u", now=NOW, fencing_token=6)
+
+    record = await requests.get("f1")
+    assert record is not None and record["status"] == "queued"
+    assert await requests.queued_ids() == ["f1"]
+    assert await requests.grant("f1", worker_id="w", worker_url="u", now=NOW, fencing_token=7)
+    granted = await requests.get("f1")
+    assert granted is not None and granted["status"] == "granted"

@@ -1,0 +1,50 @@
+"""The bounds every number and name must respect at the door (tenant and admin APIs alike).
+
+Rule: an integer fits the SQL column that stores it (INTEGER: signed 32-bit, BIGINT: signed
+64-bit), a float is finite and inside a sane range, and a name matches `NAME_PATTERN` in full
+(a trailing newline is not "the end"). Guarantee: a value that passes these types can be
+stored, compared and summed without overflow; one that does not is refused with a 4xx naming
+its field before anything is queued or written.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated
+
+from pydantic import Field, StringConstraints
+
+INT32_MAX = 2**31 - 1
+"""Largest value of a SQL INTEGER column (PostgreSQL's is 32-bit)."""
+INT64_MAX = 2**63 - 1
+"""Largest value of a SQL BIGINT column."""
+MAX_TIER = 1000
+"""Priority tiers are 0 (most urgent) .. MAX_TIER, for records and `X-Arbiter-Priority`."""
+MAX_SLO_MS = 86_400_000.0
+"""An SLO target longer than a day is a mistake, not a target."""
+MAX_EPOCH_S = 1e11
+"""Epoch seconds (around the year 5000): beyond it dates do not even print."""
+MAX_WEIGHT = 1e6
+MAX_RATE = 1e6
+"""Requests per second."""
+
+NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:\-]{0,127}$"
+"""Tenant, application, agent, workflow, model and worker names (JSON-schema syntax, where `$`
+is the end of the text)."""
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:\-]{0,127}")
+
+
+def is_name(value: str) -> bool:
+    """True when all of `value` is a valid name (Python's `$` would accept a trailing newline)."""
+    return _NAME.fullmatch(value) is not None
+
+
+Name = Annotated[str, StringConstraints(pattern=NAME_PATTERN)]
+Int32 = Annotated[int, Field(ge=0, le=INT32_MAX)]
+PositiveInt32 = Annotated[int, Field(ge=1, le=INT32_MAX)]
+Int64 = Annotated[int, Field(ge=0, le=INT64_MAX)]
+Tier = Annotated[int, Field(ge=0, le=MAX_TIER)]
+Millis = Annotated[float, Field(gt=0, le=MAX_SLO_MS, allow_inf_nan=False)]
+Weight = Annotated[float, Field(gt=0, le=MAX_WEIGHT, allow_inf_nan=False)]
+Epoch = Annotated[float, Field(ge=0, le=MAX_EPOCH_S, allow_inf_nan=False)]
+Rate = Annotated[float, Field(gt=0, le=MAX_RATE, allow_inf_nan=False)]

@@ -1,0 +1,116 @@
+"""`arbiter bench-faults` and `arbiter bench-soak`: evidence that a deployment survives faults
+and holds steady under hours of load. Both drive a real `arbiter up` over HTTP."""
+
+from __future__ import annotations
+
+import dataclasses
+import tempfile
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+Opt = typer.Option
+
+
+def bench_faults(
+    fault: Annotated[
+        list[str] | None,
+        Opt(
+            help="Fault to inject (repeat): worker, scheduler-leader, recorder, gateway, "
+            "redis-pause, redis-kill. Default: all."
+        ),
+    ] = None,
+    requests: Annotated[int, Opt(min=1, help="Streamed chat completions per fault.")] = 200,
+    concurrency: Annotated[int, Opt(min=1, help="Concurrent clients.")] = 32,
+    max_tokens: Annotated[int, Opt(min=1, help="Output tokens per request.")] = 48,
+    speed: Annotated[float, Opt(min=0.001, help="Speed factor of the simulated workers.")] = 0.1,
+    workers: Annotated[int, Opt(min=2, help="Simulated workers.")] = 2,
+    bound_s: Annotated[float, Opt(min=1, help="A request with no end after this is hung.")] = 60,
+    up_arg: Annotated[
+        list[str] | None, Opt(help="Extra argument for `arbiter up` (repeat).")
+    ] = None,
+    state_dir: Annotated[
+        Path | None, Opt(help="Where each fault's deployment keeps logs and SQLite.")
+    ] = None,
+    out: Annotated[Path, Opt(help="Results JSON.")] = Path("out/bench-faults.json"),
+) -> None:
+    """Inject each fault mid-run into its own `arbiter up` and account for every request."""
+    from control_plane.bench.fault_bench import passed, run_all, table, write
+    from control_plane.bench.fault_run import FaultResult, Scenario
+    from control_plane.bench.faults import FAULTS
+    from control_plane.bench.up_process import UpConfig
+
+    names = fault or list(FAULTS)
+    unknown = [n for n in names if n not in FAULTS]
+    if unknown:
+        raise typer.BadParameter(f"unknown fault {unknown[0]!r}; choose from {', '.join(FAULTS)}")
+    sc = Scenario(
+        requests=requests, concurrency=concurrency, max_tokens=max_tokens, bound_s=bound_s
+    )
+    config = UpConfig(workers=workers, speed=speed, extra_args=tuple(up_arg or ()))
+    base = state_dir or Path(tempfile.mkdtemp(prefix="arb-faults-"))
+    console = Console(width=max(150, Console().width))
+    console.print(f"deployments under {base}")
+
+    settings = {"scenario": dataclasses.asdict(sc), "up": dataclasses.asdict(config)}
+    done: list[FaultResult] = []
+
+    def progress(r: FaultResult) -> None:
+        done.append(r)
+        console.print(table([r]))
+        write(done, out, settings)
+
+    results = run_all(names, sc, config, base, progress)
+    console.print(table(results))
+    console.print(f"written to {out}")
+    if not all(passed(r) for r in results):
+        raise typer.Exit(1)
+
+
+def bench_soak(
+    minutes: Annotated[float, Opt(min=0.1, help="How long to drive the load.")] = 30.0,
+    load: Annotated[float, Opt(min=0.01, max=1.5, help="Fraction of capacity to send.")] = 0.8,
+    rate: Annotated[
+        float | None, Opt(min=0.01, help="Requests/s to send (skips the capacity run).")
+    ] = None,
+    attach: Annotated[
+        Path | None, Opt(help="up.json of a running `arbiter up` (default: start one).")
+    ] = None,
+    workers: Annotated[int, Opt(min=1, help="Simulated workers of a started deployment.")] = 2,
+    speed: Annotated[float, Opt(min=0.001, help="Their speed factor.")] = 1.0,
+    console: Annotated[bool, Opt(help="Start the console too (its RSS is watched).")] = True,
+    max_tokens: Annotated[int, Opt(min=1, help="Output tokens per request.")] = 32,
+    capacity_s: Annotated[float, Opt(min=10, help="Length of the capacity run.")] = 30.0,
+    sample_s: Annotated[float, Opt(min=1, help="Seconds between samples.")] = 60.0,
+    warmup_s: Annotated[float, Opt(min=0, help="Samples before this are not compared.")] = 60.0,
+    state_dir: Annotated[Path | None, Opt(help="State directory of a started deployment.")] = None,
+    out: Annotated[Path, Opt(help="Results JSON.")] = Path("out/bench-soak.json"),
+) -> None:
+    """Hold `arbiter up` at LOAD × capacity for MINUTES; pass: < 10 % memory growth, 0 errors."""
+    from control_plane.bench.soak import SoakPlan
+    from control_plane.bench.soak_run import run_soak
+    from control_plane.bench.up_process import UpConfig
+
+    if attach is not None and not attach.is_file():
+        raise typer.BadParameter(f"--attach: no such file {attach}")
+    plan = SoakPlan(
+        minutes=minutes,
+        load=load,
+        rate=rate,
+        capacity_s=capacity_s,
+        sample_s=sample_s,
+        warmup_s=warmup_s,
+        max_tokens=max_tokens,
+    )
+    config = UpConfig(workers=workers, speed=speed, tenants=("acme", "globex"), console=console)
+    base = state_dir or Path(tempfile.mkdtemp(prefix="arb-soak-"))
+    if not run_soak(plan, config, attach, base, out, Console(width=max(150, Console().width))):
+        raise typer.Exit(1)
+
+
+def register(app: typer.Typer) -> None:
+    """Add the fault and soak benches to the `arbiter` app."""
+    app.command("bench-faults")(bench_faults)
+    app.command("bench-soak")(bench_soak)

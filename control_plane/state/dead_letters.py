@@ -1,0 +1,125 @@
+"""The dead-letter stream: stream entries a consumer could not parse or apply, kept for people.
+
+A consumer that meets such an entry (a poison pill) hands it here with the reason, then
+acknowledges or skips it, so one bad entry never stops the entries after it.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any, Final
+
+from redis.asyncio import Redis
+
+from control_plane.state.client import check_client
+from control_plane.state.codec import dumps, loads, str_map
+from control_plane.state.errors import guarded
+from control_plane.state.keys import KeySpace
+
+MAXLEN: Final = 10_000
+_REASON_CHARS: Final = 2_000
+
+
+@dataclass(frozen=True, slots=True)
+class DeadLetter:
+    """One dead-lettered entry.
+
+    `consumer`: who gave up on it (`recorder`, `scheduler`, `gateway`); `kind`: a short,
+    low-cardinality class of failure (`decode`, `convert`, `write`, `apply`, `grant`);
+    `reason`: the error in words; `source`: the stream it came from and `entry_id` its id
+    there; `fields`: the entry's original fields (decoded when they were JSON).
+    """
+
+    id: str
+    at: float
+    consumer: str
+    kind: str
+    reason: str
+    source: str
+    entry_id: str
+    fields: Any
+
+
+class DeadLetters:
+    """Appends and lists dead letters, newest first.
+
+    Bounded: the stream keeps about the newest `maxlen` entries (XADD MAXLEN ~), and a counter
+    per `consumer:kind` (never trimmed) says how many there ever were. The append and the count
+    are one transaction, so the count never misses an entry that was kept.
+    """
+
+    def __init__(self, redis: Redis, keyspace: KeySpace, *, maxlen: int = MAXLEN) -> None:
+        self._redis = check_client(redis)
+        self._ks = keyspace
+        self.maxlen = maxlen
+
+    @guarded
+    async def add(
+        self,
+        *,
+        consumer: str,
+        kind: str,
+        reason: str,
+        source: str,
+        entry_id: str,
+        fields: Any,
+        now: float | None = None,
+    ) -> str:
+        """Keep one entry that `consumer` gave up on; returns its dead-letter id."""
+        entry: dict[Any, Any] = {
+            "at": repr(time.time() if now is None else now),
+            "consumer": consumer,
+            "kind": kind,
+            "reason": reason[:_REASON_CHARS],
+            "source": source,
+            "entry_id": entry_id,
+            "fields": _json_text(fields),
+        }
+        pipe = self._redis.pipeline(transaction=True)
+        pipe.xadd(self._ks.dead_letters, entry, maxlen=self.maxlen, approximate=True)
+        pipe.hincrby(self._ks.dead_letter_counts, f"{consumer}:{kind}", 1)
+        new_id, _ = await pipe.execute()
+        return str(new_id)
+
+    @guarded
+    async def list(self, *, limit: int = 100, before: str | None = None) -> list[DeadLetter]:
+        """Up to `limit` entries, newest first, older than the id `before` when given."""
+        newest = "+" if before is None else f"({before}"
+        entries = await self._redis.xrevrange(self._ks.dead_letters, newest, "-", count=limit)
+        return [_letter(str(entry_id), str_map(fields or {})) for entry_id, fields in entries or []]
+
+    @guarded
+    async def counts(self) -> dict[str, int]:
+        """How many entries were ever dead-lettered, per `consumer:kind`."""
+        raw = str_map(await self._redis.hgetall(self._ks.dead_letter_counts))
+        return {name: int(n) for name, n in raw.items()}
+
+    @guarded
+    async def length(self) -> int:
+        """How many entries the stream keeps now."""
+        return int(await self._redis.xlen(self._ks.dead_letters))
+
+
+def _json_text(fields: Any) -> str:
+    try:
+        return dumps(fields)
+    except TypeError:  # e.g. an integer beyond 64 bits: keep its text rather than lose it
+        return dumps(repr(fields))
+
+
+def _letter(entry_id: str, fields: dict[str, str]) -> DeadLetter:
+    try:
+        original = loads(fields.get("fields", "null"))
+    except ValueError:
+        original = fields.get("fields")
+    return DeadLetter(
+        id=entry_id,
+        at=float(fields.get("at") or 0.0),
+        consumer=fields.get("consumer", ""),
+        kind=fields.get("kind", ""),
+        reason=fields.get("reason", ""),
+        source=fields.get("source", ""),
+        entry_id=fields.get("entry_id", ""),
+        fields=original,
+    )

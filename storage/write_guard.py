@@ -1,0 +1,69 @@
+"""Telling a database outage from rows the database refuses, for writers that must do
+different things about each: retry the first, set the rows aside after the second."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+
+from sqlalchemy import exc as sa_exc
+
+from storage.db import Database
+from storage.errors import RowsRejected, StorageUnavailable
+from storage.records import RequestRecord
+
+_OUTAGE: tuple[type[BaseException], ...] = (
+    sa_exc.OperationalError,  # connection lost or refused, database locked, disk full
+    sa_exc.InterfaceError,
+    sa_exc.DisconnectionError,
+    sa_exc.TimeoutError,  # no pooled connection in time
+    ConnectionError,
+    TimeoutError,
+)
+
+
+@contextmanager
+def classified() -> Iterator[None]:
+    """Re-raise errors as `StorageUnavailable` (an outage type) or `RowsRejected` (any other).
+
+    `RowsRejected` only says the write failed for a reason other than an outage; a writer
+    confirms that the rows are at fault by writing them alone and `probe_writes` succeeding.
+    """
+    try:
+        yield
+    except (StorageUnavailable, RowsRejected):
+        raise
+    except _OUTAGE as exc:
+        raise StorageUnavailable(f"{type(exc).__name__}: {exc}") from exc
+    except sa_exc.DBAPIError as exc:
+        if exc.connection_invalidated:
+            raise StorageUnavailable(f"{type(exc).__name__}: {exc}") from exc
+        raise RowsRejected(_short(exc)) from exc
+    except Exception as exc:  # DataError, IntegrityError, OverflowError, InvalidValueError …
+        raise RowsRejected(_short(exc)) from exc
+
+
+def _short(exc: BaseException) -> str:
+    """The error without SQLAlchemy's appended statement and parameters (they can be huge)."""
+    text = str(exc).split("\n[SQL:", 1)[0].strip()
+    return f"{type(exc.__cause__ or exc).__name__}: {text}"[:1000]
+
+
+def write_requests(db: Database, rows: Sequence[RequestRecord]) -> int:
+    """Insert `rows` in one transaction (idempotent on id); → how many were new.
+
+    Raises `StorageUnavailable` on an outage and `RowsRejected` when some row is refused.
+    """
+    with classified(), db.repos() as repos:
+        return repos.requests.insert_many(rows)
+
+
+def probe_writes(db: Database) -> None:
+    """A write transaction that reads the request table and writes nothing; raises
+    `StorageUnavailable` unless the database is reachable, writable and migrated — so a
+    refused row is told apart from a database that refuses everything."""
+    try:
+        with db.repos() as repos:
+            repos.requests.count(since=float("inf"))
+    except Exception as exc:
+        raise StorageUnavailable(f"database probe failed: {type(exc).__name__}: {exc}") from exc

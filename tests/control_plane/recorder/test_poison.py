@@ -1,0 +1,192 @@
+"""Regression: one event that cannot become a row (a poison pill) must not stop accounting.
+
+Before the fix, a `complete` event with priority 2**63 made every write of its batch fail
+(`OverflowError: Python int too large to convert to SQLite INTEGER`, out of range on
+PostgreSQL) and the recorder retried it forever: no later row was ever written. Now such an
+event is dead-lettered with its reason, acknowledged, and everything around it is written; a
+database outage, on the other hand, dead-letters nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import pytest
+from redis.asyncio import Redis
+
+from control_plane.recorder.service import GROUP, Recorder
+from control_plane.state import StateStores
+from storage.db import Database
+
+NOW = time.time()
+
+
+def complete(rid: str, **extra: Any) -> dict[str, Any]:
+    return {
+        "type": "complete",
+        "id": rid,
+        "status": "ok",
+        "tenant": "acme",
+        "app": "tutor",
+        "agent": "math",
+        "model": "m",
+        "tier": 1,
+        "arrival": NOW,
+        "dispatched": NOW + 0.01,
+        "first_token": NOW + 0.05,
+        "finished": NOW + 0.5,
+        "n_in": 10,
+        "n_out": 20,
+        "worker": "w1",
+        **extra,
+    }
+
+
+@pytest.fixture
+async def stores(redis_url: str) -> AsyncIterator[StateStores]:
+    s = StateStores.open(redis_url, "rec")
+    await s.events.ensure_groups()
+    yield s
+    await s.aclose()
+
+
+@pytest.fixture
+def db(db_url: str) -> Database:
+    database = Database(db_url)
+    database.migrate()
+    return database
+
+
+async def eventually(check: Callable[[], Awaitable[bool]], within_s: float = 20.0) -> None:
+    deadline = time.monotonic() + within_s
+    while not await check():
+        assert time.monotonic() < deadline, "condition not met in time"
+        await asyncio.sleep(0.05)
+
+
+def ids_in(db: Database) -> set[str]:
+    with db.reader() as r:
+        return {row.id for row in r.requests.list(limit=10_000)}
+
+
+@contextlib.asynccontextmanager
+async def recording(stores: StateStores, db: Database) -> AsyncIterator[Recorder]:
+    recorder = Recorder(stores, db, "rec-1", batch=50, interval_s=0.05, claim_idle_s=60)
+    task = asyncio.create_task(recorder.run())
+    try:
+        yield recorder
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+
+async def test_out_of_range_priority_is_dead_lettered_and_the_rest_is_written(
+    stores: StateStores, db: Database, redis: Redis
+) -> None:
+    good = [f"g{i}" for i in range(10)]
+    batch = [complete(rid) for rid in good[:5]]
+    batch += [complete("poison-1", tier=2**63), complete("poison-2", tier=2**64 - 1)]
+    batch += [complete(rid) for rid in good[5:]]
+    poison_ids = await stores.events.publish(batch)  # one batch: the recorder reads it at once
+    poison_ids = poison_ids[5:7]
+
+    async with recording(stores, db) as recorder:
+        await eventually(lambda: asyncio.to_thread(lambda: ids_in(db) == set(good)))
+        await stores.events.publish([complete("after")])  # later events flow as usual
+        await eventually(lambda: asyncio.to_thread(lambda: "after" in ids_in(db)))
+        await eventually(lambda: _pending_zero(stores))
+
+        letters = await stores.dead_letters.list()
+        assert sorted(letter.entry_id for letter in letters) == sorted(poison_ids)
+        for letter in letters:
+            assert letter.consumer == "recorder" and letter.kind == "write"
+            assert letter.source == "events"
+            assert "int" in letter.reason.lower() or "range" in letter.reason.lower()
+            assert letter.fields["id"] in ("poison-1", "poison-2")
+            assert letter.fields["tier"] in (2**63, 2**64 - 1)
+        assert await stores.dead_letters.counts() == {"recorder:write": 2}
+        assert recorder.metrics.dead_letters.labels("recorder", "write")._value.get() == 2
+        assert recorder.dead_lettered == 2
+        assert recorder.written == 11
+
+
+async def test_an_event_that_cannot_be_converted_is_dead_lettered(
+    stores: StateStores, db: Database
+) -> None:
+    await stores.events.publish(
+        [complete("bad", n_in="many"), complete("ok1"), complete("bad2", slo={"nope": 1})]
+    )
+    async with recording(stores, db) as recorder:
+        await eventually(lambda: asyncio.to_thread(lambda: ids_in(db) == {"ok1"}))
+        await eventually(lambda: _pending_zero(stores))
+        letters = await stores.dead_letters.list()
+        assert {(x.fields["id"], x.kind) for x in letters} == {
+            ("bad", "convert"),
+            ("bad2", "convert"),
+        }
+        assert recorder.metrics.dead_letters.labels("recorder", "convert")._value.get() == 2
+
+
+async def test_an_entry_that_is_not_an_event_is_dead_lettered(
+    stores: StateStores, db: Database, redis: Redis
+) -> None:
+    stream = stores.keyspace.events
+    await redis.xadd(stream, {"data": "{not json"})
+    await redis.xadd(stream, {"other": "field"})
+    await redis.xadd(stream, {"data": "[1, 2]"})
+    await stores.events.publish([complete("fine")])
+    async with recording(stores, db):
+        await eventually(lambda: asyncio.to_thread(lambda: ids_in(db) == {"fine"}))
+        await eventually(lambda: _pending_zero(stores))
+        letters = await stores.dead_letters.list()
+        assert [(x.consumer, x.kind) for x in letters] == [("recorder", "decode")] * 3
+        assert {str(x.fields) for x in letters} == {
+            str({"data": "{not json"}),
+            str({"other": "field"}),
+            str({"data": "[1, 2]"}),
+        }
+
+
+async def test_a_database_outage_dead_letters_nothing(
+    stores: StateStores, db_url: str, redis: Redis
+) -> None:
+    """Against a database that refuses everything (here: not migrated yet, so every insert
+    and the probe fail), nothing is dead-lettered or acknowledged; once it is back, every row,
+    the poison pill's neighbours included, is written and only the poison pill is set aside."""
+    await stores.events.publish([complete("a"), complete("p", tier=2**63), complete("b")])
+    db = Database(db_url)
+    async with recording(stores, db) as recorder:
+        await asyncio.sleep(2.5)  # several failed attempts
+        assert await stores.dead_letters.list() == []
+        assert await stores.events.pending_count(GROUP) == 3
+        await asyncio.to_thread(db.migrate)
+        await eventually(lambda: asyncio.to_thread(lambda: ids_in(db) == {"a", "b"}), 30)
+        await eventually(lambda: _pending_zero(stores))
+        assert [x.fields["id"] for x in await stores.dead_letters.list()] == ["p"]
+        assert recorder.written == 2
+    db.dispose()
+
+
+async def test_an_unreachable_database_dead_letters_nothing(stores: StateStores) -> None:
+    await stores.events.publish([complete("a"), complete("p", tier=2**63)])
+    db = Database("postgresql+psycopg://postgres@127.0.0.1:1/none?connect_timeout=1")
+    async with recording(stores, db) as recorder:
+        await asyncio.sleep(2.0)
+        assert await stores.dead_letters.list() == []
+        assert await stores.events.pending_count(GROUP) == 2
+        assert recorder.written == 0
+    db.dispose()
+
+
+async def _pending_zero(stores: StateStores) -> bool:
+    pending = await stores.events.pending_count(GROUP)
+    return bool(pending == 0)
+
+
+@pytest.fixture
+async def redis(stores: StateStores) -> Redis:
+    return stores.redis

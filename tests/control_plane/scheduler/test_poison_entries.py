@@ -1,0 +1,96 @@
+"""The leader's event and arrival loops skip (and dead-letter) what they cannot apply: one bad
+entry never crashes a loop or holds back the entries after it."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+
+from control_plane.policies.job import Job
+from control_plane.scheduler.entries import parse_job
+from control_plane.scheduler.rebuild import job_from_record, rebuild
+from control_plane.scheduler.service import SchedulerService
+from control_plane.settings import Settings
+from control_plane.state import StateStores
+
+NOW = 1_700_000_000.0
+
+
+def job(i: int) -> Job:
+    return Job(id=f"j{i}", tenant="a", arrival=NOW + i, n_in=10, max_tokens=20, model="m")
+
+
+@pytest.fixture
+async def service(redis_url: str) -> AsyncIterator[SchedulerService]:
+    stores = StateStores.open(redis_url, "poison")
+    await stores.events.ensure_groups()
+    await stores.arrivals.ensure_group()
+    svc = SchedulerService(Settings(redis_url=redis_url, cluster="poison"), stores, "s1")
+    svc.core = await rebuild(stores, "vtc", NOW)
+    yield svc
+    await svc.http.aclose()
+    await stores.aclose()
+
+
+def test_parse_job_refuses_records_without_a_usable_job() -> None:
+    assert parse_job({"envelope": {"job": job(1).to_json()}, "seq": 3})[0].seq == 3
+    bad: list[dict[str, Any]] = [
+        {},
+        {"envelope": "x"},
+        {"envelope": {"job": {"id": "j", "bogus": 1}}},
+        {"envelope": {"job": {**job(1).to_json(), "n_in": "ten"}}},
+        {"envelope": {"job": {**job(1).to_json(), "tenant": 7}}},
+        {"envelope": {"job": job(1).to_json(), "weights": {"tenant": "heavy"}}},
+        {"envelope": {"job": job(1).to_json()}, "seq": "one"},
+    ]
+    for record in bad:
+        with pytest.raises((ValueError, TypeError, KeyError)):
+            parse_job(record)
+        assert job_from_record(record) is None
+
+
+async def test_bad_events_are_dead_lettered_and_the_rest_applied(service: SchedulerService) -> None:
+    core = service.core
+    assert core is not None
+    for i in (1, 2):
+        core.arrive(job(i), None, NOW)
+    entries = [
+        ("1-1", {"type": "progress", "id": "j1", "n_out": "lots"}),
+        ("1-2", {"type": "withdrawn", "id": "j1"}),
+        ("1-3", {"type": "complete", "id": "j2", "status": "ok", "n_out": "many"}),
+        ("1-4", {"type": "withdrawn", "id": "j2"}),
+    ]
+    await service._apply_events(entries)
+    assert core.pending == {}  # both withdrawals applied after the bad entries
+    letters = await service.stores.dead_letters.list()
+    assert sorted(x.entry_id for x in letters) == ["1-1", "1-3"]
+    assert {(x.consumer, x.kind, x.source) for x in letters} == {("scheduler", "apply", "events")}
+    assert "lots" in next(x.reason for x in letters if x.entry_id == "1-1")
+
+
+async def test_the_arrivals_loop_survives_a_bad_envelope(service: SchedulerService) -> None:
+    stores = service.stores
+    for rid, envelope in [
+        ("bad", {"job": {"id": "bad", "tenant": "a", "n_in": "x"}}),
+        ("good", {"job": job(5).to_json() | {"id": "good"}}),
+    ]:
+        await stores.requests.submit(
+            envelope, request_id=rid, tenant="a", gateway_id="g", queue_cap=9, now=NOW
+        )
+    loop = asyncio.create_task(service._arrivals_loop())
+    try:
+        for _ in range(100):
+            if "good" in service._core.pending:
+                break
+            await asyncio.sleep(0.05)
+        assert set(service._core.pending) == {"good"}
+        assert not loop.done()
+    finally:
+        loop.cancel()
+        await asyncio.gather(loop, return_exceptions=True)
+    (letter,) = await stores.dead_letters.list()
+    assert (letter.consumer, letter.kind, letter.source) == ("scheduler", "apply", "arrivals")
+    assert letter.fields["envelope"]["job"]["id"] == "bad" and letter.entry_id != ""
