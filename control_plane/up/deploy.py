@@ -92,6 +92,10 @@ def _redis_child(opts: UpOptions, port: int) -> Child:
             str(data.resolve()),
             "--appendonly",
             "yes",
+            # fsync before every reply: a kill -9 of redis-server loses no acknowledged write
+            # (everysec, Redis's default, may lose the last second: a finished request's row)
+            "--appendfsync",
+            "always",
             "--save",
             "",
         ],
