@@ -65,12 +65,8 @@ def test_no_retry_left_is_an_explicit_error(cluster: Cluster) -> None:
     assert resp.headers["Retry-After"] == "1"
 
 
-def test_worker_death_mid_stream_gives_error_event(cluster: Cluster) -> None:
-    keys = cluster.tenants(["t"])
-    cluster.start_worker(speed=1.0, extra=["--die-after-tokens", "5"])
-    cluster.start_scheduler()
-    url = cluster.start_gateway()
-    client = openai.OpenAI(base_url=f"{url}/v1", api_key=keys["t"], max_retries=0)
+def _stream_until_error(client: openai.OpenAI) -> tuple[int, openai.APIError]:
+    """Stream a 50-token completion that must end in an error; → (choices seen, the error)."""
     got = 0
     with pytest.raises(openai.APIError) as err:
         for chunk in client.completions.create(
@@ -81,8 +77,18 @@ def test_worker_death_mid_stream_gives_error_event(cluster: Cluster) -> None:
             extra_body={"ignore_eos": True},
         ):
             got += len(chunk.choices)
+    return got, err.value
+
+
+def test_worker_death_mid_stream_gives_error_event(cluster: Cluster) -> None:
+    keys = cluster.tenants(["t"])
+    cluster.start_worker(speed=1.0, extra=["--die-after-tokens", "5"])
+    cluster.start_scheduler()
+    url = cluster.start_gateway()
+    client = openai.OpenAI(base_url=f"{url}/v1", api_key=keys["t"], max_retries=0)
+    got, err = _stream_until_error(client)
     assert 0 < got < 50
-    assert "worker failed" in str(err.value.message).lower()
+    assert "worker failed" in str(err.message).lower()
     cluster.start_worker(speed=10.0)
     time.sleep(1.5)
     ok = httpx.post(
@@ -105,18 +111,10 @@ def test_silent_worker_mid_stream_gives_error_event_not_a_hang(cluster: Cluster)
     cluster.start_scheduler()
     url = cluster.start_gateway()
     client = openai.OpenAI(base_url=f"{url}/v1", api_key=keys["t"], max_retries=0, timeout=20)
-    got, started = 0, time.monotonic()
-    with pytest.raises(openai.APIError) as err:
-        for chunk in client.completions.create(
-            model="tiny-llama",
-            prompt="story",
-            max_tokens=50,
-            stream=True,
-            extra_body={"ignore_eos": True},
-        ):
-            got += len(chunk.choices)
+    started = time.monotonic()
+    got, err = _stream_until_error(client)
     assert 0 < got < 50
-    assert "worker failed" in str(err.value.message).lower()
+    assert "worker failed" in str(err.message).lower()
     assert time.monotonic() - started < 15  # the idle timeout, not the 30 s stall
 
 
