@@ -84,7 +84,9 @@ def bench_soak(
     max_tokens: Annotated[int, Opt(min=1, help="Output tokens per request.")] = 32,
     capacity_s: Annotated[float, Opt(min=10, help="Length of the capacity run.")] = 30.0,
     sample_s: Annotated[float, Opt(min=1, help="Seconds between samples.")] = 60.0,
-    warmup_s: Annotated[float, Opt(min=0, help="Samples before this are not compared.")] = 60.0,
+    warmup_s: Annotated[
+        float, Opt(min=0, help="Samples before this are not compared (3 × Redis retention).")
+    ] = 180.0,
     state_dir: Annotated[Path | None, Opt(help="State directory of a started deployment.")] = None,
     out: Annotated[Path, Opt(help="Results JSON.")] = Path("out/bench-soak.json"),
 ) -> None:

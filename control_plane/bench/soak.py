@@ -40,7 +40,9 @@ class SoakPlan:
     capacity_s: float = 30.0
     capacity_concurrency: int = 64
     sample_s: float = 60.0
-    warmup_s: float = 60.0
+    warmup_s: float = 180.0
+    """Three times the longest retention in Redis (a recorded request's hash lives 60 s), so
+    the keyspace holds its steady population and the allocator its working set."""
     max_tokens: int = 32
     tenants: tuple[str, ...] = ("acme", "globex")
     bound_s: float = 120.0

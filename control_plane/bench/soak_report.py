@@ -1,13 +1,19 @@
 """The soak's verdict: memory growth per process after warm-up, errors, restarts.
 
-Growth of a process is `(last − baseline) / baseline` of its RSS, where the baseline is the
-first sample taken at or after the warm-up; a process passes under `max_growth` (10 %). The
-soak passes when every process and Redis's `used_memory` pass, no request failed (explicit
-error, hung or cut short) and no process was restarted (its pid stayed the same).
+Growth of a process is `(end − baseline) / baseline` of its RSS, where the baseline is the
+median of the first `window` samples taken at or after the warm-up and the end is the median
+of the last `window` samples. Medians, because single samples of a steady process jitter
+(Redis's RSS moves by ~8 % around an AOF rewrite and its `used_memory` by as much as the
+population of expiring request hashes): a leak shows as a level that keeps rising, which the
+median of the last few minutes follows and one sample's spike does not fake. A process passes
+under `max_growth` (10 %). The soak passes when every process and Redis's `used_memory`
+pass, no request failed (explicit error, hung or cut short) and no process was restarted (its
+pid stayed the same).
 """
 
 from __future__ import annotations
 
+import statistics
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -16,6 +22,8 @@ from rich.table import Table
 from control_plane.bench.footprint import Footprint
 
 MAX_GROWTH = 0.10
+WINDOW = 3
+"""Samples per median (3 one-minute samples by default)."""
 
 
 @dataclass(frozen=True)
@@ -43,6 +51,12 @@ class Sample:
 @dataclass
 class Verdict:
     baseline_t_s: float | None = None
+    """Time of the first sample of the baseline window."""
+    end_t_s: float | None = None
+    """Time of the first sample of the end window."""
+    baseline: dict[str, float] = field(default_factory=dict)
+    end: dict[str, float] = field(default_factory=dict)
+    """Medians per process (KiB of RSS; bytes for `redis used_memory`)."""
     growth: dict[str, float] = field(default_factory=dict)
     grown: list[str] = field(default_factory=list)
     restarted: list[str] = field(default_factory=list)
@@ -54,27 +68,44 @@ def _growth(first: float, last: float) -> float:
     return (last - first) / first if first else 0.0
 
 
+def _level(samples: list[Sample], name: str) -> float | None:
+    """Median of `name` over `samples` (KiB of RSS, or bytes of Redis `used_memory`)."""
+    if name == USED:
+        values = [s.footprint.redis_used_memory for s in samples]
+    else:
+        values = [s.footprint.rss_kb.get(name) for s in samples]
+    present = [float(v) for v in values if v is not None]
+    return statistics.median(present) if present else None
+
+
+USED = "redis used_memory"
+
+
 def verdict(
     samples: list[Sample],
     warmup_s: float,
     outcomes: dict[str, int],
     max_growth: float = MAX_GROWTH,
+    window: int = WINDOW,
 ) -> Verdict:
-    """Compare the last sample with the first one after warm-up; `outcomes` are the final
-    counts of every request (after the last ones in flight ended)."""
+    """Compare the median of the last `window` samples with that of the first `window` after
+    warm-up; `outcomes` are the final counts of every request (after the last ones in flight
+    ended). Fewer than `2 × window` samples after warm-up never pass: the windows would
+    overlap."""
     v = Verdict()
     after = [s for s in samples if s.t_s >= warmup_s]
-    if len(after) < 2:
+    if len(after) < 2 * window:
         return v
-    base, last = after[0], after[-1]
-    v.baseline_t_s = base.t_s
-    for name, kb in base.footprint.rss_kb.items():
-        if name in last.footprint.rss_kb:
-            v.growth[name] = _growth(kb, last.footprint.rss_kb[name])
-    b_mem, l_mem = base.footprint.redis_used_memory, last.footprint.redis_used_memory
-    if b_mem and l_mem:
-        v.growth["redis used_memory"] = _growth(b_mem, l_mem)
+    head, tail = after[:window], after[-window:]
+    v.baseline_t_s, v.end_t_s = head[0].t_s, tail[0].t_s
+    names = [*sorted(head[0].footprint.rss_kb), USED]
+    for name in names:
+        base, end = _level(head, name), _level(tail, name)
+        if base is not None and end is not None:
+            v.baseline[name], v.end[name] = base, end
+            v.growth[name] = _growth(base, end)
     v.grown = sorted(n for n, g in v.growth.items() if g >= max_growth)
+    last = samples[-1]
     first_pids = samples[0].footprint.pids
     v.restarted = sorted(
         n for n, pid in first_pids.items() if last.footprint.pids.get(n, pid) != pid
@@ -97,23 +128,21 @@ def sample_line(s: Sample) -> str:
     return f"{head} | RSS MiB: {sizes} | redis used {redis}"
 
 
-def table(samples: list[Sample], v: Verdict) -> Table:
-    t = Table(title=f"Growth after warm-up (from t={v.baseline_t_s or 0:.0f}s to the end)")
-    for col in ("process", "baseline", "last", "growth", "verdict"):
+def table(v: Verdict) -> Table:
+    title = (
+        f"Growth after warm-up: median of the samples from t={v.baseline_t_s or 0:.0f}s vs "
+        f"median of those from t={v.end_t_s or 0:.0f}s"
+    )
+    t = Table(title=title)
+    for col in ("process", "baseline", "end", "growth", "verdict"):
         t.add_column(col, justify="left" if col == "process" else "right")
-    base = next((s for s in samples if s.t_s == v.baseline_t_s), None)
-    last = samples[-1] if samples else None
     for name, g in sorted(v.growth.items()):
-        b, e = _sizes(name, base), _sizes(name, last)
+        b, e = _size(name, v.baseline[name]), _size(name, v.end[name])
         t.add_row(name, b, e, f"{g * 100:+.1f} %", "FAIL" if name in v.grown else "ok")
     return t
 
 
-def _sizes(name: str, s: Sample | None) -> str:
-    if s is None:
-        return "-"
-    if name == "redis used_memory":
-        used = s.footprint.redis_used_memory
-        return "-" if used is None else f"{used / 2**20:.2f} MiB"
-    kb = s.footprint.rss_kb.get(name)
-    return "-" if kb is None else f"{kb / 1024:.1f} MiB"
+def _size(name: str, value: float) -> str:
+    if name == USED:
+        return f"{value / 2**20:.2f} MiB"
+    return f"{value / 1024:.1f} MiB"

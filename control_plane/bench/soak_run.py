@@ -53,7 +53,7 @@ def run_soak(
         up.stop()
     samples: list[Sample] = run["samples"]
     v = verdict(samples, plan.warmup_s, run["outcomes"])
-    say.print(table(samples, v))
+    say.print(table(v))
     say.print(
         f"requests: {run['outcomes']} (sent {run['sent_rps']:.2f}/s of {run['rate_rps']:.2f}/s "
         f"planned); restarted: {v.restarted or 'none'}"

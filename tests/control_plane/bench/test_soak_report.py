@@ -1,9 +1,9 @@
-"""The soak's verdict: growth after warm-up, failed requests, restarts."""
+"""The soak's verdict: growth after warm-up (medians of windows), failed requests, restarts."""
 
 from __future__ import annotations
 
 from control_plane.bench.footprint import Footprint, parse_used_memory
-from control_plane.bench.soak_report import Sample, sample_line, verdict
+from control_plane.bench.soak_report import Sample, sample_line, table, verdict
 
 
 def _s(t: float, gateway_kb: int, redis: int, pid: int = 10) -> Sample:
@@ -11,26 +11,45 @@ def _s(t: float, gateway_kb: int, redis: int, pid: int = 10) -> Sample:
     return Sample(t, fp, {"ok": int(t)})
 
 
-def test_growth_is_measured_from_the_first_sample_after_warmup() -> None:
-    samples = [_s(0, 50_000, 1_000), _s(60, 100_000, 2_000), _s(120, 109_000, 2_100)]
-    v = verdict(samples, 60.0, {"ok": 120})
-    assert v.baseline_t_s == 60
-    assert round(v.growth["gateway"], 3) == 0.09
+def _run(levels: list[tuple[int, int]], pid_last: int = 10) -> list[Sample]:
+    """One sample a minute; the first is taken during warm-up at a quarter of the level."""
+    out = [_s(0, 1, 1)]
+    for i, (kb, used) in enumerate(levels, start=1):
+        out.append(_s(60 * i, kb, used, pid_last if i == len(levels) else 10))
+    return out
+
+
+def test_growth_compares_the_medians_of_the_first_and_last_windows_after_warmup() -> None:
+    samples = _run([(100_000, 2_000), (90_000, 2_100), (105_000, 1_900), (109_000, 2_100)] * 2)
+    v = verdict(samples, 60.0, {"ok": 480}, window=3)
+    assert v.baseline_t_s == 60 and v.end_t_s == 360
+    assert v.baseline["gateway"] == 100_000 and v.end["gateway"] == 105_000
+    assert round(v.growth["gateway"], 3) == 0.05
     assert round(v.growth["redis used_memory"], 3) == 0.05
     assert v.passed
+    assert "+5.0 %" in str(table(v).columns[3]._cells)
 
 
-def test_growth_of_ten_percent_errors_or_a_restart_fail() -> None:
-    grown = [_s(0, 1, 1), _s(60, 100_000, 1_000), _s(120, 110_000, 1_000)]
-    assert verdict(grown, 60.0, {"ok": 9}).grown == ["gateway"]
-    steady = [_s(0, 1, 1), _s(60, 100_000, 1_000), _s(120, 100_000, 1_000)]
-    assert not verdict(steady, 60.0, {"ok": 9, "http_503_state_unavailable": 1}).passed
-    restarted = [_s(0, 1, 1), _s(60, 100_000, 1_000), _s(120, 100_000, 1_000, pid=11)]
-    assert verdict(restarted, 60.0, {"ok": 9}).restarted == ["gateway"]
+def test_one_spike_does_not_fail_but_a_rising_level_does() -> None:
+    spike = _run([(100_000, 1_000)] * 5 + [(150_000, 1_000), (100_000, 1_000)])
+    assert verdict(spike, 60.0, {"ok": 9}, window=3).passed
+    rising = _run([(100_000 + 4_000 * i, 1_000 + 40 * i) for i in range(7)])
+    v = verdict(rising, 60.0, {"ok": 9}, window=3)
+    assert v.grown == ["gateway", "redis used_memory"] and not v.passed
+
+
+def test_errors_or_a_restart_fail() -> None:
+    steady = _run([(100_000, 1_000)] * 6)
+    assert verdict(steady, 60.0, {"ok": 9}, window=3).passed
+    assert not verdict(steady, 60.0, {"ok": 9, "http_503_state_unavailable": 1}, window=3).passed
+    restarted = _run([(100_000, 1_000)] * 6, pid_last=11)
+    v = verdict(restarted, 60.0, {"ok": 9}, window=3)
+    assert v.restarted == ["gateway"] and not v.passed
 
 
 def test_too_few_samples_after_warmup_never_pass() -> None:
-    assert not verdict([_s(0, 1, 1), _s(60, 1, 1)], 60.0, {"ok": 1}).passed
+    assert not verdict(_run([(1, 1)] * 5), 60.0, {"ok": 1}, window=3).passed
+    assert verdict(_run([(1, 1)] * 6), 60.0, {"ok": 1}, window=3).passed
 
 
 def test_used_memory_and_the_sample_line() -> None:
