@@ -1,6 +1,6 @@
-"""`arbiter tenants …`, `arbiter keys …` and `arbiter report …`, working directly on the database.
+"""`arbiter admin tenants|keys|report …`, working directly on the database.
 
-They call the same audited operations as the admin API (`control_plane.api.admin.tenancy`) and
+They call the same audited operations as the admin API (`control_plane.admin.tenancy`) and
 the same report function as `GET /admin/reports`, so numbers and audit rows match. Running
 gateways pick up a change within their cache TTL (2 s).
 """
@@ -19,10 +19,10 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from control_plane.api.admin import tenancy
-from control_plane.api.admin.deps import as_json
-from control_plane.api.admin.report_render import to_csv, to_html
-from control_plane.api.admin.report_service import (
+from control_plane.admin import tenancy
+from control_plane.admin.records import as_json
+from control_plane.admin.report_render import to_csv, to_html
+from control_plane.admin.reports import (
     ReportQuery,
     Source,
     fairness_report,
@@ -235,7 +235,7 @@ def keys_revoke(
     reason: ReasonOpt = "revoked with the arbiter CLI",
     database_url: DbUrl = None,
 ) -> None:
-    """Revoke key KEY_ID (see `arbiter keys list`)."""
+    """Revoke key KEY_ID (see `arbiter admin keys list`)."""
     with _database(database_url) as db:
         record = tenancy.revoke_key(db, key_id=key_id, actor=_actor(), reason=reason)
     console.print(f"revoked key {record.id} of [bold]{record.tenant}[/bold]")
@@ -283,8 +283,12 @@ def _check(value: str, allowed: tuple[str, ...], option: str) -> None:
         raise typer.BadParameter(f"{option} must be one of {', '.join(allowed)}, got {value!r}")
 
 
-def register(app: typer.Typer) -> None:
-    """Add `tenants`, `keys` and `report` to the `arbiter` command."""
-    app.add_typer(tenants_app, name="tenants")
-    app.add_typer(keys_app, name="keys")
-    app.command("report")(report)
+def register(group: typer.Typer, aliases: typer.Typer | None = None) -> None:
+    """Add `tenants`, `keys` and `report` to `group` (`arbiter admin`), and to `aliases`
+    (the top level, hidden) under the same names."""
+    for target, hidden in ((group, False), (aliases, True)):
+        if target is None:
+            continue
+        target.add_typer(tenants_app, name="tenants", hidden=hidden)
+        target.add_typer(keys_app, name="keys", hidden=hidden)
+        target.command("report", hidden=hidden)(report)

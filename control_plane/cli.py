@@ -1,4 +1,12 @@
-"""The `arbiter` command (Typer + rich). Subcommands are registered by the modules that own them."""
+"""The `arbiter` command (Typer + rich): the processes at the top level, the rest in groups.
+
+`arbiter gateway|scheduler|recorder|up` run the parts of a deployment; `arbiter sim …`
+simulates scenarios in virtual time (and replays them live), `arbiter bench …` measures a real
+deployment, `arbiter worker …` runs workers, `arbiter admin …` administers tenants, keys and
+reports from the database. Each group's commands are registered by the module that owns them,
+imported explicitly: a missing dependency fails loudly. The flat names of the previous release
+(`simulate`, `bench-soak`, `tenants`, …) remain as hidden aliases for one release.
+"""
 
 from __future__ import annotations
 
@@ -20,7 +28,20 @@ app = typer.Typer(
 worker_app = typer.Typer(
     help="Run a worker: simulated vLLM, or a supervised real vLLM server.", no_args_is_help=True
 )
+sim_app = typer.Typer(
+    help="Simulate scenarios in virtual time, replay them live and compare.", no_args_is_help=True
+)
+bench_app = typer.Typer(
+    help="Measure a real deployment: added latency, faults, long soaks.", no_args_is_help=True
+)
+admin_app = typer.Typer(
+    help="Administer tenants, API keys and reports straight from the database.",
+    no_args_is_help=True,
+)
 app.add_typer(worker_app, name="worker")
+app.add_typer(sim_app, name="sim")
+app.add_typer(bench_app, name="bench")
+app.add_typer(admin_app, name="admin")
 Opt = typer.Option
 
 
@@ -174,63 +195,20 @@ def _up_banner(info: dict[str, Any], up_json: Path) -> Panel:
 
 
 def _register() -> None:
-    from workers.sim import cli as sim_cli
+    from control_plane import admin_cli
+    from control_plane.bench import cli as bench_cli
+    from control_plane.sim import cli as sim_cli
+    from workers.sim import cli as worker_sim_cli
     from workers.vllm import cli as vllm_cli
 
-    sim_cli.register(worker_app)
+    worker_sim_cli.register(worker_app)
     vllm_cli.register(worker_app)
-    for module in ("control_plane.sim.cli", "control_plane.admin_cli", "control_plane.bench.cli"):
-        try:
-            mod = __import__(module, fromlist=["register"])
-        except ModuleNotFoundError:
-            continue
-        mod.register(app)
+    sim_cli.register(sim_app, aliases=app)
+    bench_cli.register(bench_app, aliases=app)
+    admin_cli.register(admin_app, aliases=app)
 
 
 def main() -> None:
     """Console-script entry point."""
     _register()
     app()
-
-
-@app.command("bench-overhead")
-def bench_overhead(
-    concurrency: Annotated[list[int] | None, Opt(help="Concurrency levels (repeat).")] = None,
-    requests: Annotated[int, Opt(help="Requests per level (at least 4 × concurrency).")] = 400,
-    workers: Annotated[int, Opt(help="Simulated workers.")] = 2,
-    speed: Annotated[float, Opt(help="Speed factor of the workers.")] = 1000.0,
-    out: Annotated[Path | None, Opt(help="Write results JSON here.")] = Path(
-        "out/bench-overhead.json"
-    ),
-) -> None:
-    """Measure what gateway + Redis + scheduler add to time to first token, and max requests/s."""
-    from rich.table import Table
-
-    from control_plane.bench.overhead import measure, write
-
-    result = measure(concurrency or [1, 64], requests, workers, speed)
-    table = Table(title="Arbiter's added cost (streaming, 16 output tokens)")
-    for col in (
-        "concurrency",
-        "direct TTFT p50",
-        "full TTFT p50",
-        "added p50",
-        "added p99",
-        "full req/s",
-    ):
-        table.add_column(col, justify="right")
-    for row in result["rows"]:
-        d, g = row["direct"], row["gateway"]
-        table.add_row(
-            str(row["concurrency"]),
-            f"{d['ttft_p50_ms']:.2f} ms",
-            f"{g['ttft_p50_ms']:.2f} ms",
-            f"{row['added_ttft_p50_ms']:.2f} ms",
-            f"{row['added_ttft_p99_ms']:.2f} ms",
-            f"{g['rps']:.0f}",
-        )
-    Console().print(table)
-    Console().print(
-        f"highest sustained requests/s through the gateway: {result['max_sustained_rps']:.0f}"
-    )
-    write(result, out)

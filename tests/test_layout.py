@@ -64,6 +64,96 @@ def test_dependency_direction(package: str, forbidden: tuple[str, ...]) -> None:
     assert _violations(package, forbidden) == []
 
 
+RANKS: dict[str, int] = {
+    "core": 0,
+    "policies": 1,
+    "admission": 1,
+    "placement": 1,
+    "settings": 1,
+    "state": 1,
+    "gateway": 2,
+    "scheduler": 2,
+    "recorder": 2,
+    "sim": 2,
+    "up": 2,
+    "admin": 3,
+    "api": 4,
+    "bench": 5,
+    "admin_cli": 5,
+    "cli": 6,
+    "__main__": 7,
+}
+"""Layers of `control_plane` (its `__init__` docstring): an import points to a lower rank or
+stays inside its own package; peers of one rank never import each other."""
+ENTRY = 5
+"""A process's `main.py` is an entry point: it composes its peers (the scheduler may host the
+recorder), so it ranks with the command line."""
+
+
+def _unit(path: Path) -> tuple[str, int]:
+    rel = path.relative_to(ROOT / "control_plane").parts
+    name = rel[0] if len(rel) > 1 else path.stem
+    return name, ENTRY if rel[-1] == "main.py" and len(rel) > 1 else RANKS[name]
+
+
+def test_every_control_plane_package_has_a_rank() -> None:
+    units = {_unit(p)[0] for p in _modules("control_plane") if p.parent != ROOT / "control_plane"}
+    units |= {p.stem for p in (ROOT / "control_plane").glob("*.py")} - {"__init__"}
+    assert units == set(RANKS)
+
+
+def test_imports_only_point_down() -> None:
+    up = []
+    for path in _modules("control_plane"):
+        if path == ROOT / "control_plane" / "__init__.py":
+            continue
+        unit, rank = _unit(path)
+        for name in _imports(path):
+            parts = name.split(".")
+            if parts[0] != "control_plane" or len(parts) < 2 or parts[1] == unit:
+                continue
+            if RANKS[parts[1]] >= rank:
+                up.append(f"{path.relative_to(ROOT).as_posix()} imports {name}")
+    assert up == []
+
+
+def test_the_layout_rule_can_fail(tmp_path: Path) -> None:
+    """The checker sees an upward arrow when one is there (core importing a plug-in)."""
+    bad = tmp_path / "bad.py"
+    bad.write_text("from control_plane.policies.registry import build_policy\n")
+    assert "control_plane.policies.registry" in _imports(bad)
+    assert RANKS["policies"] >= RANKS["core"]
+
+
+@pytest.mark.parametrize(
+    "init",
+    sorted(
+        {
+            p.relative_to(ROOT).as_posix()
+            for package in PACKAGES
+            for p in [
+                ROOT / package / "__init__.py",
+                *(ROOT / "control_plane").glob("*/__init__.py"),
+            ]
+            if p.is_file()
+        }
+    ),
+)
+def test_every_package_says_what_it_owns_and_may_import(init: str) -> None:
+    doc = ast.get_docstring(ast.parse((ROOT / init).read_text())) or ""
+    assert "May import" in doc or "imports nothing else" in doc, init
+
+
+def test_no_module_is_over_400_lines() -> None:
+    long = [
+        f"{p.relative_to(ROOT).as_posix()}: {n}"
+        for package in PACKAGES
+        for p in _modules(package)
+        if (n := len(p.read_text().splitlines())) > 400
+    ]
+    assert long == []
+
+
 def test_only_state_touches_redis() -> None:
     assert _violations("control_plane", ("redis",), ("control_plane/state/",)) == []
 

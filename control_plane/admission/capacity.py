@@ -6,9 +6,9 @@ from typing import ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from control_plane.admission.base import Admission
-from control_plane.placement.worker_view import WorkerView
-from control_plane.policies.job import Job
+from control_plane.core.admission import Admission
+from control_plane.core.job import Job
+from control_plane.core.worker_view import WorkerView
 
 
 class CapacityParams(BaseModel):

@@ -6,7 +6,7 @@ import math
 from collections import deque
 from typing import Any
 
-from control_plane.policies.job import Job
+from control_plane.core.job import Job
 
 
 class ConformalLengthBound:

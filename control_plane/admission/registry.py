@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from control_plane.admission.base import Admission
-from control_plane.policies.plugins import PluginRegistry
+from control_plane.core.admission import Admission
+from control_plane.core.plugins import PluginRegistry
 
 ADMISSIONS: PluginRegistry[Admission] = PluginRegistry("admission", Admission)
 ADMISSIONS.register("capacity", "control_plane.admission.capacity:CapacityAdmission")

@@ -9,10 +9,10 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from control_plane.admission.base import Admission
 from control_plane.admission.conformal import ConformalLengthBound
-from control_plane.placement.worker_view import WorkerView
-from control_plane.policies.job import Job, Outcome
+from control_plane.core.admission import Admission
+from control_plane.core.job import Job, Outcome
+from control_plane.core.worker_view import WorkerView
 
 
 class StateraParams(BaseModel):

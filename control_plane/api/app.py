@@ -18,11 +18,11 @@ from fastapi import FastAPI
 
 from control_plane.api import health, openai_routes
 from control_plane.api.body_limit import BodyLimit
-from control_plane.api.errors import install_error_handlers
 from control_plane.api.openapi import install_openapi
 from control_plane.gateway.auth_limit import FailedAuthLimiter
 from control_plane.gateway.deps import GatewayDeps
 from control_plane.gateway.directory import RedisDoorLimits, RedisModelCatalog, SqlDirectory
+from control_plane.gateway.errors import install_error_handlers
 from control_plane.gateway.grants import GrantWaiter
 from control_plane.gateway.heartbeat import beat_once, leave, run_heartbeat
 from control_plane.gateway.knobs import follow_knobs
@@ -136,8 +136,6 @@ def create_app(settings: Settings, *, db: Database | None = None) -> FastAPI:
 
 
 def _include_admin(app: FastAPI) -> None:
-    try:
-        from control_plane.api.admin import router as admin_router
-    except ImportError:  # pragma: no cover - admin API lands in its own module
-        return
+    from control_plane.api.admin import router as admin_router
+
     app.include_router(admin_router)

@@ -13,8 +13,8 @@ from typing import Annotated, Protocol
 
 from fastapi import Depends, Request
 
-from control_plane.api.errors import ApiError
 from control_plane.gateway.auth_limit import FailedAuthLimiter
+from control_plane.gateway.errors import ApiError
 
 
 class KeyResolver(Protocol):

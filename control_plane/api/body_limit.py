@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from control_plane.api.errors import ApiError
+from control_plane.gateway.errors import ApiError
 
 
 class BodyTooLarge(Exception):

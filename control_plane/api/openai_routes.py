@@ -9,8 +9,8 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import Response
 
 from control_plane.api.auth import Tenant
-from control_plane.api.bounds import Epoch
-from control_plane.api.schemas import ChatCompletionRequest, CompletionRequest
+from control_plane.gateway.bounds import Epoch
+from control_plane.gateway.schemas import ChatCompletionRequest, CompletionRequest
 from control_plane.gateway.service import Gateway
 
 router = APIRouter(prefix="/v1", tags=["tenant"])

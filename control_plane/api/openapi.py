@@ -15,7 +15,7 @@ from typing import Any
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 
-from control_plane.api.bounds import MAX_SLO_MS, MAX_TIER, NAME_PATTERN
+from control_plane.gateway.bounds import MAX_SLO_MS, MAX_TIER, NAME_PATTERN
 
 _REASONS = {
     400: "Malformed JSON, an invalid `X-Arbiter-*` tag, or a request the model cannot take",

@@ -1,5 +1,6 @@
-"""`arbiter bench-faults` and `arbiter bench-soak`: evidence that a deployment survives faults
-and holds steady under hours of load. Both drive a real `arbiter up` over HTTP."""
+"""`arbiter bench overhead|faults|soak`: what Arbiter adds to a request, evidence that a
+deployment survives faults and holds steady under hours of load. All drive a real
+`arbiter up` over HTTP."""
 
 from __future__ import annotations
 
@@ -112,7 +113,55 @@ def bench_soak(
         raise typer.Exit(1)
 
 
-def register(app: typer.Typer) -> None:
-    """Add the fault and soak benches to the `arbiter` app."""
-    app.command("bench-faults")(bench_faults)
-    app.command("bench-soak")(bench_soak)
+def bench_overhead(
+    concurrency: Annotated[list[int] | None, Opt(help="Concurrency levels (repeat).")] = None,
+    requests: Annotated[int, Opt(help="Requests per level (at least 4 × concurrency).")] = 400,
+    workers: Annotated[int, Opt(help="Simulated workers.")] = 2,
+    speed: Annotated[float, Opt(help="Speed factor of the workers.")] = 1000.0,
+    out: Annotated[Path | None, Opt(help="Write results JSON here.")] = Path(
+        "out/bench-overhead.json"
+    ),
+) -> None:
+    """Measure what gateway + Redis + scheduler add to time to first token, and max requests/s."""
+    from rich.table import Table
+
+    from control_plane.bench.overhead import measure, write
+
+    result = measure(concurrency or [1, 64], requests, workers, speed)
+    table = Table(title="Arbiter's added cost (streaming, 16 output tokens)")
+    for col in (
+        "concurrency",
+        "direct TTFT p50",
+        "full TTFT p50",
+        "added p50",
+        "added p99",
+        "full req/s",
+    ):
+        table.add_column(col, justify="right")
+    for row in result["rows"]:
+        d, g = row["direct"], row["gateway"]
+        table.add_row(
+            str(row["concurrency"]),
+            f"{d['ttft_p50_ms']:.2f} ms",
+            f"{g['ttft_p50_ms']:.2f} ms",
+            f"{row['added_ttft_p50_ms']:.2f} ms",
+            f"{row['added_ttft_p99_ms']:.2f} ms",
+            f"{g['rps']:.0f}",
+        )
+    Console().print(table)
+    Console().print(
+        f"highest sustained requests/s through the gateway: {result['max_sustained_rps']:.0f}"
+    )
+    write(result, out)
+
+
+def register(group: typer.Typer, aliases: typer.Typer | None = None) -> None:
+    """Add `overhead`, `faults` and `soak` to `group`; the old flat names to `aliases`."""
+    for name, command in (
+        ("overhead", bench_overhead),
+        ("faults", bench_faults),
+        ("soak", bench_soak),
+    ):
+        group.command(name)(command)
+        if aliases is not None:
+            aliases.command(f"bench-{name}", hidden=True)(command)

@@ -1,4 +1,4 @@
-"""`arbiter bench-faults`: each fault against its own fresh `arbiter up`, then one table.
+"""`arbiter bench faults`: each fault against its own fresh `arbiter up`, then one table.
 
 A separate deployment per fault keeps the runs honest (no fault inherits another's damage);
 each keeps its state directory (logs, SQLite, `up.json`) under the output directory.

@@ -1,4 +1,4 @@
-"""The faults `arbiter bench-faults` injects into a running `arbiter up`, one process each.
+"""The faults `arbiter bench faults` injects into a running `arbiter up`, one process each.
 
 Each fault hits exactly one process by pid, found the way an operator would (`up.json`, else
 the process table): `kill -9` of a worker, of the scheduler that says it leads, of the

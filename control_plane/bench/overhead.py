@@ -1,4 +1,4 @@
-"""`arbiter bench-overhead`: what the full path (gateway + Redis + scheduler) adds.
+"""`arbiter bench overhead`: what the full path (gateway + Redis + scheduler) adds.
 
 One run starts a private deployment (Redis, simulated workers at a high speed factor, scheduler,
 recorder, gateway), then sends the same streaming load straight to a worker and through the

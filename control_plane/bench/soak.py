@@ -1,4 +1,4 @@
-"""`arbiter bench-soak`: hold a deployment at a steady fraction of its capacity for a long time
+"""`arbiter bench soak`: hold a deployment at a steady fraction of its capacity for a long time
 and watch every process's memory.
 
 Capacity is either given (`rate`, requests/s) or measured first: `capacity_concurrency`

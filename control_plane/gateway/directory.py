@@ -11,18 +11,21 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import logging
 from collections.abc import Callable
 
-from control_plane.api.errors import ApiError
+from control_plane.core.unified import ModelShape, unit_factor
 from control_plane.gateway.cache import SingleFlight, TtlCache
 from control_plane.gateway.deps import ModelEntry
+from control_plane.gateway.errors import ApiError
 from control_plane.gateway.identity import NodeInfo, SloDefaults, TenantInfo
-from control_plane.gateway.unified import unit_factor
 from control_plane.state import StateStores
 from control_plane.state.budget import seconds_to_next_day
 from storage.db import Database
 from storage.records import AgentRecord, AppRecord, ModelRecord, TenantRecord
 from storage.repos.keys import MIN_KEY_LEN
+
+log = logging.getLogger(__name__)
 
 
 def tenant_info(rec: TenantRecord) -> TenantInfo:
@@ -211,12 +214,7 @@ class RedisModelCatalog:
         entries = []
         for name in sorted(lengths):
             rec = records.get(name)
-            factor = (
-                unit_factor(rec.hidden_size, rec.num_layers, rec.unified_cost_factor)
-                if rec
-                else 1.0
-            )
-            entries.append(ModelEntry(name, lengths[name], factor))
+            entries.append(ModelEntry(name, lengths[name], _factor(name, rec)))
         return entries
 
     def _models(self) -> list[ModelRecord]:
@@ -312,3 +310,21 @@ class RedisDoorLimits:
                     headers={"Retry-After": str(seconds_to_next_day(now))},
                 )
             )
+
+
+def _factor(name: str, rec: ModelRecord | None) -> float:
+    """The model's Unified Token factor; an unregistered model costs what the base costs. A
+    stored shape the admin API would refuse (written around it) is logged and priced at 1.0,
+    so one bad row cannot stop every model from being served."""
+    if rec is None:
+        return 1.0
+    shape = ModelShape(
+        hidden_size=rec.hidden_size,
+        num_layers=rec.num_layers,
+        unified_cost_factor=rec.unified_cost_factor,
+    )
+    try:
+        return unit_factor(shape)
+    except ValueError as exc:
+        log.warning("model %r: %s; priced as the base model", name, exc)
+        return 1.0

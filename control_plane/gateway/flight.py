@@ -7,10 +7,10 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from control_plane.core.job import Job
 from control_plane.gateway.grants import Grant
 from control_plane.gateway.identity import NodeInfo
 from control_plane.gateway.proxy import StreamStats
-from control_plane.policies.job import Job
 
 
 @dataclass(slots=True)

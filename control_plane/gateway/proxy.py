@@ -16,7 +16,7 @@ from typing import Any
 import aiohttp
 import orjson
 
-from control_plane.api.errors import error_body
+from control_plane.gateway.errors import error_body
 
 DONE = b"data: [DONE]\n\n"
 

@@ -13,20 +13,19 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-import uuid
-from collections.abc import AsyncIterator, Coroutine
+from collections.abc import AsyncIterator
 from typing import Any
 
 from fastapi import Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
-from control_plane.api.bounds import INT32_MAX
-from control_plane.api.errors import ApiError, unavailable
-from control_plane.api.schemas import ChatCompletionRequest, CompletionRequest
+from control_plane.gateway.bounds import INT32_MAX
 from control_plane.gateway.deps import GatewayDeps
+from control_plane.gateway.door import Body, build_flight
+from control_plane.gateway.errors import ApiError, unavailable
+from control_plane.gateway.finish import Finisher
 from control_plane.gateway.flight import Flight
 from control_plane.gateway.grants import Grant, GrantWaiter
-from control_plane.gateway.identity import NodeInfo, SloDefaults
 from control_plane.gateway.proxy import (
     DONE,
     Relay,
@@ -37,18 +36,11 @@ from control_plane.gateway.proxy import (
     collect_piece,
     error_event,
     open_upstream,
-    upstream_payload,
 )
-from control_plane.gateway.tags import RequestTags, clamp_tier, read_tags, relax, strip_tags
-from control_plane.gateway.tokens import estimate_prompt_tokens
-from control_plane.policies.job import Job, Slo
+from control_plane.gateway.tags import read_tags
 from control_plane.state.errors import StateUnavailable
 
 log = logging.getLogger(__name__)
-Body = ChatCompletionRequest | CompletionRequest
-FINISH_RETRY_S = 60.0
-"""How long marking a finished request in Redis is retried (its completion event is buffered by
-the reporter regardless)."""
 NO_LEADER_RETRY_AFTER_S = 2
 
 
@@ -57,7 +49,8 @@ class Gateway:
 
     def __init__(self, deps: GatewayDeps) -> None:
         self.d = deps
-        self._background: set[asyncio.Task[None]] = set()
+        self._finisher = Finisher(deps)
+        self.release_orphan = self._finisher.release_orphan
 
     @property
     def _waiter(self) -> GrantWaiter:
@@ -75,7 +68,7 @@ class Gateway:
         )
         model = await self.d.catalog.require(body.model)
         await self.d.limits.check(tenant, time.time())
-        flight = self._flight(body, tags, node, model.unit_factor, received)
+        flight = build_flight(self.d, body, tags, node, model.unit_factor, received)
         await self._submit(flight)
         grant_or_error = await self._run_until_upstream(request, flight)
         if isinstance(grant_or_error, Response):
@@ -90,40 +83,6 @@ class Gateway:
         return await self._collect(flight, relay)
 
     # -- door ------------------------------------------------------------------------------
-
-    def _flight(
-        self, body: Body, tags: RequestTags, node: NodeInfo, unit: float, received: float
-    ) -> Flight:
-        n_in = estimate_prompt_tokens(body)
-        max_tokens = body.requested_max_tokens() or self.d.settings.default_max_tokens
-        rid = f"req-{uuid.uuid4().hex}"
-        job = Job(
-            id=rid,
-            tenant=node.tenant.name,
-            app=node.app,
-            agent=node.agent,
-            model=body.model,
-            arrival=received,
-            n_in=n_in,
-            max_tokens=max_tokens,
-            workflow=tags.workflow or f"wf-{uuid.uuid4().hex[:16]}",
-            upstream=tags.upstream,
-            task=tags.task,
-            tier=clamp_tier(node.tier, tags.priority),
-            slo=_slo(node.slo.over(self.d.knobs.slo_defaults), tags),
-            unit_factor=unit,
-        )
-        raw = body.model_dump(exclude_none=True, exclude_unset=True)
-        raw["metadata"] = strip_tags(body.metadata)
-        options = body.stream_options.model_dump(exclude_none=True) if body.stream_options else None
-        return Flight(
-            job=job,
-            node=node,
-            chat=isinstance(body, ChatCompletionRequest),
-            payload=upstream_payload(raw, None),
-            received_at=received,
-            client_stream_options=options,
-        )
 
     async def _submit(self, flight: Flight) -> None:
         fut = self._waiter.expect(flight.id)
@@ -182,7 +141,7 @@ class Gateway:
                         continue
                     return retry
                 except WorkerRejected as exc:
-                    await self._finish(flight, "error", _message(exc.body))
+                    await self._finisher.finish(flight, "error", _message(exc.body))
                     return JSONResponse(
                         exc.body, status_code=exc.status, headers=flight.response_headers()
                     )
@@ -242,7 +201,7 @@ class Gateway:
         flight.grant, flight.granted_at = grant, time.time()
         if reason == "queue_timeout":
             return grant  # the client is still here: serve it
-        await self._finish(flight, "aborted", reason)  # the client left: release the slot
+        await self._finisher.finish(flight, "aborted", reason)  # the client left: release the slot
         return Response(status_code=499)
 
     async def _resubmit_if_lost(self, flight: Flight) -> None:
@@ -288,12 +247,12 @@ class Gateway:
             requeued = await self.d.requests.requeue(flight.id, now=time.time())
         except StateUnavailable:
             self._waiter.forget(flight.id)
-            await self._finish(flight, "error", f"worker failed: {why}; Redis unavailable")
+            await self._finisher.finish(flight, "error", f"worker failed: {why}; Redis unavailable")
             raise
         if requeued:
             return None
         self._waiter.forget(flight.id)
-        await self._finish(flight, "error", f"worker failed: {why}")
+        await self._finisher.finish(flight, "error", f"worker failed: {why}")
         raise ApiError(
             503,
             "The worker failed before answering and no retry is left; retry later.",
@@ -330,7 +289,7 @@ class Gateway:
             yield error_event(f"The worker failed while streaming: {exc}")
         finally:
             await relay.close()
-            await self._finish(flight, status, error)
+            await self._finisher.finish(flight, status, error)
 
     async def _collect(self, flight: Flight, relay: Relay) -> Response:
         status, error = "error", None
@@ -342,45 +301,13 @@ class Gateway:
             error = f"worker failed mid-answer: {exc}"
         finally:
             await relay.close()
-            await self._finish(flight, status, error)
+            await self._finisher.finish(flight, status, error)
         if error is not None:
             raise ApiError(502, f"The worker failed while answering: {error}", code="worker_failed")
         body = aggregate(
             flight.stats, chat=flight.chat, request_id=flight.id, model=flight.job.model
         )
         return JSONResponse(body, headers=flight.response_headers())
-
-    async def _finish(self, flight: Flight, status: str, error: str | None) -> None:
-        if flight.finished:
-            return
-        flight.finished = True
-        if flight.stats.finished_at is None:
-            flight.stats.finished_at = time.time()
-        self.d.reporter.emit(flight.completion_event(status, error))
-        self.d.metrics.completed(flight, status)
-        # off the response path: the client's answer does not wait for these round trips
-        self._in_background(self._mark_finished(flight.id, status))
-        if flight.node.tenant.token_budget is not None:
-            self._in_background(self._charge(flight))
-
-    def _in_background(self, work: Coroutine[Any, Any, None]) -> None:
-        task = asyncio.create_task(work)
-        self._background.add(task)
-        task.add_done_callback(self._background.discard)
-
-    async def _mark_finished(self, request_id: str, status: str) -> None:
-        """Retried with backoff for `FINISH_RETRY_S`: an outage delays it, rarely loses it."""
-        delay, deadline = 0.25, time.monotonic() + FINISH_RETRY_S
-        while True:
-            try:
-                await self.d.requests.finish(request_id, now=time.time(), status=status)
-                return
-            except StateUnavailable:
-                if time.monotonic() + delay > deadline:
-                    log.warning("could not mark %s finished in Redis (it expires)", request_id)
-                    return
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, 5.0)
 
     def _no_leader(self) -> ApiError:
         watch = self._waiter.leader
@@ -391,32 +318,6 @@ class Gateway:
             "lost), so requests cannot be scheduled; retry shortly.",
             code="scheduler_unavailable",
             headers={"Retry-After": str(NO_LEADER_RETRY_AFTER_S)},
-        )
-
-    async def _charge(self, flight: Flight) -> None:
-        """Count the tokens the request consumed against its tenant's daily budget."""
-        stats = flight.stats
-        n_in = stats.n_in if stats.n_in is not None else flight.job.n_in
-        try:
-            await self.d.limits.charge(flight.node.tenant, n_in + stats.n_out, time.time())
-        except StateUnavailable:
-            log.warning("could not count the tokens of %s in Redis (usage undercounted)", flight.id)
-
-    async def release_orphan(self, grant: Grant) -> None:
-        """A grant arrived for a request this gateway no longer serves: release it."""
-        await self.d.requests.finish(grant.request_id, now=time.time(), status="aborted")
-        self.d.reporter.emit(
-            {
-                "type": "complete",
-                "id": grant.request_id,
-                "status": "aborted",
-                "error": "client gone before grant",
-                "orphan": True,
-                "worker": grant.worker_id,
-                "finished": time.time(),
-                "n_in": 0,
-                "n_out": 0,
-            }
         )
 
 
@@ -432,17 +333,6 @@ def _gave_up(reason: str, timeout: float, no_leader: ApiError) -> Response:
     if reason == "no_leader":
         raise no_leader
     return Response(status_code=499)
-
-
-def _slo(defaults: SloDefaults, tags: RequestTags) -> Slo:
-    def sec(ms: float | None) -> float | None:
-        return None if ms is None else ms / 1000.0
-
-    return Slo(
-        ttft_s=sec(relax(defaults.ttft_ms, tags.slo_ttft_ms)),
-        tpot_s=sec(relax(defaults.tpot_ms, tags.slo_tpot_ms)),
-        e2e_s=sec(relax(defaults.e2e_ms, tags.slo_e2e_ms)),
-    )
 
 
 def _path(flight: Flight) -> str:

@@ -21,8 +21,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from control_plane.api.bounds import MAX_SLO_MS, MAX_TIER, NAME_PATTERN, is_name
-from control_plane.api.errors import ApiError
+from control_plane.gateway.bounds import MAX_SLO_MS, MAX_TIER, NAME_PATTERN, is_name
+from control_plane.gateway.errors import ApiError
 
 _FIELDS = {
     "app": "App",

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from control_plane.api.schemas import ChatCompletionRequest, CompletionRequest
+from control_plane.gateway.schemas import ChatCompletionRequest, CompletionRequest
 
 _CHARS_PER_TOKEN = 4
 _MESSAGE_OVERHEAD = 4

@@ -7,9 +7,9 @@ from typing import ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from control_plane.placement.base import Placement
-from control_plane.placement.worker_view import WorkerView
-from control_plane.policies.job import Job
+from control_plane.core.job import Job
+from control_plane.core.placement import Placement
+from control_plane.core.worker_view import WorkerView
 
 
 class KvAwareParams(BaseModel):

@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import ClassVar
 
-from control_plane.placement.base import Placement
-from control_plane.placement.worker_view import WorkerView
-from control_plane.policies.job import Job
+from control_plane.core.job import Job
+from control_plane.core.placement import Placement
+from control_plane.core.worker_view import WorkerView
 
 
 class LeastLoadedPlacement(Placement):

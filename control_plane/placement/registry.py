@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from control_plane.placement.base import Placement
-from control_plane.policies.plugins import PluginRegistry
+from control_plane.core.placement import Placement
+from control_plane.core.plugins import PluginRegistry
 
 PLACEMENTS: PluginRegistry[Placement] = PluginRegistry("placement", Placement)
 PLACEMENTS.register("least_loaded", "control_plane.placement.least_loaded:LeastLoadedPlacement")

@@ -7,9 +7,9 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel
 
-from control_plane.placement.base import Placement
-from control_plane.placement.worker_view import WorkerView
-from control_plane.policies.job import Job
+from control_plane.core.job import Job
+from control_plane.core.placement import Placement
+from control_plane.core.worker_view import WorkerView
 
 
 class RoundRobinPlacement(Placement):

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from control_plane.policies.ledger import Ledger, Node
+from control_plane.core.ledger import Ledger, Node
 
 
 def lift_floor(ledger: Ledger, group: str, backlogged: Iterable[Node]) -> float | None:

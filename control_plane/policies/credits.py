@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from control_plane.policies.ledger import Ledger, Node
+from control_plane.core.ledger import Ledger, Node
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,9 +6,9 @@ from typing import ClassVar
 
 from pydantic import BaseModel
 
+from control_plane.core.job import Job
+from control_plane.core.latency import deadline
 from control_plane.policies.deadline_params import DeadlineParams
-from control_plane.policies.job import Job
-from control_plane.policies.latency import deadline
 from control_plane.policies.ordered import OrderedPolicy
 from control_plane.policies.queues import SortKey
 

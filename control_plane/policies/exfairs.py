@@ -7,10 +7,10 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from control_plane.policies.base import Admit, Policy, PolicyContext, arrival_order
+from control_plane.core.job import Job
+from control_plane.core.ledger import Node
+from control_plane.core.policy import Admit, Policy, PolicyContext, arrival_order
 from control_plane.policies.credits import Transfer, exchange_credits
-from control_plane.policies.job import Job
-from control_plane.policies.ledger import Node
 from control_plane.policies.proportional_queue import ProportionalQueue
 from control_plane.policies.queues import DuplicateJobError
 from control_plane.policies.safi import safi_scores

@@ -8,7 +8,9 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from control_plane.policies.base import (
+from control_plane.core.job import Job
+from control_plane.core.ledger import CounterPlan, Node, group_of, prefixes
+from control_plane.core.policy import (
     Admit,
     Policy,
     PolicyContext,
@@ -17,8 +19,6 @@ from control_plane.policies.base import (
     refusals,
 )
 from control_plane.policies.counters import lift_adopted, lift_on_backlog
-from control_plane.policies.job import Job
-from control_plane.policies.ledger import CounterPlan, Node, group_of, prefixes
 from control_plane.policies.queues import DuplicateJobError, JobQueue
 
 HeadKey = tuple[float, int, str]

@@ -6,8 +6,8 @@ from collections.abc import Iterable
 
 from pydantic import BaseModel
 
-from control_plane.policies.base import Admit, Policy, PolicyContext
-from control_plane.policies.job import Job
+from control_plane.core.job import Job
+from control_plane.core.policy import Admit, Policy, PolicyContext
 from control_plane.policies.queues import JobQueue, SortKey
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from control_plane.policies.job import Job
+from control_plane.core.job import Job
 from control_plane.policies.ordered import OrderedPolicy
 from control_plane.policies.queues import SortKey
 

@@ -7,8 +7,8 @@ import math
 from collections import Counter, deque
 from collections.abc import Callable, Iterator
 
-from control_plane.policies.base import Refuses, refusals
-from control_plane.policies.job import Job
+from control_plane.core.job import Job
+from control_plane.core.policy import Refuses, refusals
 
 
 class ProportionalQueue:

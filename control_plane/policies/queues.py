@@ -5,8 +5,8 @@ from __future__ import annotations
 import bisect
 from collections.abc import Callable, Iterator
 
-from control_plane.policies.base import Refuses, refusals
-from control_plane.policies.job import Job
+from control_plane.core.job import Job
+from control_plane.core.policy import Refuses, refusals
 
 Admit = Callable[[Job], bool]
 SortKey = tuple[float, ...]

@@ -7,9 +7,9 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from control_plane.policies.base import Admit, Policy, PolicyContext, arrival_order
-from control_plane.policies.job import Job
-from control_plane.policies.ledger import Node
+from control_plane.core.job import Job
+from control_plane.core.ledger import Node
+from control_plane.core.policy import Admit, Policy, PolicyContext, arrival_order
 from control_plane.policies.queues import DuplicateJobError, JobQueue
 
 

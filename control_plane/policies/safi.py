@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from control_plane.policies.ledger import Ledger, Node
+from control_plane.core.ledger import Ledger, Node
 
 
 def safi_scores(

@@ -9,10 +9,10 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel, Field
 
-from control_plane.policies.base import Admit, Policy, PolicyContext, arrival_order
+from control_plane.core.job import Job
+from control_plane.core.latency import deadline, total_time
+from control_plane.core.policy import Admit, Policy, PolicyContext, arrival_order
 from control_plane.policies.deadline_params import DeadlineParams
-from control_plane.policies.job import Job
-from control_plane.policies.latency import deadline, total_time
 from control_plane.policies.queues import DuplicateJobError, JobQueue, SortKey
 
 

@@ -8,7 +8,9 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from control_plane.policies.base import (
+from control_plane.core.job import Job
+from control_plane.core.ledger import CounterPlan, Node, group_of
+from control_plane.core.policy import (
     Admit,
     Policy,
     PolicyContext,
@@ -17,8 +19,6 @@ from control_plane.policies.base import (
     refusals,
 )
 from control_plane.policies.counters import lift_adopted, lift_on_backlog
-from control_plane.policies.job import Job
-from control_plane.policies.ledger import CounterPlan, Node, group_of
 from control_plane.policies.queues import DuplicateJobError, JobQueue
 
 Candidate = tuple[tuple[float, float, int, str], Job]

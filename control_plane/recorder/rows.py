@@ -4,40 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from control_plane.policies.job import Outcome, Slo
+from control_plane.core.job import Slo, outcome_of
 from storage.records import REQUEST_STATUSES, RequestRecord
 
 W_P, W_Q = 1.0, 2.0
 
 
-def _ms(later: float | None, earlier: float | None) -> float | None:
-    if later is None or earlier is None:
-        return None
-    return max(0.0, (later - earlier) * 1000.0)
-
-
 def _opt_ms(seconds: Any) -> float | None:
     return None if seconds is None else float(seconds) * 1000.0
-
-
-def outcome_of(event: dict[str, Any]) -> Outcome:
-    """Latencies of a completed request as an `Outcome` (seconds)."""
-    arrival, first = event.get("arrival"), event.get("first_token")
-    finished, n_out = event.get("finished"), int(event.get("n_out") or 0)
-    ttft = _ms(first, arrival)
-    e2e = _ms(finished, arrival)
-    tpot = _ms(finished, first)
-    return Outcome(
-        status=str(event.get("status", "error")),
-        n_in=int(event.get("n_in") or 0),
-        n_out=n_out,
-        ttft_s=None if ttft is None else ttft / 1000.0,
-        tpot_s=None if tpot is None or n_out < 2 else tpot / 1000.0 / (n_out - 1),
-        e2e_s=None if e2e is None else e2e / 1000.0,
-        queue_s=None
-        if _ms(event.get("dispatched"), arrival) is None
-        else (_ms(event.get("dispatched"), arrival) or 0.0) / 1000.0,
-    )
 
 
 def request_row(event: dict[str, Any], policy: str | None) -> RequestRecord | None:

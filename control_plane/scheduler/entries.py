@@ -11,8 +11,8 @@ import logging
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from control_plane.policies.job import Job
-from control_plane.scheduler.core import SchedulerCore
+from control_plane.core.job import Job, outcome_of
+from control_plane.core.scheduler_core import SchedulerCore
 from control_plane.state import DeadLetters
 
 log = logging.getLogger(__name__)
@@ -43,6 +43,20 @@ def parse_job(record: dict[str, Any]) -> tuple[Job, dict[str, float]]:
             raise TypeError(f"job.{name} must be a string, got {getattr(job, name)!r}")
     weights = {str(k): float(v) for k, v in (envelope.get("weights") or {}).items()}
     return job, weights
+
+
+def apply_event(core: SchedulerCore, event: dict[str, Any], now: float) -> Job | None:
+    """Apply one event of the events stream to `core`; → the job a `complete` ended."""
+    kind, rid = event.get("type"), str(event.get("id", ""))
+    if kind == "progress":
+        core.progress(rid, int(event.get("n_out") or 0), now)
+    elif kind == "complete":
+        return core.complete(rid, outcome_of(event), now)
+    elif kind == "withdrawn":
+        core.withdraw(rid)
+    elif kind == "worker_failed" and event.get("worker"):
+        core.worker_failed(str(event["worker"]), now)
+    return None
 
 
 def _reason(exc: Exception) -> str:

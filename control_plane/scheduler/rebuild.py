@@ -6,14 +6,15 @@ import logging
 from typing import Any
 
 from control_plane.admission.registry import build_admission
-from control_plane.placement.dispatcher import Dispatcher
+from control_plane.core.dispatcher import Dispatcher
+from control_plane.core.job import Job
+from control_plane.core.ledger import Ledger
+from control_plane.core.policy import PolicyContext
+from control_plane.core.scheduler_core import SchedulerCore
 from control_plane.placement.registry import build_placement
-from control_plane.policies.base import PolicyContext
-from control_plane.policies.job import Job
-from control_plane.policies.ledger import Ledger
 from control_plane.policies.registry import build_policy
-from control_plane.scheduler.core import SchedulerCore
 from control_plane.scheduler.entries import parse_job
+from control_plane.scheduler.workers import sync_workers
 from control_plane.state import StateStores
 
 log = logging.getLogger(__name__)
@@ -74,7 +75,7 @@ async def rebuild(
     saved = await stores.checkpoints.load("ledger") or {}
     ledger = Ledger.from_snapshot(saved["ledger"]) if "ledger" in saved else Ledger()
     core = build_core(await stores.knobs.get_all(), ledger, default_policy, failure_cooldown_s)
-    core.set_workers(await stores.workers.list())
+    sync_workers(core, await stores.workers.list())
     n_out_seen: dict[str, int] = dict(saved.get("running_n_out") or {})
     inflight = await stores.requests.inflight()
     for record in await stores.requests.load_many(list(inflight)):

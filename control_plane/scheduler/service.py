@@ -21,17 +21,22 @@ from typing import Any
 import httpx
 
 from control_plane.admission.registry import build_admission
+from control_plane.core.scheduler_core import SchedulerCore
 from control_plane.placement.registry import build_placement
-from control_plane.policies.registry import PolicyParamsError, UnknownPolicyError
-from control_plane.recorder.rows import outcome_of
-from control_plane.scheduler.core import SchedulerCore
-from control_plane.scheduler.entries import apply_each, arrive_each, dead_letter_all
+from control_plane.policies.registry import PolicyParamsError, UnknownPolicyError, build_policy
+from control_plane.scheduler.entries import (
+    apply_each,
+    apply_event,
+    arrive_each,
+    dead_letter_all,
+)
 from control_plane.scheduler.leader import LeaderTerm, keep_lease, stop_tasks, wait_for_lease
 from control_plane.scheduler.metrics import SchedulerMetrics
 from control_plane.scheduler.rebuild import rebuild
 from control_plane.scheduler.scrape import scrape
 from control_plane.scheduler.sweeper import GatewaySweeper
 from control_plane.scheduler.views import live_view
+from control_plane.scheduler.workers import observe, sync_workers
 from control_plane.settings import Settings
 from control_plane.state import StaleLeader, StateStores, StateUnavailable, server_run_id
 
@@ -190,17 +195,9 @@ class SchedulerService:
         await dead_letter_all(self.stores.dead_letters, "events", failed)
 
     def _apply_event(self, event: dict[str, Any], now: float) -> None:
-        core = self._core
-        kind, rid = event.get("type"), str(event.get("id", ""))
-        if kind == "progress":
-            core.progress(rid, int(event.get("n_out") or 0), now)
-        elif kind == "complete":
-            if core.complete(rid, outcome_of(event), now) is not None:
-                self.metrics.completed.labels(str(event.get("status"))).inc()
-        elif kind == "withdrawn":
-            core.withdraw(rid)
-        elif kind == "worker_failed" and event.get("worker"):
-            core.worker_failed(str(event["worker"]), now)
+        ended = apply_event(self._core, event, now)
+        if ended is not None:
+            self.metrics.completed.labels(str(event.get("status"))).inc()
 
     # -- decisions --------------------------------------------------------------------------
     async def _dispatch_loop(self) -> None:
@@ -236,14 +233,13 @@ class SchedulerService:
 
     async def _scrape_loop(self) -> None:
         while True:
-            self._core.set_workers(await self.stores.workers.list())
-            states = list(self._core.workers.items())
-            samples = await asyncio.gather(
-                *(scrape(self.http, str(s.record["url"])) for _, s in states)
-            )
+            records = await self.stores.workers.list()
+            sync_workers(self._core, records)
+            samples = await asyncio.gather(*(scrape(self.http, str(r["url"])) for r in records))
             now = time.time()
-            for (worker_id, _), sample in zip(states, samples, strict=True):
-                self._core.observe(worker_id, sample)
+            for record, sample in zip(records, samples, strict=True):
+                worker_id = str(record["id"])
+                observe(self._core, worker_id, sample)
                 await self.stores.workers.set_metrics(worker_id, sample.to_json(), now)
             self._dirty.set()
             await asyncio.sleep(self.settings.scrape_interval_s)
@@ -291,7 +287,8 @@ class SchedulerService:
             if current.name == value.get("name") and same_params:
                 return
             try:
-                core.switch_policy(str(value["name"]), value.get("params"), now)
+                policy = build_policy(str(value["name"]), core.ctx, value.get("params"))
+                core.switch_policy(policy, now)
                 log.info("policy switched to %s", value["name"])
             except (UnknownPolicyError, PolicyParamsError, KeyError):
                 log.exception("ignoring invalid policy knob %r", value)

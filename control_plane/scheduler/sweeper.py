@@ -20,8 +20,8 @@ import logging
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
-from control_plane.recorder.rows import outcome_of
-from control_plane.scheduler.core import SchedulerCore
+from control_plane.core.job import outcome_of
+from control_plane.core.scheduler_core import SchedulerCore
 from control_plane.scheduler.rebuild import job_from_record
 from control_plane.state import StateStores
 

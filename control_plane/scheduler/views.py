@@ -4,15 +4,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from control_plane.scheduler.core import SchedulerCore
+from control_plane.core.scheduler_core import SchedulerCore
+from control_plane.scheduler.workers import probe_of
 
 
 def live_view(core: SchedulerCore, holder: str, now: float) -> dict[str, Any]:
     """Per tenant: queue, in-flight, counter, service; per worker: health and load; policy."""
     policy = core.dispatcher.policy
     workers = []
-    for state in core.workers.values():
-        view = state.view()
+    for worker_id, slot in core.workers.items():
+        view, probe = slot.view(), probe_of(core, worker_id)
+        sample = probe.sample if probe is not None else None
         workers.append(
             {
                 "id": view.id,
@@ -20,7 +22,7 @@ def live_view(core: SchedulerCore, holder: str, now: float) -> dict[str, Any]:
                 "model": view.model,
                 "healthy": view.healthy,
                 "draining": view.draining,
-                "status": state.record.get("status", "active"),
+                "status": probe.record.get("status", "active") if probe else "active",
                 "inflight": view.inflight,
                 "max_num_seqs": view.max_num_seqs,
                 "kv_tokens": view.kv_tokens,
@@ -28,8 +30,8 @@ def live_view(core: SchedulerCore, holder: str, now: float) -> dict[str, Any]:
                 "waiting": view.waiting,
                 "kv_usage": view.kv_usage,
                 "preemptions": view.preemptions,
-                "scraped_at": state.sample.scraped_at if state.sample else None,
-                "error": state.sample.error if state.sample else None,
+                "scraped_at": sample.scraped_at if sample else None,
+                "error": sample.error if sample else None,
             }
         )
     return {

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from control_plane.policies.ledger import Ledger
+from control_plane.core.ledger import Ledger
 from control_plane.sim.gap import GapTracker, Matrix
 
 if TYPE_CHECKING:

@@ -1,7 +1,6 @@
-"""`arbiter simulate`, `simulate-bench`, `simulate-capacity`, `simulate-compare`, `scenarios`,
-`bench`.
+"""`arbiter sim run|speed|capacity|compare|scenarios|replay`.
 
-`register(app)` adds the commands to the `arbiter` Typer app. Results are written as
+`register(group)` adds the commands to the `arbiter sim` group. Results are written as
 `results.json` (+ `report.html`); with several scenario files, one sub-directory per scenario.
 """
 
@@ -71,7 +70,7 @@ def simulate(
     live_speed: Annotated[
         float | None,
         Opt(
-            help="Model a live `arbiter bench --speed X` replay (scheduler's wall-clock times).",
+            help="Model a live `arbiter sim replay --speed X` (scheduler's wall-clock times).",
             min=0.001,
         ),
     ] = None,
@@ -268,11 +267,18 @@ def _num(value: float | None) -> str:
     return "—" if value is None else f"{value:.4g}"
 
 
-def register(app: typer.Typer) -> None:
-    """Add the simulator and bench commands to the `arbiter` app."""
-    app.command("simulate")(simulate)
-    app.command("simulate-bench")(simulate_bench)
-    app.command("simulate-capacity")(simulate_capacity)
-    app.command("simulate-compare")(simulate_compare)
-    app.command("scenarios")(scenarios)
-    app.command("bench")(bench)
+def register(group: typer.Typer, aliases: typer.Typer | None = None) -> None:
+    """Add `run`, `speed`, `capacity`, `compare`, `scenarios` and `replay` to `group`; the old
+    flat names (`simulate`, `simulate-bench`, …) to `aliases`, hidden. The old `arbiter bench
+    SCENARIO` is now `arbiter sim replay SCENARIO` (`bench` names the benchmark group)."""
+    for name, old, command in (
+        ("run", "simulate", simulate),
+        ("speed", "simulate-bench", simulate_bench),
+        ("capacity", "simulate-capacity", simulate_capacity),
+        ("compare", "simulate-compare", simulate_compare),
+        ("scenarios", "scenarios", scenarios),
+        ("replay", None, bench),
+    ):
+        group.command(name)(command)
+        if aliases is not None and old is not None:
+            aliases.command(old, hidden=True)(command)

@@ -1,12 +1,14 @@
 """The discrete-event simulator: the live scheduler's code path on a virtual clock.
 
-Rule (docs/algorithms.md §0.6, "one policy, two clocks"): decisions come from the same
-`Dispatcher(policy, admission, placement)` the live scheduler uses, built from the same
-registries; requests run on `workers.engine.Engine` instances of the scenario's profiles. The
-simulator does what the live scheduler's I/O loop does — arrivals → `push`; decisions →
-`engine.add`; streamed tokens → `on_tokens`, reported for every running request together
-every `progress_s` (the gateway's batched progress events; 0 = after every engine step);
-completions → `on_finish`; `tick` every `tick_s` — and nothing else.
+Rule (docs/algorithms.md §0.6, "one policy, two clocks"): the simulator drives the same
+`SchedulerCore` the live scheduler drives, over the same `Dispatcher(policy, admission,
+placement)` built from the same registries; requests run on `workers.engine.Engine` instances
+of the scenario's profiles. It does what the live scheduler's I/O loop does — arrivals →
+`arrive`; queue timeouts → `withdraw`; `decide` → `engine.add`; streamed tokens →
+`progress_batch`, reported for every running request together every `progress_s` (the
+gateway's batched progress events; 0 = after every engine step); completions → `complete`;
+`tick` every `tick_s` — and nothing else. It keeps only the clock, the engines, the workload
+and each request's record.
 
 Event loop: a heap of `(time, seq, kind, worker)` for engine step boundaries, progress
 flushes and ticks, beside the time-sorted arrival list. At one instant: engines whose event is
@@ -24,8 +26,8 @@ import math
 from collections import deque
 from collections.abc import Callable
 
-from control_plane.placement.dispatcher import Dispatcher
-from control_plane.policies.job import Job
+from control_plane.core.job import Job
+from control_plane.core.scheduler_core import SchedulerCore
 from control_plane.sim.backlog import BacklogMonitor
 from control_plane.sim.cluster import SimWorker
 from control_plane.sim.records import RequestRecord
@@ -67,13 +69,19 @@ class Simulator:
     """Runs one scenario under one scheduler setup (see the module docstring)."""
 
     def __init__(
-        self, setup: SimSetup, specs: list[RequestSpec], progress: Progress | None = None
+        self,
+        setup: SimSetup,
+        specs: list[RequestSpec],
+        progress: Progress | None = None,
+        core: SchedulerCore | None = None,
     ) -> None:
         self.setup = setup
         self.specs = specs
-        self.dispatcher: Dispatcher = setup.dispatcher
+        self.core = core or SchedulerCore(setup.dispatcher)
+        """Over `setup.dispatcher`; given only to observe the run (a recording subclass)."""
         self.workers = setup.workers
         self.by_id = {w.id: w for w in self.workers}
+        self.core.set_workers(self.by_id)
         self.records: list[RequestRecord] = []
         self.pending: dict[str, RequestRecord] = {}
         self.active: dict[str, Active] = {}
@@ -133,7 +141,7 @@ class Simulator:
         self._next_at[index] = t
 
     def _tick(self, t: float, end: float, arriving: bool) -> bool:
-        self.dispatcher.tick(t)
+        self.core.tick(t)
         if self._progress is not None:
             self._progress(t)
         busy = arriving or bool(self.pending) or bool(self.active)
@@ -166,7 +174,7 @@ class Simulator:
             unit_factor=factor,
         )
         self.pending[job.id] = record
-        self.dispatcher.push(job, t)
+        self.core.arrive(job, None, t)
         self.backlog.queued(spec.tenant, +1)
         timeout = self.setup.queue_timeout_s
         if timeout is not None:
@@ -177,7 +185,7 @@ class Simulator:
         while self._timeouts and self._timeouts[0][0] <= t:
             _, job_id = self._timeouts.popleft()
             record = self.pending.pop(job_id, None)
-            if record is not None and self.dispatcher.remove(job_id) is not None:
+            if record is not None and self.core.withdraw(job_id) is not None:
                 record.status = "timeout"
                 record.finished = t
                 self.backlog.queued(record.tenant, -1)
@@ -186,13 +194,12 @@ class Simulator:
 
     # -- dispatch -------------------------------------------------------------------------------
     def _dispatch(self, t: float) -> None:
-        decisions = self.dispatcher.drain(t, [w.view() for w in self.workers])
+        decisions = self.core.decide(t)
         for d in decisions:
             job = d.job
             worker = self.by_id[d.worker.id]
             record = self.pending.pop(job.id)
             record.status, record.dispatched, record.worker = "running", t, worker.id
-            worker.hold(job.id, d.reserved_tokens)
             active = Active(job, record, worker)
             self.active[job.id] = active
             index = worker.index
@@ -239,15 +246,15 @@ class Simulator:
             self.workers[index].last_preemption_at = end
 
     def _flush(self, index: int, t: float) -> None:
-        """One worker's share of a progress report, charged as one batch (`on_tokens_batch`)."""
-        reports: list[tuple[Job, int]] = []
+        """One worker's share of a progress report, charged as one batch (`progress_batch`)."""
+        reports: list[tuple[str, int]] = []
         for a in self.per_worker[index].values():
             if a.unflushed:
-                n, a.unflushed = a.unflushed, 0
-                a.record.n_out += n
-                reports.append((a.job, n))
+                a.record.n_out += a.unflushed
+                a.unflushed = 0
+                reports.append((a.job.id, a.record.n_out))
         if reports:
-            self.dispatcher.on_tokens_batch(reports, t)
+            self.core.progress_batch(reports, t)
         self.backlog.sample(t)
 
     def _flush_all(self, t: float) -> bool:
@@ -269,17 +276,16 @@ class Simulator:
         a.unflushed = 0
         record.status, record.finished = "ok", at
         self._release(a)
-        self.dispatcher.on_finish(a.job, record.outcome(), t)
+        self.core.complete(a.job.id, record.outcome(), t)
 
     def _release(self, a: Active) -> None:
         del self.active[a.job.id]
         del self.per_worker[a.worker.index][a.job.id]
-        a.worker.release(a.job.id)
 
     # -- end of run -----------------------------------------------------------------------------
     def _finish_run(self, t: float) -> None:
         for job_id, record in list(self.pending.items()):
-            if self.dispatcher.remove(job_id) is not None:
+            if self.core.withdraw(job_id) is not None:
                 record.status, record.finished = "withdrawn", t
         self.pending.clear()
         for a in list(self.active.values()):
@@ -288,5 +294,5 @@ class Simulator:
             a.unflushed = 0
             a.record.status, a.record.finished = "aborted", t
             self._release(a)
-            self.dispatcher.on_finish(a.job, a.record.outcome(), t)
+            self.core.complete(a.job.id, a.record.outcome(), t)
         self.now = t

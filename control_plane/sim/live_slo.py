@@ -43,8 +43,8 @@ def tenant_slos(
 async def write_tenant_slos(
     gateway: str, admin_token: str, records: dict[str, dict[str, float]]
 ) -> None:
-    """PATCH each tenant's SLO targets through the admin API (audited as `arbiter bench`)."""
-    headers = {"Authorization": f"Bearer {admin_token}", "X-Arbiter-Actor": "arbiter bench"}
+    """PATCH each tenant's SLO targets through the admin API (audited as `arbiter sim replay`)."""
+    headers = {"Authorization": f"Bearer {admin_token}", "X-Arbiter-Actor": "arbiter sim replay"}
     async with httpx.AsyncClient(base_url=gateway.rstrip("/"), timeout=10.0) as client:
         for tenant, fields in records.items():
             body = {**fields, "reason": "live replay: the scenario's SLO targets"}

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from control_plane.policies.job import Outcome, Slo
+from control_plane.core.job import Outcome, Slo
 
 FINAL_STATUSES = ("ok", "error", "aborted", "timeout", "withdrawn", "rejected")
 """`ok` served; `error` failed; `aborted` cut off while running (end of run); `timeout`

@@ -238,7 +238,7 @@ behind them (the same for any seed).
 
 **H-MAS stress test.** In phase 1 (0.6·λ0) almost nothing queues and the policies nearly
 coincide. Under overload the order matters: SJF knows each request's exact output length
-(`max_tokens` equals the scenario's output length, in the simulator and in `arbiter bench`),
+(`max_tokens` equals the scenario's output length, in the simulator and in `arbiter sim replay`),
 so it serves short requests first and meets more TTFT targets while long requests wait
 longest (its p99 TTFT); EDF spends capacity on requests whose deadlines have already passed;
 WFQ (weighted VTC) spreads service over tenants, so the light tenants with strict targets keep

@@ -2,7 +2,7 @@
 
 A scenario is YAML validated by these pydantic models (unknown keys are refused, so a typo is
 an error rather than a silently ignored knob). The same file drives the simulator (`arbiter
-simulate`) and the live replay (`arbiter bench`). `load_scenario` also checks cross references
+simulate`) and the live replay (`arbiter sim replay`). `load_scenario` also checks cross references
 (streams name existing tenants, apps, agents and classes; every class's model is served by some
 worker group) and loads the worker profiles.
 """
@@ -16,7 +16,7 @@ from typing import Annotated, Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 
-from control_plane.policies.job import Slo
+from control_plane.core.job import Slo
 from control_plane.sim.arrivals import Gamma, OnOff, Piecewise, Poisson
 from control_plane.sim.distributions import LengthDist
 from control_plane.sim.traces import Trace
@@ -226,7 +226,7 @@ class Scenario(_Strict):
     def as_live(self, speed: float) -> Scenario:
         """A copy whose scheduler time constants are a live stack's when replayed at `speed`.
 
-        `arbiter bench --speed S` compresses scenario time S-fold, but the gateway and the
+        `arbiter sim replay --speed S` compresses scenario time S-fold, but the gateway and the
         scheduler keep their wall-clock constants (progress batching, tick, ledger window, queue
         timeout); in scenario seconds those last S times longer, and so they do here.
         """

@@ -11,10 +11,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from control_plane.admission.registry import build_admission
-from control_plane.placement.dispatcher import Dispatcher
+from control_plane.core.dispatcher import Dispatcher
+from control_plane.core.ledger import Ledger
+from control_plane.core.policy import PolicyContext, Weights
 from control_plane.placement.registry import build_placement
-from control_plane.policies.base import PolicyContext, Weights
-from control_plane.policies.ledger import Ledger
 from control_plane.policies.registry import build_policy
 from control_plane.sim.cluster import SimWorker, build_workers, unit_factors
 from control_plane.sim.scenario import Scenario

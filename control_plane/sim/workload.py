@@ -14,7 +14,7 @@ import itertools
 import random
 from dataclasses import dataclass
 
-from control_plane.policies.job import Slo
+from control_plane.core.job import Slo
 from control_plane.sim.records import RequestRecord
 from control_plane.sim.scenario import RequestClass, Scenario, Stream, merge_slo
 from control_plane.sim.traces import Trace, TraceRow

@@ -1,5 +1,5 @@
 """A tenant's full queue: 429 in OpenAI's shape with Retry-After, nothing accepted is lost, and
-`arbiter bench` records the refusals as `rejected` (the status the simulator gives them)."""
+`arbiter sim replay` records the refusals as `rejected` (the status the simulator gives them)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import time
 
 import httpx
 
-from control_plane.policies.job import Slo
+from control_plane.core.job import Slo
 from control_plane.sim.live_bench import LiveTarget, replay
 from control_plane.sim.workload import RequestSpec
 from storage.db import Database

@@ -6,9 +6,10 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Query
 
-from control_plane.api.admin.deps import Ctx, as_json, in_thread
+from control_plane.admin.records import as_json
+from control_plane.api.admin.deps import Ctx, in_thread
 from control_plane.api.auth import Admin
-from control_plane.api.bounds import Epoch
+from control_plane.gateway.bounds import Epoch
 from storage.db import Database
 from storage.records import AuditRecord
 

@@ -7,9 +7,10 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Query
 
-from control_plane.api.admin.deps import Ctx, as_json
+from control_plane.admin.records import as_json
+from control_plane.api.admin.deps import Ctx
 from control_plane.api.auth import Admin
-from control_plane.api.errors import ApiError
+from control_plane.gateway.errors import ApiError
 
 router = APIRouter(tags=["admin: dead letters"])
 _STREAM_ID = re.compile(r"^\d{1,20}-\d{1,20}$")

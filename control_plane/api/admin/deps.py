@@ -5,7 +5,6 @@ every change carries a reason."""
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Annotated, Any, ParamSpec, Protocol, TypeVar
@@ -13,7 +12,7 @@ from typing import Annotated, Any, ParamSpec, Protocol, TypeVar
 from fastapi import Depends, Query, Request
 from pydantic import StringConstraints
 
-from control_plane.api.errors import ApiError
+from control_plane.gateway.errors import ApiError
 from control_plane.settings import Settings
 from control_plane.state import StateStores
 from storage.db import Database
@@ -84,17 +83,6 @@ async def in_thread(fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) ->
 
 def not_found(what: str) -> ApiError:
     return ApiError(404, f"{what} does not exist", code="not_found")
-
-
-def as_json(value: Any) -> Any:
-    """Records (frozen dataclasses) and containers of them as plain JSON values."""
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: as_json(getattr(value, f.name)) for f in dataclasses.fields(value)}
-    if isinstance(value, list | tuple):
-        return [as_json(v) for v in value]
-    if isinstance(value, dict):
-        return {str(k): as_json(v) for k, v in value.items()}
-    return value
 
 
 class FieldErrors(ApiError):

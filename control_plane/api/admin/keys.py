@@ -10,12 +10,13 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Path, Query
 
-from control_plane.api.admin import tenancy
-from control_plane.api.admin.deps import Ctx, as_json, in_thread
+from control_plane.admin import tenancy
+from control_plane.admin.records import as_json
+from control_plane.api.admin.deps import Ctx, in_thread
 from control_plane.api.admin.schemas import Change, KeyCreate
 from control_plane.api.admin.sync import announce_directory
 from control_plane.api.auth import Admin
-from control_plane.api.bounds import INT32_MAX
+from control_plane.gateway.bounds import INT32_MAX
 
 router = APIRouter(tags=["admin: keys"])
 

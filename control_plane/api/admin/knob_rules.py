@@ -18,11 +18,11 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from control_plane.admission.registry import ADMISSIONS
 from control_plane.api.admin.deps import FieldErrors
-from control_plane.api.bounds import INT32_MAX, Millis
-from control_plane.api.errors import ApiError
+from control_plane.core.plugins import PluginParamsError, PluginRegistry, UnknownPluginError
+from control_plane.core.policy import PolicyContext
+from control_plane.gateway.bounds import INT32_MAX, Millis
+from control_plane.gateway.errors import ApiError
 from control_plane.placement.registry import PLACEMENTS
-from control_plane.policies.base import PolicyContext
-from control_plane.policies.plugins import PluginParamsError, PluginRegistry, UnknownPluginError
 from control_plane.policies.registry import PolicyParamsError, UnknownPolicyError, build_policy
 
 KNOB_NAME = re.compile(r"[a-z][a-z0-9_.\-]{0,63}")

@@ -11,7 +11,8 @@ from typing import Any
 
 from fastapi import APIRouter
 
-from control_plane.api.admin.deps import AdminContext, Ctx, as_json
+from control_plane.admin.records import as_json
+from control_plane.api.admin.deps import AdminContext, Ctx
 from control_plane.api.admin.knob_rules import known_knobs, validate_knob, validate_policy
 from control_plane.api.admin.schemas import KnobChange
 from control_plane.api.auth import Admin

@@ -18,8 +18,8 @@ from control_plane.api.admin.node_views import (
     node_views,
 )
 from control_plane.api.auth import Admin
-from control_plane.api.errors import ApiError
-from control_plane.policies.ledger import Ledger, Node
+from control_plane.core.ledger import Ledger, Node
+from control_plane.gateway.errors import ApiError
 from control_plane.state import StateStores
 from storage.db import Database
 

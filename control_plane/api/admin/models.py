@@ -6,10 +6,11 @@ from typing import Any
 
 from fastapi import APIRouter
 
-from control_plane.api.admin.deps import Ctx, Reason, as_json, in_thread
+from control_plane.admin.records import as_json
+from control_plane.api.admin.deps import Ctx, Reason, in_thread
 from control_plane.api.admin.schemas import ModelSpecIn
 from control_plane.api.auth import Admin
-from control_plane.api.bounds import Name
+from control_plane.gateway.bounds import Name
 from storage.db import Database
 from storage.errors import NotFoundError
 from storage.records import ModelRecord

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from control_plane.policies.ledger import Ledger, Node
+from control_plane.core.ledger import Ledger, Node
 from control_plane.policies.safi import jain
 
 LEVELS = {1: "tenant", 2: "app", 3: "agent"}

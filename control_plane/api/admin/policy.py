@@ -8,15 +8,16 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Query
 
+from control_plane.admin.records import as_json
 from control_plane.admission.registry import ADMISSIONS
-from control_plane.api.admin.deps import Ctx, as_json, in_thread
+from control_plane.api.admin.deps import Ctx, in_thread
 from control_plane.api.admin.knob_rules import validate_policy
 from control_plane.api.admin.knobs import active_policy, set_knob
 from control_plane.api.admin.schemas import PolicyChange
 from control_plane.api.auth import Admin
+from control_plane.core.plugins import PluginRegistry
 from control_plane.placement.registry import PLACEMENTS
 from control_plane.policies import registry
-from control_plane.policies.plugins import PluginRegistry
 from storage.db import Database
 from storage.records import AuditRecord
 

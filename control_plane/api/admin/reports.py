@@ -1,5 +1,5 @@
 """`/admin/reports`: historical fairness per node as JSON, CSV or HTML (same numbers as
-`arbiter report`)."""
+`arbiter admin report`)."""
 
 from __future__ import annotations
 
@@ -9,16 +9,16 @@ from typing import Annotated, Any, TypeVar, cast
 from fastapi import APIRouter, Query
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 
-from control_plane.api.admin.deps import Ctx, in_thread
-from control_plane.api.admin.report_render import to_csv, to_html
-from control_plane.api.admin.report_service import (
+from control_plane.admin.report_render import to_csv, to_html
+from control_plane.admin.reports import (
     ReportQuery,
     Source,
     fairness_report,
     parse_time,
 )
+from control_plane.api.admin.deps import Ctx, in_thread
 from control_plane.api.auth import Admin
-from control_plane.api.errors import ApiError
+from control_plane.gateway.errors import ApiError
 from storage.records import Level
 
 router = APIRouter(tags=["admin: reports"])

@@ -10,7 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_vali
 
 from control_plane.api.admin.deps import ReasonText
 from control_plane.api.admin.worker_url import check_worker_url
-from control_plane.api.bounds import (
+from control_plane.gateway.bounds import (
     Int64,
     Millis,
     Name,

@@ -11,8 +11,9 @@ from typing import Any
 
 from fastapi import APIRouter
 
-from control_plane.api.admin import tenancy
-from control_plane.api.admin.deps import Ctx, Reason, as_json, in_thread
+from control_plane.admin import tenancy
+from control_plane.admin.records import as_json
+from control_plane.api.admin.deps import Ctx, Reason, in_thread
 from control_plane.api.admin.schemas import (
     AgentCreate,
     AgentFields,
@@ -25,7 +26,7 @@ from control_plane.api.admin.schemas import (
 )
 from control_plane.api.admin.sync import announce_directory, publish_weight
 from control_plane.api.auth import Admin
-from control_plane.api.errors import ApiError
+from control_plane.gateway.errors import ApiError
 
 router = APIRouter(tags=["admin: tenants"])
 

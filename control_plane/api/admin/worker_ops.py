@@ -12,7 +12,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from control_plane.api.admin.deps import as_json
+from control_plane.admin.records import as_json
 from control_plane.api.admin.schemas import WorkerIn
 from storage.db import Database
 from storage.errors import AlreadyExistsError, NotFoundError

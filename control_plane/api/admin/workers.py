@@ -9,18 +9,18 @@ from typing import Any
 
 from fastapi import APIRouter
 
+from control_plane.admin.records import as_json
 from control_plane.api.admin import worker_ops as ops
 from control_plane.api.admin.deps import (
     Ctx,
     FieldErrors,
     Reason,
-    as_json,
     in_thread,
     not_found,
 )
 from control_plane.api.admin.schemas import Change, WorkerIn
 from control_plane.api.auth import Admin
-from control_plane.api.bounds import is_name
+from control_plane.gateway.bounds import is_name
 from storage.records import WorkerRecord
 
 router = APIRouter(tags=["admin: workers"])

@@ -12,7 +12,7 @@ from fastapi import APIRouter, Query
 from control_plane.api.admin.deps import Ctx, in_thread
 from control_plane.api.admin.workflow_graph import app_graph, apps_summary
 from control_plane.api.auth import Admin
-from control_plane.api.bounds import Epoch
+from control_plane.gateway.bounds import Epoch
 from storage.db import Database
 from storage.records import RequestRecord
 

@@ -6,8 +6,8 @@ import pytest
 
 from control_plane.admission.capacity import CapacityAdmission
 from control_plane.admission.registry import build_admission, names
-from control_plane.placement.worker_view import WorkerView
-from control_plane.policies.plugins import PluginParamsError, UnknownPluginError
+from control_plane.core.plugins import PluginParamsError, UnknownPluginError
+from control_plane.core.worker_view import WorkerView
 from tests.control_plane.policies.jobs import job
 
 

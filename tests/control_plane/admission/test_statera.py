@@ -10,8 +10,8 @@ import pytest
 from control_plane.admission.conformal import ConformalLengthBound
 from control_plane.admission.registry import build_admission
 from control_plane.admission.statera import StateraAdmission
-from control_plane.placement.worker_view import WorkerView
-from control_plane.policies.job import Outcome
+from control_plane.core.job import Outcome
+from control_plane.core.worker_view import WorkerView
 from tests.control_plane.policies.jobs import job
 
 

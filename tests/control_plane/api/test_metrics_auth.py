@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from control_plane.core.job import Job
 from control_plane.gateway.flight import Flight
 from control_plane.gateway.identity import NodeInfo, TenantInfo
 from control_plane.gateway.metrics import hashed_tenant
-from control_plane.policies.job import Job
 from tests.control_plane.api.gateway_app import Gateway, gateway
 
 TENANT = "acme"

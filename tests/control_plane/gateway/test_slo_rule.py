@@ -15,11 +15,12 @@ import httpx
 import pytest
 
 from control_plane.api.app import create_app
-from control_plane.policies.job import Job
-from control_plane.policies.ledger import Ledger
-from control_plane.scheduler.core import SchedulerCore
+from control_plane.core.job import Job
+from control_plane.core.ledger import Ledger
+from control_plane.core.scheduler_core import SchedulerCore
 from control_plane.scheduler.rebuild import build_core, job_from_record
 from control_plane.scheduler.scrape import WorkerSample
+from control_plane.scheduler.workers import observe, sync_workers
 from control_plane.settings import Settings
 from control_plane.state import StateStores
 from control_plane.up.seed import ensure_demo_tenants
@@ -74,8 +75,8 @@ async def _until_queued(stores: StateStores, n: int) -> None:
 
 def _edf_core() -> SchedulerCore:
     core = build_core({"policy": {"name": "edf", "params": {}}}, Ledger(), "fcfs")
-    core.set_workers([{"id": "w1", "url": "http://w1", "model": MODEL, "max_num_seqs": 1}])
-    core.observe("w1", WorkerSample(True, 0.0, models={MODEL: 2048}))
+    sync_workers(core, [{"id": "w1", "url": "http://w1", "model": MODEL, "max_num_seqs": 1}])
+    observe(core, "w1", WorkerSample(True, 0.0, models={MODEL: 2048}))
     return core
 
 

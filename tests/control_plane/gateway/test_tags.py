@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from control_plane.api.errors import ApiError
+from control_plane.gateway.errors import ApiError
 from control_plane.gateway.tags import clamp_tier, read_tags, relax, strip_tags
 
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from control_plane.core.plugins import PluginParamsError
+from control_plane.core.worker_view import WorkerView
 from control_plane.placement.registry import build_placement, names
-from control_plane.placement.worker_view import WorkerView
-from control_plane.policies.plugins import PluginParamsError
 from tests.control_plane.policies.jobs import job
 
 

@@ -6,7 +6,7 @@ import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from control_plane.policies.ledger import Node
+from control_plane.core.ledger import Node
 from tests.control_plane.policies.service_loop import ServiceLoop
 
 

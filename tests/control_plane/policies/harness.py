@@ -12,8 +12,8 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from control_plane.policies.base import Policy
-from control_plane.policies.job import Job, Outcome, Slo
+from control_plane.core.job import Job, Outcome, Slo
+from control_plane.core.policy import Policy
 
 Op = tuple[Any, ...]
 

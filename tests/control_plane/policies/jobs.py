@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import itertools
 
-from control_plane.policies.base import Policy
-from control_plane.policies.job import Job, Slo
+from control_plane.core.job import Job, Slo
+from control_plane.core.policy import Policy
 
 _seq = itertools.count()
 

@@ -14,11 +14,11 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from control_plane.admission.capacity import CapacityAdmission, CapacityParams
-from control_plane.placement.dispatcher import Dispatcher
+from control_plane.core.dispatcher import Dispatcher
+from control_plane.core.job import Job, Outcome
+from control_plane.core.policy import Policy
+from control_plane.core.worker_view import WorkerView
 from control_plane.placement.least_loaded import LeastLoadedPlacement
-from control_plane.placement.worker_view import WorkerView
-from control_plane.policies.base import Policy
-from control_plane.policies.job import Job, Outcome
 
 Observer = Callable[["ServiceLoop"], None]
 

@@ -9,9 +9,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from control_plane.policies.base import Policy, PolicyContext, StopPop, switch_policy
-from control_plane.policies.job import Job
-from control_plane.policies.ledger import Ledger
+from control_plane.core.job import Job
+from control_plane.core.ledger import Ledger
+from control_plane.core.policy import Policy, PolicyContext, StopPop, switch_policy
 from control_plane.policies.queues import DuplicateJobError
 from control_plane.policies.registry import (
     PolicyParamsError,
@@ -168,6 +168,6 @@ def test_registry_resolves_module_paths_and_rejects_the_rest() -> None:
     with pytest.raises(UnknownPolicyError):
         build_policy("no_such_policy", PolicyContext())
     with pytest.raises(UnknownPolicyError):
-        build_policy("control_plane.policies.job:Job", PolicyContext())
+        build_policy("control_plane.core.job:Job", PolicyContext())
     with pytest.raises(UnknownPolicyError):
         build_policy("control_plane.policies.nothing:Here", PolicyContext())

@@ -6,11 +6,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from control_plane.policies.base import PolicyContext
+from control_plane.core.job import Job, Slo
+from control_plane.core.ledger import Ledger, Node
+from control_plane.core.policy import PolicyContext
 from control_plane.policies.credits import exchange_credits
 from control_plane.policies.exfairs import ExfairsPolicy
-from control_plane.policies.job import Job, Slo
-from control_plane.policies.ledger import Ledger, Node
 from control_plane.policies.proportional_queue import ProportionalQueue
 from control_plane.policies.registry import build_policy
 from control_plane.policies.safi import jain, safi_scores

@@ -8,10 +8,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from control_plane.policies.base import PolicyContext
-from control_plane.policies.job import Job
+from control_plane.core.job import Job
+from control_plane.core.policy import PolicyContext
+from control_plane.core.unified import ModelShape, unit_factor
 from control_plane.policies.registry import build_policy
-from control_plane.policies.unified import ModelShape, unit_factor
 from tests.control_plane.policies.fairness import ShareMeter
 from tests.control_plane.policies.service_loop import ServiceLoop
 from tests.control_plane.policies.test_vtc_properties import context, workloads

@@ -6,9 +6,9 @@ import math
 
 import pytest
 
-from control_plane.policies.base import PolicyContext
-from control_plane.policies.job import Slo
-from control_plane.policies.latency import LinearLatency, deadline, total_time
+from control_plane.core.job import Slo
+from control_plane.core.latency import LinearLatency, deadline, total_time
+from control_plane.core.policy import PolicyContext
 from control_plane.policies.registry import build_policy
 from tests.control_plane.policies.jobs import always, drain, job
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from control_plane.policies.base import PolicyContext
-from control_plane.policies.job import Slo
-from control_plane.policies.latency import LinearLatency
+from control_plane.core.job import Slo
+from control_plane.core.latency import LinearLatency
+from control_plane.core.policy import PolicyContext
 from control_plane.policies.registry import build_policy
 from control_plane.policies.two_lane import TwoLanePolicy
 from tests.control_plane.policies.jobs import always, job

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from control_plane.policies.base import PolicyContext, Weights, switch_policy
-from control_plane.policies.ledger import Ledger
+from control_plane.core.ledger import Ledger
+from control_plane.core.policy import PolicyContext, Weights, switch_policy
 from control_plane.policies.registry import build_policy
 from tests.control_plane.policies.jobs import always, drain, job
 

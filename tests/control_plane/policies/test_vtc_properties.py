@@ -8,8 +8,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings, target
 from hypothesis import strategies as st
 
-from control_plane.policies.base import PolicyContext, Weights
-from control_plane.policies.job import Job
+from control_plane.core.job import Job
+from control_plane.core.policy import PolicyContext, Weights
 from control_plane.policies.registry import build_policy
 from tests.control_plane.policies.fairness import GapTracker, ShareMeter
 from tests.control_plane.policies.service_loop import ServiceLoop

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from control_plane.policies.job import Job
+from control_plane.core.job import Job
 from control_plane.scheduler.entries import parse_job
 from control_plane.scheduler.rebuild import job_from_record, rebuild
 from control_plane.scheduler.service import SchedulerService

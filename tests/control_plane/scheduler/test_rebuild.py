@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from control_plane.policies.job import Job, Outcome
-from control_plane.scheduler.core import SchedulerCore
+from control_plane.core.job import Job, Outcome
+from control_plane.core.scheduler_core import SchedulerCore
 from control_plane.scheduler.rebuild import rebuild
 from control_plane.scheduler.scrape import WorkerSample
 from control_plane.scheduler.service import SchedulerService
+from control_plane.scheduler.workers import observe
 from control_plane.settings import Settings
 from control_plane.state import StateStores
 
@@ -27,7 +28,7 @@ async def _submit(stores: StateStores, i: int, tenant: str) -> None:
 
 async def _leader(stores: StateStores) -> SchedulerCore:
     core = await rebuild(stores, "vtc", 100.0)
-    core.observe("w1", WorkerSample(True, 100.0, models={"m": 4096}))
+    observe(core, "w1", WorkerSample(True, 100.0, models={"m": 4096}))
     return core
 
 

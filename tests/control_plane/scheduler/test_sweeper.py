@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
-from control_plane.policies.job import Job, Outcome, Slo
-from control_plane.policies.ledger import Ledger
+from control_plane.core.job import Job, Outcome, Slo
+from control_plane.core.ledger import Ledger
+from control_plane.core.scheduler_core import SchedulerCore
 from control_plane.recorder.rows import request_row
-from control_plane.scheduler.core import SchedulerCore
 from control_plane.scheduler.rebuild import build_core, rebuild
 from control_plane.scheduler.scrape import WorkerSample
 from control_plane.scheduler.sweeper import (
@@ -20,6 +20,7 @@ from control_plane.scheduler.sweeper import (
     lost_reason,
     release_event,
 )
+from control_plane.scheduler.workers import observe, sync_workers
 from control_plane.state import StateStores
 
 WORKER = {"id": "w1", "url": "http://w1", "model": "m", "max_num_seqs": 2}
@@ -54,8 +55,8 @@ def _record(job: Job, status: str, **extra: Any) -> dict[str, Any]:
 
 def _core() -> SchedulerCore:
     core = build_core({}, Ledger(), "fcfs")
-    core.set_workers([WORKER])
-    core.observe("w1", WorkerSample(True, 0.0, models={"m": 4096}))
+    sync_workers(core, [WORKER])
+    observe(core, "w1", WorkerSample(True, 0.0, models={"m": 4096}))
     return core
 
 
@@ -135,7 +136,7 @@ async def _leader_with_two_running(stores: StateStores) -> SchedulerCore:
         await _submit(stores, _job(f"d{i}", "a", float(i)), "gw-dead")
     await _submit(stores, _job("ok0", "b", 9.0), "gw-ok")
     core = await rebuild(stores, "fcfs", NOW)
-    core.observe("w1", WorkerSample(True, NOW, models={"m": 4096}))
+    observe(core, "w1", WorkerSample(True, NOW, models={"m": 4096}))
     for d in core.decide(NOW):
         assert await stores.requests.grant(d.job.id, worker_id="w1", worker_url="u", now=NOW)
     core.progress("d0", 5, NOW)

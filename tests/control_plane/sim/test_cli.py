@@ -1,4 +1,4 @@
-"""The `simulate`, `simulate-bench`, `simulate-capacity` and `scenarios` commands."""
+"""`arbiter sim run|speed|capacity|compare|scenarios`."""
 
 from __future__ import annotations
 
@@ -36,7 +36,7 @@ def test_simulate_writes_results_and_report(
     result = CliRunner().invoke(
         app,
         [
-            "simulate",
+            "run",
             str(scenario_file),
             "--policy",
             "fcfs",
@@ -69,7 +69,7 @@ def test_several_files_get_one_directory_each(
     out = tmp_path / "many"
     result = CliRunner().invoke(
         app,
-        ["simulate", str(scenario_file), str(other), "-p", "rr", "--out", str(out), "--no-report"],
+        ["run", str(scenario_file), str(other), "-p", "rr", "--out", str(out), "--no-report"],
     )
     assert result.exit_code == 0, result.output
     assert (out / "tiny" / "results.json").is_file() and (out / "other" / "results.json").is_file()
@@ -78,7 +78,7 @@ def test_several_files_get_one_directory_each(
 
 def test_bad_policy_params_are_reported(app: typer.Typer, scenario_file: Path) -> None:
     result = CliRunner().invoke(
-        app, ["simulate", str(scenario_file), "-p", "vtc", "--param", "vtc.levle=2", "--out", "x"]
+        app, ["run", str(scenario_file), "-p", "vtc", "--param", "vtc.levle=2", "--out", "x"]
     )
     assert result.exit_code != 0
     assert "levle" in str(result.exception)
@@ -88,9 +88,7 @@ def test_simulate_bench_prints_and_writes_the_speed(
     app: typer.Typer, scenario_file: Path, tmp_path: Path
 ) -> None:
     out = tmp_path / "speed.json"
-    result = CliRunner().invoke(
-        app, ["simulate-bench", str(scenario_file), "-p", "vtc", "--out", str(out)]
-    )
+    result = CliRunner().invoke(app, ["speed", str(scenario_file), "-p", "vtc", "--out", str(out)])
     assert result.exit_code == 0, result.output
     assert "requests / CPU-minute" in result.output
     data = json.loads(out.read_text())
@@ -98,7 +96,7 @@ def test_simulate_bench_prints_and_writes_the_speed(
 
 
 def test_capacity_and_scenario_listing(app: typer.Typer) -> None:
-    result = CliRunner().invoke(app, ["simulate-capacity", "noisy-neighbour-short"])
+    result = CliRunner().invoke(app, ["capacity", "noisy-neighbour-short"])
     assert result.exit_code == 0, result.output
     assert "llama3-8b" in result.output and "rho" in result.output
     listing = CliRunner().invoke(app, ["scenarios"])
@@ -130,12 +128,12 @@ def test_compare_reports_per_tenant_agreement(
     app: typer.Typer, scenario_file: Path, tmp_path: Path
 ) -> None:
     for name, seed in (("one", "1"), ("two", "2"), ("three", "1")):
-        args = ["simulate", str(scenario_file), "-p", "vtc", "--out", str(tmp_path / name)]
+        args = ["run", str(scenario_file), "-p", "vtc", "--out", str(tmp_path / name)]
         assert CliRunner().invoke(app, [*args, "--seed", seed, "--no-report"]).exit_code == 0
     same = CliRunner().invoke(
         app,
         [
-            "simulate-compare",
+            "compare",
             str(tmp_path / "one" / "results.json"),
             str(tmp_path / "three" / "results.json"),
         ],
@@ -144,7 +142,7 @@ def test_compare_reports_per_tenant_agreement(
     other = CliRunner().invoke(
         app,
         [
-            "simulate-compare",
+            "compare",
             str(tmp_path / "one" / "results.json"),
             str(tmp_path / "two" / "results.json"),
             "--metric",
@@ -159,7 +157,7 @@ def test_compare_reports_per_tenant_agreement(
 def test_live_speed_stretches_the_scheduler_s_clock(
     app: typer.Typer, scenario_file: Path, tmp_path: Path
 ) -> None:
-    args = ["simulate", str(scenario_file), "-p", "vtc", "--no-report", "--out"]
+    args = ["run", str(scenario_file), "-p", "vtc", "--no-report", "--out"]
     plain = CliRunner().invoke(app, [*args, str(tmp_path / "plain")])
     live = CliRunner().invoke(app, [*args, str(tmp_path / "live"), "--live-speed", "3"])
     assert plain.exit_code == 0 and live.exit_code == 0, live.output

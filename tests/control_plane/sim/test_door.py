@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from control_plane.policies.ledger import Ledger
+from control_plane.core.ledger import Ledger
 from control_plane.settings import Settings
 from control_plane.sim.records import RequestRecord
 from control_plane.sim.scenario import SchedulerSpec, load_scenario

@@ -1,4 +1,4 @@
-"""`arbiter bench`'s client against a real simulated vLLM worker process (OpenAI API)."""
+"""`arbiter sim replay`'s client against a real simulated vLLM worker process (OpenAI API)."""
 
 from __future__ import annotations
 
@@ -101,7 +101,7 @@ def test_bench_command_writes_the_simulator_s_results_shape(
     scenario.write_text(yaml.safe_dump(scenario_dict(duration_s=3)), encoding="utf-8")
     out = tmp_path / "live"
     args = [
-        "bench",
+        "replay",
         str(scenario),
         "--gateway",
         worker_url,

@@ -3,7 +3,7 @@ them): one target per tenant and field, in ms divided by the replay speed."""
 
 from __future__ import annotations
 
-from control_plane.policies.job import Slo
+from control_plane.core.job import Slo
 from control_plane.sim.live_bench import request_headers
 from control_plane.sim.live_slo import tenant_slos
 from control_plane.sim.workload import RequestSpec

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from control_plane.policies.job import Slo
+from control_plane.core.job import Slo
 from control_plane.sim.fairness_metrics import esg, esg_value, jain, safi, violation_rate
 from control_plane.sim.metrics import group_metrics
 from control_plane.sim.percentiles import cdf_points, summary

@@ -12,7 +12,7 @@ from __future__ import annotations
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from control_plane.policies.job import Slo
+from control_plane.core.job import Slo
 from control_plane.sim.engine_loop import Simulator
 from control_plane.sim.scenario import Scenario, parse_scenario
 from control_plane.sim.setup import PolicySpec, build_setup

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from redis.asyncio import Redis
 
-from control_plane.policies.job import Job
+from control_plane.core.job import Job
 from control_plane.recorder.service import Recorder
 from control_plane.state import KeySpace, RequestStore, StateStores
 from control_plane.state.trimming import group_floor, parse_id

@@ -12,12 +12,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from control_plane.policies.job import Job, Outcome, Slo
-from control_plane.policies.ledger import Ledger
-from control_plane.scheduler.core import SchedulerCore
+from control_plane.core.job import Job, Outcome, Slo
+from control_plane.core.ledger import Ledger
+from control_plane.core.scheduler_core import SchedulerCore
 from control_plane.scheduler.rebuild import build_core
 from control_plane.scheduler.scrape import WorkerSample
 from control_plane.scheduler.views import live_view
+from control_plane.scheduler.workers import observe, sync_workers
 from control_plane.state import StateStores
 
 WORKER: dict[str, Any] = {"id": "w1", "url": "http://127.0.0.1:9", "model": "m", "max_num_seqs": 64}
@@ -78,8 +79,8 @@ async def _submit(stores: StateStores, core: SchedulerCore, job: Job, now: float
 
 async def publish_live_state(stores: StateStores, now: float) -> LiveFacts:
     core = build_core({"policy": {"name": "exfairs", "params": {}}}, Ledger(), "vtc")
-    core.set_workers([WORKER])
-    core.observe("w1", WorkerSample(True, now, running=2, waiting=0, kv_usage=0.25))
+    sync_workers(core, [WORKER])
+    observe(core, "w1", WorkerSample(True, now, running=2, waiting=0, kv_usage=0.25))
     facts = LiveFacts(core)
     running = [_job(i, *spec[:3], now) for i, spec in enumerate(PLAN)]
     extra_running = [

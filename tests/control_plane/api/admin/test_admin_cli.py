@@ -1,4 +1,4 @@
-"""`arbiter tenants|keys|report` on a real database, and the plain functions `arbiter up` uses."""
+"""`arbiter admin tenants|keys|report` on a real database, and the functions `arbiter up` uses."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
+from control_plane.admin import tenancy
 from control_plane.admin_cli import register
-from control_plane.api.admin import tenancy
 from storage.db import Database
 from tests.control_plane.api.admin.conftest import AdminApi
 from tests.control_plane.api.admin.test_reports import SPAN, START, make_rows

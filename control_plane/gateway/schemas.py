@@ -1,7 +1,7 @@
 """The subset of OpenAI's request bodies Arbiter validates; everything else is forwarded as is.
 
 Types are strict where OpenAI's API refuses a mismatch (`"stream": "yes"`, `"max_tokens": "5"`
-or `1e30` are errors, not coerced), and every number is bounded (`control_plane.api.bounds`), so
+or `1e30` are errors, not coerced), and every number is bounded (`control_plane.gateway.bounds`), so
 nothing that passes here can overflow a counter or a SQL column later.
 """
 
@@ -21,7 +21,7 @@ from pydantic import (
     field_validator,
 )
 
-from control_plane.api.bounds import INT32_MAX
+from control_plane.gateway.bounds import INT32_MAX
 
 Count = Annotated[StrictInt, Field(ge=1, le=INT32_MAX)]
 TokenId = Annotated[StrictInt, Field(ge=0, le=INT32_MAX)]

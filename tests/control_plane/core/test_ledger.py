@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from control_plane.policies.ledger import Ledger, group_of, prefixes
-from control_plane.policies.windows import SlidingWindow
+from control_plane.core.ledger import Ledger, group_of, prefixes
+from control_plane.core.windows import SlidingWindow
 
 PATH = ("t", "app", "agent")
 

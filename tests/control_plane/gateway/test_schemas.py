@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from control_plane.api.schemas import ChatCompletionRequest, CompletionRequest
+from control_plane.gateway.schemas import ChatCompletionRequest, CompletionRequest
 
 CHAT: dict[str, Any] = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
 

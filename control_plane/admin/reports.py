@@ -1,5 +1,5 @@
 """The fairness report, computed once for every reader: `GET /admin/reports` (and so the
-console's Reports page) and `arbiter report` call `fairness_report`, so they show the same
+console's Reports page) and `arbiter admin report` call `fairness_report`, so they show the same
 numbers.
 
 It wraps `storage`'s report (rollups by default; `source="requests"` scans the rows) and adds
@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from control_plane.api.bounds import MAX_EPOCH_S
+from control_plane.gateway.bounds import MAX_EPOCH_S
 from storage.db import Database, Repos
 from storage.records import Level
 from storage.reports import DEFAULT_ALPHA, Report

@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
-from control_plane.policies.job import Job, Outcome
-from control_plane.policies.ledger import Ledger
-from control_plane.scheduler.core import SchedulerCore
+from control_plane.core.job import Job, Outcome
+from control_plane.core.ledger import Ledger
+from control_plane.core.scheduler_core import SchedulerCore
+from control_plane.policies.registry import build_policy
 from control_plane.scheduler.rebuild import build_core
 from control_plane.scheduler.scrape import WorkerSample
+from control_plane.scheduler.workers import observe, sync_workers
 
 
 def _core(policy: str = "vtc") -> SchedulerCore:
     core = build_core({"policy": {"name": policy, "params": {}}}, Ledger(), "fcfs")
-    core.set_workers([{"id": "w1", "url": "http://w1", "model": "m", "max_num_seqs": 2}])
-    core.observe("w1", WorkerSample(True, 0.0, models={"m": 2048}))
+    sync_workers(core, [{"id": "w1", "url": "http://w1", "model": "m", "max_num_seqs": 2}])
+    observe(core, "w1", WorkerSample(True, 0.0, models={"m": 2048}))
     return core
 
 
@@ -76,9 +78,9 @@ def test_failed_worker_gets_nothing_until_healthy_again() -> None:
     core.worker_failed("w1", 0.0)
     core.arrive(_job(0, "a", 0.0), None, 0.0)
     assert core.decide(1.0) == []
-    core.observe("w1", WorkerSample(True, 2.0))  # healthy, but still cooling down
+    observe(core, "w1", WorkerSample(True, 2.0))  # healthy, but still cooling down
     assert core.decide(2.0) == []
-    core.observe("w1", WorkerSample(True, 6.0))
+    observe(core, "w1", WorkerSample(True, 6.0))
     assert len(core.decide(6.0)) == 1
 
 
@@ -86,7 +88,7 @@ def test_policy_switch_keeps_pending_jobs() -> None:
     core = _core("vtc")
     for i in range(5):
         core.arrive(_job(i, "a" if i % 2 else "b", float(i)), None, float(i))
-    core.switch_policy("fcfs", None, 5.0)
+    core.switch_policy(build_policy("fcfs", core.ctx), 5.0)
     assert core.dispatcher.policy.name == "fcfs"
     assert {d.job.id for d in core.decide(6.0)} == {"j0", "j1"}
     assert set(core.pending) == {"j2", "j3", "j4"}

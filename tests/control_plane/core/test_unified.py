@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from control_plane.policies.base import CostModel
-from control_plane.policies.unified import ModelShape, unified_tokens, unit_factor
+from control_plane.core.policy import CostModel
+from control_plane.core.unified import ModelShape, unified_tokens, unit_factor
 from tests.control_plane.policies.jobs import job
 
 BASE = ModelShape("llm", hidden_size=4096, num_layers=32)

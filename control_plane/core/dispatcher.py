@@ -10,12 +10,12 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from control_plane.admission.base import Admission
-from control_plane.placement.base import Placement
-from control_plane.placement.worker_view import WorkerView
-from control_plane.policies.base import Policy, StopPop, TokenReport, switch_policy
-from control_plane.policies.job import Job, Outcome
-from control_plane.policies.ledger import OutputCharge
+from control_plane.core.admission import Admission
+from control_plane.core.job import Job, Outcome
+from control_plane.core.ledger import OutputCharge
+from control_plane.core.placement import Placement
+from control_plane.core.policy import Policy, StopPop, TokenReport, switch_policy
+from control_plane.core.worker_view import WorkerView
 
 
 class PoolGate:

@@ -14,16 +14,16 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from control_plane.admission.base import Admission
-from control_plane.placement.dispatcher import Dispatcher, PoolGate
+from control_plane.core.admission import Admission
+from control_plane.core.dispatcher import Dispatcher, PoolGate
+from control_plane.core.job import Job, Outcome
+from control_plane.core.ledger import Ledger, OutputCharge
+from control_plane.core.policy import PolicyContext, StopPop, Weights
+from control_plane.core.windows import SlidingWindow
+from control_plane.core.worker_view import WorkerView
 from control_plane.placement.registry import build_placement
-from control_plane.placement.worker_view import WorkerView
-from control_plane.policies.base import PolicyContext, StopPop, Weights
-from control_plane.policies.job import Job, Outcome
-from control_plane.policies.ledger import Ledger, OutputCharge
 from control_plane.policies.queues import JobQueue
 from control_plane.policies.registry import build_policy, names
-from control_plane.policies.windows import SlidingWindow
 from tests.control_plane.policies.jobs import job
 
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -11,7 +11,7 @@ import math
 from dataclasses import dataclass
 from typing import Protocol
 
-from control_plane.policies.job import Job
+from control_plane.core.job import Job
 
 
 class LatencyModel(Protocol):

@@ -14,9 +14,9 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict
 
-from control_plane.policies.job import Job, Outcome
-from control_plane.policies.latency import LatencyModel, LinearLatency
-from control_plane.policies.ledger import CounterPlan, Ledger, Node, OutputCharge
+from control_plane.core.job import Job, Outcome
+from control_plane.core.latency import LatencyModel, LinearLatency
+from control_plane.core.ledger import CounterPlan, Ledger, Node, OutputCharge
 
 Admit = Callable[[Job], bool]
 Refuses = Callable[[str], bool]

@@ -1,6 +1,6 @@
 """Tenants, applications, agents and API keys as audited operations on the database.
 
-The admin API and the `arbiter tenants|keys` commands (and `arbiter up`'s demo tenant) call
+The admin API and the `arbiter admin tenants|keys` commands (and `arbiter up`'s demo tenant) call
 these same functions, so a change lands with the same audit row whichever door it came
 through. Each function is one transaction: the change and its audit row commit together or
 not at all. A node of the hierarchy is named by its path: `(tenant,)`, `(tenant, app)` or

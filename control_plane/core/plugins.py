@@ -1,7 +1,8 @@
-"""A name → class registry with validated params, shared by admission and placement plug-ins.
+"""The one name → class registry with validated params, for every kind of plug-in.
 
-Like the policy registry: built-in names map to "module:Class" (imported lazily), and any
-`module:Class` path names an operator's own plug-in.
+Policies, admission and placement each keep one `PluginRegistry`: built-in names map to
+"module:Class" (imported lazily, so listing costs nothing), and any `module:Class` path names
+an operator's own plug-in of the registry's base class.
 """
 
 from __future__ import annotations
@@ -29,12 +30,24 @@ class PluginParamsError(ValueError):
 
 
 class PluginRegistry(Generic[T]):
-    """Resolves names of one kind of plug-in (`base` subclasses with a `Params` model)."""
+    """Resolves names of one kind of plug-in (`base` subclasses with a `Params` model).
 
-    def __init__(self, kind: str, base: type[Any]) -> None:
+    `unknown` and `invalid` are the error classes raised (subclasses of `UnknownPluginError`
+    and `PluginParamsError`, so callers may catch one kind or every kind).
+    """
+
+    def __init__(
+        self,
+        kind: str,
+        base: type[Any],
+        unknown: type[UnknownPluginError] = UnknownPluginError,
+        invalid: type[PluginParamsError] = PluginParamsError,
+    ) -> None:
         self.kind = kind
         self.base = base
         self.builtin: dict[str, str] = {}
+        self._unknown = unknown
+        self._invalid = invalid
 
     def register(self, name: str, target: str) -> None:
         self.builtin[name] = target
@@ -46,14 +59,14 @@ class PluginRegistry(Generic[T]):
         target = self.builtin.get(name, name if ":" in name else None)
         if target is None:
             known = ", ".join(self.names())
-            raise UnknownPluginError(f"unknown {self.kind} {name!r}; registered: {known}")
+            raise self._unknown(f"unknown {self.kind} {name!r}; registered: {known}")
         module_name, _, attr = target.partition(":")
         try:
             cls = getattr(importlib.import_module(module_name), attr)
         except (ImportError, AttributeError) as exc:
-            raise UnknownPluginError(f"cannot import {self.kind} {target!r}: {exc}") from exc
+            raise self._unknown(f"cannot import {self.kind} {target!r}: {exc}") from exc
         if not (isinstance(cls, type) and issubclass(cls, self.base)):
-            raise UnknownPluginError(f"{target!r} is not a {self.base.__name__} subclass")
+            raise self._unknown(f"{target!r} is not a {self.base.__name__} subclass")
         return cast(type[T], cls)
 
     def params(self, name: str, cls: type[Any], params: dict[str, Any] | None) -> BaseModel:
@@ -62,4 +75,4 @@ class PluginRegistry(Generic[T]):
         try:
             return model.model_validate(params or {})
         except ValidationError as exc:
-            raise PluginParamsError(name, [dict(e) for e in exc.errors()]) from exc
+            raise self._invalid(name, [dict(e) for e in exc.errors()]) from exc

@@ -7,12 +7,12 @@ from typing import Any
 
 from control_plane.admission.capacity import CapacityAdmission, CapacityParams
 from control_plane.admission.registry import build_admission
-from control_plane.placement.dispatcher import Dispatcher
+from control_plane.core.dispatcher import Dispatcher
+from control_plane.core.job import Job, Outcome, Slo
+from control_plane.core.ledger import Ledger
+from control_plane.core.policy import PolicyContext
+from control_plane.core.worker_view import WorkerView
 from control_plane.placement.registry import build_placement
-from control_plane.placement.worker_view import WorkerView
-from control_plane.policies.base import PolicyContext
-from control_plane.policies.job import Job, Outcome, Slo
-from control_plane.policies.ledger import Ledger
 from control_plane.policies.registry import build_policy
 from tests.control_plane.policies.jobs import job
 

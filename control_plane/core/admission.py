@@ -8,9 +8,9 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel
 
-from control_plane.placement.worker_view import WorkerView
-from control_plane.policies.base import NoParams
-from control_plane.policies.job import Job, Outcome
+from control_plane.core.job import Job, Outcome
+from control_plane.core.policy import NoParams
+from control_plane.core.worker_view import WorkerView
 
 
 class Admission(ABC):

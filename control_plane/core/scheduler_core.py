@@ -1,25 +1,34 @@
-"""The live scheduler's memory: pending jobs (in the policy), running jobs and workers.
+"""The scheduler's memory — pending jobs (in the policy), running jobs, workers — for both clocks.
 
-Pure: no I/O, time comes in as `now`. The I/O loop (`service.py`) feeds it arrivals, progress
-and completions read from Redis and turns its decisions into grants. Everything here can be
-rebuilt from Redis (queued envelopes, the in-flight map, the ledger checkpoint) by a new leader.
+Pure: no I/O, time comes in as `now`. The live scheduler's I/O loop (`scheduler/service.py`)
+feeds it arrivals, progress and completions read from Redis and turns its decisions into
+grants; the simulator (`sim/engine_loop.py`) feeds it the same inputs from its engines and
+starts its decisions on them. What each knows of a worker beyond the core's own in-flight
+records comes from a `WorkerProbe`: scraped `vllm:*` metrics live, the engine's fields in the
+simulator. Everything here can be rebuilt from Redis (queued envelopes, the in-flight map,
+the ledger checkpoint) by a new leader.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
-from control_plane.placement.dispatcher import Decision, Dispatcher
-from control_plane.placement.worker_view import WorkerView
-from control_plane.policies.base import PolicyContext
-from control_plane.policies.job import Job, Outcome
-from control_plane.policies.registry import build_policy
-from control_plane.scheduler.scrape import WorkerSample
+from control_plane.core.dispatcher import Decision, Dispatcher
+from control_plane.core.job import Job, Outcome
+from control_plane.core.policy import Policy, PolicyContext
+from control_plane.core.worker_view import WorkerView
 
-DEFAULT_MAX_NUM_SEQS = 256
-DEFAULT_KV_TOKENS = 1_000_000
+
+class WorkerProbe(Protocol):
+    """What is known of one worker apart from the core's in-flight records."""
+
+    def view(self, inflight: int, inflight_tokens: int) -> WorkerView:
+        """The worker as admission and placement see it, with the core's in-flight counts."""
+        ...
 
 
 @dataclass(slots=True)
@@ -30,39 +39,27 @@ class Running:
 
 
 @dataclass(slots=True)
-class WorkerState:
-    """A registered worker plus what the scheduler knows of its load."""
+class WorkerSlot:
+    """A worker's probe plus the core's bookkeeping for it: in-flight jobs and failure mark."""
 
-    record: dict[str, Any]
-    sample: WorkerSample | None = None
+    probe: WorkerProbe
     inflight: dict[str, int] = field(default_factory=dict)
+    """Job id → KV tokens admission reserved for it."""
+    inflight_tokens: int = 0
     failed: bool = False
-    """Marked by a gateway's `worker_failed`; cleared by a healthy scrape after the cool-down."""
+    """Marked by a `worker_failed` report; cleared by `worker_recovered` after the cool-down."""
     failed_until: float = 0.0
 
     def view(self) -> WorkerView:
-        rec, sample = self.record, self.sample
-        kv_tokens = (sample.kv_tokens if sample and sample.kv_tokens else None) or int(
-            rec.get("kv_tokens") or DEFAULT_KV_TOKENS
-        )
-        model = str(rec.get("model") or "")
-        if not model and sample and sample.models:
-            model = next(iter(sample.models))
-        return WorkerView(
-            id=str(rec["id"]),
-            url=str(rec["url"]),
-            model=model,
-            max_num_seqs=int(rec.get("max_num_seqs") or DEFAULT_MAX_NUM_SEQS),
-            kv_tokens=kv_tokens,
-            healthy=bool(sample and sample.healthy) and not self.failed,
-            draining=rec.get("status", "active") != "active",
-            inflight=len(self.inflight),
-            inflight_tokens=sum(self.inflight.values()),
-            running=int(sample.running) if sample else 0,
-            waiting=int(sample.waiting) if sample else 0,
-            kv_usage=float(sample.kv_usage) if sample else 0.0,
-            preemptions=int(sample.preemptions_total) if sample else 0,
-        )
+        view = self.probe.view(len(self.inflight), self.inflight_tokens)
+        return dataclasses.replace(view, healthy=False) if self.failed else view
+
+    def hold(self, job_id: str, reserved: int) -> None:
+        self.inflight_tokens += reserved - self.inflight.get(job_id, 0)
+        self.inflight[job_id] = reserved
+
+    def release(self, job_id: str) -> None:
+        self.inflight_tokens -= self.inflight.pop(job_id, 0)
 
 
 class SchedulerCore:
@@ -78,7 +75,8 @@ class SchedulerCore:
         self.failure_cooldown_s = failure_cooldown_s
         self.pending: dict[str, Job] = {}
         self.running: dict[str, Running] = {}
-        self.workers: dict[str, WorkerState] = {}
+        self.workers: dict[str, WorkerSlot] = {}
+        """In the order decisions see them (the registry's, or the scenario's)."""
 
     @property
     def ctx(self) -> PolicyContext:
@@ -117,9 +115,9 @@ class SchedulerCore:
         job.worker = worker_id
         job.dispatched_at = job.dispatched_at or now
         self.running[job.id] = Running(job, worker_id, reserved)
-        state = self.workers.get(worker_id)
-        if state is not None:
-            state.inflight[job.id] = reserved
+        slot = self.workers.get(worker_id)
+        if slot is not None:
+            slot.hold(job.id, reserved)
 
     def withdraw(self, job_id: str) -> Job | None:
         if self.pending.pop(job_id, None) is None:
@@ -127,9 +125,21 @@ class SchedulerCore:
         return self.dispatcher.remove(job_id)
 
     def progress(self, job_id: str, n_out: int, now: float) -> None:
+        """`n_out` output tokens so far (cumulative: a repeated report charges nothing)."""
         run = self.running.get(job_id)
         if run is not None and n_out > run.job.n_out:
             self.dispatcher.on_tokens(run.job, n_out - run.job.n_out, now)
+
+    def progress_batch(self, reports: Sequence[tuple[str, int]], now: float) -> None:
+        """One batched progress report `(job id, n_out so far)`, charged as one batch."""
+        running = self.running
+        deltas = []
+        for job_id, n_out in reports:
+            run = running.get(job_id)
+            if run is not None and n_out > run.job.n_out:
+                deltas.append((run.job, n_out - run.job.n_out))
+        if deltas:
+            self.dispatcher.on_tokens_batch(deltas, now)
 
     def complete(self, job_id: str, outcome: Outcome, now: float) -> Job | None:
         """A request ended (any status); frees its slot. Pending ones are withdrawn."""
@@ -143,29 +153,27 @@ class SchedulerCore:
         return run.job
 
     def worker_failed(self, worker_id: str, now: float) -> None:
-        state = self.workers.get(worker_id)
-        if state is not None:
-            state.failed = True
-            state.failed_until = now + self.failure_cooldown_s
+        """A request failed on the worker: it takes nothing for `failure_cooldown_s`."""
+        slot = self.workers.get(worker_id)
+        if slot is not None:
+            slot.failed = True
+            slot.failed_until = now + self.failure_cooldown_s
+
+    def worker_recovered(self, worker_id: str, at: float) -> None:
+        """The worker was seen healthy at `at`: clears its failure mark after the cool-down."""
+        slot = self.workers.get(worker_id)
+        if slot is not None and at >= slot.failed_until:
+            slot.failed = False
 
     # -- workers ----------------------------------------------------------------------------
-    def set_workers(self, records: list[dict[str, Any]]) -> None:
-        """Replace the registry view, keeping in-flight bookkeeping of known workers."""
-        fresh: dict[str, WorkerState] = {}
-        for rec in records:
-            old = self.workers.get(str(rec["id"]))
-            state = old or WorkerState(record=rec)
-            state.record = rec
-            fresh[str(rec["id"])] = state
+    def set_workers(self, probes: Mapping[str, WorkerProbe]) -> None:
+        """Replace the set of workers, keeping the in-flight bookkeeping of known ones."""
+        fresh: dict[str, WorkerSlot] = {}
+        for worker_id, probe in probes.items():
+            slot = self.workers.get(worker_id) or WorkerSlot(probe)
+            slot.probe = probe
+            fresh[worker_id] = slot
         self.workers = fresh
-
-    def observe(self, worker_id: str, sample: WorkerSample) -> None:
-        state = self.workers.get(worker_id)
-        if state is None:
-            return
-        state.sample = sample
-        if sample.healthy and sample.scraped_at >= state.failed_until:
-            state.failed = False
 
     # -- decisions --------------------------------------------------------------------------
     def decide(self, now: float, limit: int | None = None) -> list[Decision]:
@@ -174,7 +182,7 @@ class SchedulerCore:
         for d in decisions:
             self.pending.pop(d.job.id, None)
             self.running[d.job.id] = Running(d.job, d.worker.id, d.reserved_tokens)
-            self.workers[d.worker.id].inflight[d.job.id] = d.reserved_tokens
+            self.workers[d.worker.id].hold(d.job.id, d.reserved_tokens)
         return decisions
 
     def undo(self, decision: Decision) -> None:
@@ -183,9 +191,9 @@ class SchedulerCore:
         if run is not None:
             self._release(run)
 
-    def switch_policy(self, name: str, params: dict[str, Any] | None, now: float) -> None:
-        """Zero-downtime switch; raises UnknownPolicyError/PolicyParamsError when invalid."""
-        self.dispatcher.switch(build_policy(name, self.ctx, params), now)
+    def switch_policy(self, policy: Policy, now: float) -> None:
+        """Zero-downtime switch: `policy` (built over `ctx`) adopts every pending job."""
+        self.dispatcher.switch(policy, now)
 
     def tick(self, now: float) -> None:
         self.dispatcher.tick(now)
@@ -216,9 +224,9 @@ class SchedulerCore:
         return out
 
     def _release(self, run: Running) -> None:
-        state = self.workers.get(run.worker)
-        if state is not None:
-            state.inflight.pop(run.job.id, None)
+        slot = self.workers.get(run.worker)
+        if slot is not None:
+            slot.release(run.job.id)
 
     def _set_weights(self, job: Job, weights: dict[str, float]) -> None:
         w = self.ctx.weights

@@ -1,0 +1,91 @@
+"""Ending a request: the completion event, metrics, Redis and the tenant's token budget.
+
+Rule: a flight is finished once; its completion event is handed to the reporter at once (it
+buffers through outages) and the Redis bookkeeping runs off the response path: marking the
+request finished (retried with backoff for `FINISH_RETRY_S`) and charging its tokens to the
+tenant's daily budget.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Coroutine
+from typing import Any
+
+from control_plane.gateway.deps import GatewayDeps
+from control_plane.gateway.flight import Flight
+from control_plane.gateway.grants import Grant
+from control_plane.state.errors import StateUnavailable
+
+log = logging.getLogger(__name__)
+FINISH_RETRY_S = 60.0
+"""How long marking a finished request in Redis is retried (its completion event is buffered by
+the reporter regardless)."""
+
+
+class Finisher:
+    """Finishes the flights of one gateway replica; keeps its background tasks alive."""
+
+    def __init__(self, deps: GatewayDeps) -> None:
+        self.d = deps
+        self._background: set[asyncio.Task[None]] = set()
+
+    async def finish(self, flight: Flight, status: str, error: str | None) -> None:
+        if flight.finished:
+            return
+        flight.finished = True
+        if flight.stats.finished_at is None:
+            flight.stats.finished_at = time.time()
+        self.d.reporter.emit(flight.completion_event(status, error))
+        self.d.metrics.completed(flight, status)
+        # off the response path: the client's answer does not wait for these round trips
+        self._in_background(self._mark_finished(flight.id, status))
+        if flight.node.tenant.token_budget is not None:
+            self._in_background(self._charge(flight))
+
+    def _in_background(self, work: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.create_task(work)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    async def _mark_finished(self, request_id: str, status: str) -> None:
+        """Retried with backoff for `FINISH_RETRY_S`: an outage delays it, rarely loses it."""
+        delay, deadline = 0.25, time.monotonic() + FINISH_RETRY_S
+        while True:
+            try:
+                await self.d.requests.finish(request_id, now=time.time(), status=status)
+                return
+            except StateUnavailable:
+                if time.monotonic() + delay > deadline:
+                    log.warning("could not mark %s finished in Redis (it expires)", request_id)
+                    return
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 5.0)
+
+    async def _charge(self, flight: Flight) -> None:
+        """Count the tokens the request consumed against its tenant's daily budget."""
+        stats = flight.stats
+        n_in = stats.n_in if stats.n_in is not None else flight.job.n_in
+        try:
+            await self.d.limits.charge(flight.node.tenant, n_in + stats.n_out, time.time())
+        except StateUnavailable:
+            log.warning("could not count the tokens of %s in Redis (usage undercounted)", flight.id)
+
+    async def release_orphan(self, grant: Grant) -> None:
+        """A grant arrived for a request this gateway no longer serves: release it."""
+        await self.d.requests.finish(grant.request_id, now=time.time(), status="aborted")
+        self.d.reporter.emit(
+            {
+                "type": "complete",
+                "id": grant.request_id,
+                "status": "aborted",
+                "error": "client gone before grant",
+                "orphan": True,
+                "worker": grant.worker_id,
+                "finished": time.time(),
+                "n_in": 0,
+                "n_out": 0,
+            }
+        )
