@@ -66,26 +66,27 @@ def test_dependency_direction(package: str, forbidden: tuple[str, ...]) -> None:
 
 RANKS: dict[str, int] = {
     "core": 0,
-    "policies": 1,
-    "admission": 1,
-    "placement": 1,
-    "settings": 1,
-    "state": 1,
-    "gateway": 2,
-    "scheduler": 2,
-    "recorder": 2,
-    "sim": 2,
-    "up": 2,
-    "admin": 3,
-    "api": 4,
-    "bench": 5,
-    "admin_cli": 5,
-    "cli": 6,
-    "__main__": 7,
+    "contracts": 1,
+    "policies": 2,
+    "admission": 2,
+    "placement": 2,
+    "settings": 2,
+    "state": 2,
+    "gateway": 3,
+    "scheduler": 3,
+    "recorder": 3,
+    "sim": 3,
+    "up": 3,
+    "admin": 4,
+    "api": 5,
+    "bench": 6,
+    "admin_cli": 6,
+    "cli": 7,
+    "__main__": 8,
 }
 """Layers of `control_plane` (its `__init__` docstring): an import points to a lower rank or
 stays inside its own package; peers of one rank never import each other."""
-ENTRY = 5
+ENTRY = 6
 """A process's `main.py` is an entry point: it composes its peers (the scheduler may host the
 recorder), so it ranks with the command line."""
 

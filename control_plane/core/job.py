@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -64,21 +63,6 @@ class Job:
         """Best guess of output length: the prediction, else `max_tokens`."""
         return self.predicted_out if self.predicted_out is not None else self.max_tokens
 
-    def event_fields(self) -> dict[str, Any]:
-        """Who sent it and what it asked for, as every `complete` event carries them."""
-        return {
-            "tenant": self.tenant,
-            "app": self.app,
-            "agent": self.agent,
-            "model": self.model,
-            "workflow": self.workflow,
-            "upstream": self.upstream,
-            "task": self.task,
-            "tier": self.tier,
-            "slo": self.slo.to_json(),
-            "unit_factor": self.unit_factor,
-        }
-
     def to_json(self) -> dict[str, Any]:
         return {
             "id": self.id,
@@ -129,30 +113,3 @@ class Outcome:
             return slo.is_set()
         checks = ((slo.ttft_s, self.ttft_s), (slo.tpot_s, self.tpot_s), (slo.e2e_s, self.e2e_s))
         return any(t is not None and v is not None and v > t for t, v in checks)
-
-
-def _ms(later: float | None, earlier: float | None) -> float | None:
-    if later is None or earlier is None:
-        return None
-    return max(0.0, (later - earlier) * 1000.0)
-
-
-def outcome_of(event: Mapping[str, Any]) -> Outcome:
-    """The `Outcome` of a `complete` event: status, token counts and latencies (seconds) from
-    its timestamps (`arrival`, `dispatched`, `first_token`, `finished`, epoch seconds)."""
-    arrival, first = event.get("arrival"), event.get("first_token")
-    finished, n_out = event.get("finished"), int(event.get("n_out") or 0)
-    ttft = _ms(first, arrival)
-    e2e = _ms(finished, arrival)
-    tpot = _ms(finished, first)
-    return Outcome(
-        status=str(event.get("status", "error")),
-        n_in=int(event.get("n_in") or 0),
-        n_out=n_out,
-        ttft_s=None if ttft is None else ttft / 1000.0,
-        tpot_s=None if tpot is None or n_out < 2 else tpot / 1000.0 / (n_out - 1),
-        e2e_s=None if e2e is None else e2e / 1000.0,
-        queue_s=None
-        if _ms(event.get("dispatched"), arrival) is None
-        else (_ms(event.get("dispatched"), arrival) or 0.0) / 1000.0,
-    )

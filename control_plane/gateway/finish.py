@@ -14,6 +14,7 @@ import time
 from collections.abc import Coroutine
 from typing import Any
 
+from control_plane.contracts.events import Complete
 from control_plane.gateway.deps import GatewayDeps
 from control_plane.gateway.flight import Flight
 from control_plane.gateway.grants import Grant
@@ -77,15 +78,12 @@ class Finisher:
         """A grant arrived for a request this gateway no longer serves: release it."""
         await self.d.requests.finish(grant.request_id, now=time.time(), status="aborted")
         self.d.reporter.emit(
-            {
-                "type": "complete",
-                "id": grant.request_id,
-                "status": "aborted",
-                "error": "client gone before grant",
-                "orphan": True,
-                "worker": grant.worker_id,
-                "finished": time.time(),
-                "n_in": 0,
-                "n_out": 0,
-            }
+            Complete(
+                id=grant.request_id,
+                status="aborted",
+                error="client gone before grant",
+                orphan=True,
+                worker=grant.worker_id,
+                finished=time.time(),
+            )
         )

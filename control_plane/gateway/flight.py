@@ -7,6 +7,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from control_plane.contracts.events import Complete, Sender
 from control_plane.core.job import Job
 from control_plane.gateway.grants import Grant
 from control_plane.gateway.identity import NodeInfo
@@ -56,24 +57,23 @@ class Flight:
             "X-Arbiter-Overhead-Ms": f"{self.overhead_ms():.2f}",
         }
 
-    def completion_event(self, status: str, error: str | None = None) -> dict[str, Any]:
+    def completion_event(self, status: str, error: str | None = None) -> Complete:
         """The `complete` event: everything the scheduler and the recorder need."""
         job, stats = self.job, self.stats
         n_in = stats.n_in if stats.n_in is not None else job.n_in
-        return {
-            "type": "complete",
-            "id": job.id,
-            "status": status,
-            "error": error,
-            **job.event_fields(),
-            "arrival": self.received_at,
-            "dispatched": self.granted_at,
-            "first_token": stats.first_token_at,
-            "finished": stats.finished_at or time.time(),
-            "n_in": n_in,
-            "n_in_est": job.n_in,
-            "n_out": stats.n_out,
-            "worker": self.grant.worker_id if self.grant else None,
-            "attempts": self.attempts,
-            "finish_reason": stats.finish_reason,
-        }
+        return Complete(
+            id=job.id,
+            status=status,
+            error=error,
+            sender=Sender.of(job),
+            arrival=self.received_at,
+            dispatched=self.granted_at,
+            first_token=stats.first_token_at,
+            finished=stats.finished_at or time.time(),
+            n_in=n_in,
+            n_in_est=job.n_in,
+            n_out=stats.n_out,
+            worker=self.grant.worker_id if self.grant else None,
+            attempts=self.attempts,
+            finish_reason=stats.finish_reason,
+        )

@@ -13,15 +13,16 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Sequence
-from typing import Any, Protocol
+from typing import Protocol
 
+from control_plane.contracts.events import Event, Progress
 from control_plane.state.errors import StateUnavailable
 
 log = logging.getLogger(__name__)
 
 
 class EventSink(Protocol):
-    async def publish(self, events: Sequence[dict[str, Any]]) -> list[str]: ...
+    async def publish(self, events: Sequence[Event]) -> list[str]: ...
 
 
 class EventReporter:
@@ -31,29 +32,18 @@ class EventReporter:
         self._sink = sink
         self._interval = interval
         self._max_buffer = max_buffer
-        self._progress: dict[str, dict[str, Any]] = {}
-        self._outbox: list[dict[str, Any]] = []
+        self._progress: dict[str, Progress] = {}
+        self._outbox: list[Event] = []
         self._wake = asyncio.Event()
 
-    def progress(self, request_id: str, n_out: int, now: float, **extra: Any) -> None:
-        """Record that the request has streamed `n_out` tokens in total by `now`."""
-        entry = self._progress.get(request_id)
-        if entry is None:
-            self._progress[request_id] = {
-                "type": "progress",
-                "id": request_id,
-                "n_out": n_out,
-                "t": now,
-                **extra,
-            }
-        else:
-            entry["n_out"] = n_out
-            entry["t"] = now
-            entry.update(extra)
+    def progress(self, request_id: str, n_out: int, now: float) -> None:
+        """Record that the request has streamed `n_out` tokens in total by `now` (the newest
+        report of a request replaces the one still waiting for the flush)."""
+        self._progress[request_id] = Progress(request_id, n_out, now)
 
-    def emit(self, event: dict[str, Any], *, urgent: bool = True) -> None:
+    def emit(self, event: Event, *, urgent: bool = True) -> None:
         """Queue a non-progress event (complete, worker_failed…); it supersedes pending progress."""
-        self._progress.pop(str(event.get("id", "")), None)
+        self._progress.pop(event.id, None)
         self._outbox.append(event)
         if len(self._outbox) > self._max_buffer:
             log.error(
@@ -63,7 +53,7 @@ class EventReporter:
             self._wake.set()
 
     async def flush(self) -> None:
-        batch = self._outbox + list(self._progress.values())
+        batch: list[Event] = [*self._outbox, *self._progress.values()]
         if not batch:
             return
         self._outbox = []

@@ -19,6 +19,7 @@ from typing import Any
 from fastapi import Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
+from control_plane.contracts.events import WorkerFailed
 from control_plane.gateway.bounds import INT32_MAX
 from control_plane.gateway.deps import GatewayDeps
 from control_plane.gateway.door import Body, build_flight
@@ -232,15 +233,7 @@ class Gateway:
             flight.id,
             why,
         )
-        self.d.reporter.emit(
-            {
-                "type": "worker_failed",
-                "id": flight.id,
-                "worker": grant.worker_id,
-                "reason": why,
-                "t": time.time(),
-            }
-        )
+        self.d.reporter.emit(WorkerFailed(flight.id, grant.worker_id, why, time.time()))
         flight.attempts += 1
         flight.grant_future = self._waiter.expect(flight.id)
         try:
@@ -277,15 +270,8 @@ class Gateway:
             status, error = "ok", None
         except (StreamBroken, WorkerUnreachable) as exc:
             status, error = "error", f"worker failed mid-stream: {exc}"
-            self.d.reporter.emit(
-                {
-                    "type": "worker_failed",
-                    "id": flight.id,
-                    "worker": flight.grant.worker_id if flight.grant else None,
-                    "reason": str(exc),
-                    "t": time.time(),
-                }
-            )
+            worker = flight.grant.worker_id if flight.grant else None
+            self.d.reporter.emit(WorkerFailed(flight.id, worker, str(exc), time.time()))
             yield error_event(f"The worker failed while streaming: {exc}")
         finally:
             await relay.close()

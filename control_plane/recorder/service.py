@@ -21,6 +21,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from control_plane.contracts.events import Complete, Event, encode
 from control_plane.recorder.isolate import write_isolating
 from control_plane.recorder.metrics import RecorderMetrics
 from control_plane.recorder.rows import request_row
@@ -33,7 +34,7 @@ log = logging.getLogger(__name__)
 GROUP = "recorder"
 MAX_BACKOFF_S = 10.0
 
-Entry = tuple[str, dict[str, Any]]
+Entry = tuple[str, Event]
 
 
 @dataclass
@@ -50,12 +51,13 @@ def to_batch(entries: list[Entry], policy: str | None) -> Batch:
     """Convert each `complete` event on its own (pure: no I/O); other events need nothing."""
     batch = Batch()
     for entry_id, event in entries:
-        if event.get("type") != "complete":
+        if not isinstance(event, Complete):
             continue
         try:
             row = request_row(event, policy)
         except Exception as exc:  # any bad value: this event only
-            batch.unconvertible.append((entry_id, event, f"{type(exc).__name__}: {exc}"))
+            reason = f"{type(exc).__name__}: {exc}"
+            batch.unconvertible.append((entry_id, encode(event), reason))
             continue
         if row is None:
             batch.no_row.append(entry_id)
@@ -134,11 +136,11 @@ class Recorder:
         for entry_id, event, reason in batch.unconvertible:
             await self._dead_letter("convert", entry_id, event, reason)
         for entry_id, reason in refused:
-            await self._dead_letter("write", entry_id, events[entry_id], reason)
+            await self._dead_letter("write", entry_id, encode(events[entry_id]), reason)
         await self.stores.events.ack(GROUP, [eid for eid, _ in entries])
         refused_ids = {eid for eid, _ in refused}
         done = [eid for eid, _ in batch.rows if eid not in refused_ids] + batch.no_row
-        ids = [str(events[eid]["id"]) for eid in done if events[eid].get("id")]
+        ids = [events[eid].id for eid in done]
         await self.stores.requests.mark_recorded(ids)
 
     async def _write_until_decided(

@@ -9,15 +9,17 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, TypeVar
 
-from control_plane.core.job import Job, outcome_of
+from control_plane.contracts.events import Complete, Event, Progress, Withdrawn
+from control_plane.core.job import Job
 from control_plane.core.scheduler_core import SchedulerCore
 from control_plane.state import DeadLetters
 
 log = logging.getLogger(__name__)
 
 CONSUMER = "scheduler"
+E = TypeVar("E")
 Failure = tuple[str, dict[str, Any], str]
 """(entry id, the entry, reason) of an entry that could not be applied."""
 
@@ -45,17 +47,16 @@ def parse_job(record: dict[str, Any]) -> tuple[Job, dict[str, float]]:
     return job, weights
 
 
-def apply_event(core: SchedulerCore, event: dict[str, Any], now: float) -> Job | None:
+def apply_event(core: SchedulerCore, event: Event, now: float) -> Job | None:
     """Apply one event of the events stream to `core`; → the job a `complete` ended."""
-    kind, rid = event.get("type"), str(event.get("id", ""))
-    if kind == "progress":
-        core.progress(rid, int(event.get("n_out") or 0), now)
-    elif kind == "complete":
-        return core.complete(rid, outcome_of(event), now)
-    elif kind == "withdrawn":
-        core.withdraw(rid)
-    elif kind == "worker_failed" and event.get("worker"):
-        core.worker_failed(str(event["worker"]), now)
+    if isinstance(event, Progress):
+        core.progress(event.id, event.n_out, now)
+    elif isinstance(event, Complete):
+        return core.complete(event.id, event.outcome(), now)
+    elif isinstance(event, Withdrawn):
+        core.withdraw(event.id)
+    elif event.worker:
+        core.worker_failed(event.worker, now)
     return None
 
 
@@ -64,15 +65,18 @@ def _reason(exc: Exception) -> str:
 
 
 def apply_each(
-    entries: Iterable[tuple[str, dict[str, Any]]], apply: Callable[[dict[str, Any]], None]
+    entries: Iterable[tuple[str, E]],
+    apply: Callable[[E], None],
+    fields: Callable[[E], dict[str, Any]],
 ) -> list[Failure]:
-    """Apply every entry; → the ones that raised (the others are applied regardless)."""
+    """Apply every entry; → the ones that raised, as `fields` renders them (the others are
+    applied regardless)."""
     failed: list[Failure] = []
     for entry_id, entry in entries:
         try:
             apply(entry)
         except Exception as exc:  # any bug or bad value: skip this entry, keep the loop alive
-            failed.append((entry_id, entry, _reason(exc)))
+            failed.append((entry_id, fields(entry), _reason(exc)))
     return failed
 
 

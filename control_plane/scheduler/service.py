@@ -21,6 +21,7 @@ from typing import Any
 import httpx
 
 from control_plane.admission.registry import build_admission
+from control_plane.contracts.events import Complete, Event, encode
 from control_plane.core.scheduler_core import SchedulerCore
 from control_plane.placement.registry import build_placement
 from control_plane.policies.registry import PolicyParamsError, UnknownPolicyError, build_policy
@@ -188,16 +189,16 @@ class SchedulerService:
         await self._apply_events(entries)
         await self.stores.events.ack(GROUP, [eid for eid, _ in entries])
 
-    async def _apply_events(self, entries: list[tuple[str, dict[str, Any]]]) -> None:
+    async def _apply_events(self, entries: list[tuple[str, Event]]) -> None:
         """Apply each event; one that cannot be applied is dead-lettered and skipped."""
         now = time.time()
-        failed = apply_each(entries, lambda event: self._apply_event(event, now))
+        failed = apply_each(entries, lambda event: self._apply_event(event, now), encode)
         await dead_letter_all(self.stores.dead_letters, "events", failed)
 
-    def _apply_event(self, event: dict[str, Any], now: float) -> None:
+    def _apply_event(self, event: Event, now: float) -> None:
         ended = apply_event(self._core, event, now)
-        if ended is not None:
-            self.metrics.completed.labels(str(event.get("status"))).inc()
+        if ended is not None and isinstance(event, Complete):
+            self.metrics.completed.labels(event.status).inc()
 
     # -- decisions --------------------------------------------------------------------------
     async def _dispatch_loop(self) -> None:

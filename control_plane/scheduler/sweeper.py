@@ -20,7 +20,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
-from control_plane.core.job import outcome_of
+from control_plane.contracts.events import Complete, Sender
 from control_plane.core.scheduler_core import SchedulerCore
 from control_plane.scheduler.rebuild import job_from_record
 from control_plane.state import StateStores
@@ -45,30 +45,32 @@ def lost_reason(gateway_id: str) -> str:
     return f"gateway {gateway_id} lost"
 
 
-def release_event(
-    record: dict[str, Any], status: Released, *, n_out: int, now: float
-) -> dict[str, Any]:
+def release_event(record: dict[str, Any], status: Released, *, n_out: int, now: float) -> Complete:
     """The `complete` event for a released request, shaped like the gateway's own."""
     parsed = job_from_record(record)
     job = parsed[0] if parsed else None
     gateway = str(record.get("gateway") or "")
     granted = status == "aborted"
-    return {
-        "type": "complete",
-        "id": str(record["id"]),
-        "status": status,
-        "error": lost_reason(gateway),
-        "gateway_lost": gateway,
-        **(job.event_fields() if job else {}),
-        "arrival": job.arrival if job else record.get("submitted_at"),
-        "dispatched": record.get("granted_at") if granted else None,
-        "first_token": None,
-        "finished": now,
-        "n_in": job.n_in if job else 0,
-        "n_out": n_out if granted else 0,
-        "worker": record.get("worker") if granted else None,
-        "attempts": max(0, int(record.get("attempts") or 1) - 1),
-    }
+    arrival = job.arrival if job else _seconds(record.get("submitted_at"))
+    return Complete(
+        id=str(record["id"]),
+        status=status,
+        error=lost_reason(gateway),
+        gateway_lost=gateway or None,
+        sender=Sender.of(job) if job else None,
+        arrival=arrival,
+        dispatched=_seconds(record.get("granted_at")) if granted else None,
+        first_token=None,
+        finished=now,
+        n_in=job.n_in if job else 0,
+        n_out=n_out if granted else 0,
+        worker=str(record["worker"]) if granted and record.get("worker") else None,
+        attempts=max(0, int(record.get("attempts") or 1) - 1),
+    )
+
+
+def _seconds(value: Any) -> float | None:
+    return None if value is None else float(value)
 
 
 def tokens_so_far(core: SchedulerCore, request_id: str) -> int:
@@ -77,12 +79,12 @@ def tokens_so_far(core: SchedulerCore, request_id: str) -> int:
     return run.job.n_out if run else 0
 
 
-def apply_release(core: SchedulerCore, release: Release, event: dict[str, Any], now: float) -> None:
+def apply_release(core: SchedulerCore, release: Release, event: Complete, now: float) -> None:
     """Forget a released request: out of the queue, or its worker slot freed (tokens kept)."""
     if release.status == "withdrawn":
         core.withdraw(release.request_id)
     else:
-        core.complete(release.request_id, outcome_of(event), now)
+        core.complete(release.request_id, event.outcome(), now)
 
 
 class GatewaySweeper:

@@ -1,7 +1,7 @@
 """The only code that touches Redis: key space, Lua scripts and typed stores.
 
 Every outage-type Redis error leaves this package as `StateUnavailable`.
-May import: nothing else of the project (only redis-py and the standard library).
+May import: `control_plane.contracts` (the messages it stores) and nothing else of the project.
 """
 
 from control_plane.state.arrivals import ArrivalsConsumer

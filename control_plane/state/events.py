@@ -1,13 +1,18 @@
-"""The `events` stream: progress, completion and withdrawal events for scheduler and recorder."""
+"""The `events` stream: progress, completion and withdrawal events for scheduler and recorder.
+
+Typed at this boundary: `publish` takes `control_plane.contracts` events and readers get them
+back decoded; an entry that is not a valid event is dead-lettered with the reason, never
+returned.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Any
 
 from redis.asyncio import Redis
 from redis.exceptions import ResponseError
 
+from control_plane.contracts.events import Event, EventError, decode, encode
 from control_plane.state.client import check_client, clamp_block_ms
 from control_plane.state.codec import StreamEntry, dumps, loads, stream_entries
 from control_plane.state.dead_letters import DeadLetters
@@ -15,7 +20,7 @@ from control_plane.state.errors import guarded
 from control_plane.state.groups import ensure_group, is_missing_group
 from control_plane.state.keys import KeySpace
 
-EventEntry = tuple[str, dict[str, Any]]
+EventEntry = tuple[str, Event]
 GROUPS = ("scheduler", "recorder")
 
 
@@ -35,10 +40,13 @@ def _decode(entries: Iterable[StreamEntry]) -> tuple[list[EventEntry], list[BadE
         except ValueError as exc:
             bad.append((entry_id, fields, f"'data' is not JSON: {exc}"))
             continue
-        if isinstance(event, dict):
-            good.append((entry_id, event))
-        else:
+        if not isinstance(event, dict):
             bad.append((entry_id, fields, f"'data' is not a JSON object: {type(event).__name__}"))
+            continue
+        try:
+            good.append((entry_id, decode(event)))
+        except EventError as exc:
+            bad.append((entry_id, fields, f"not a valid event: {exc}"))
     return good, bad
 
 
@@ -50,8 +58,9 @@ class EventStream:
     back from `pending_for`; entries of a consumer that died under another name are taken
     over with `claim` once idle long enough. Readers must therefore be idempotent.
 
-    Only decoded events (JSON objects) are returned: an entry that is not one is handed to
-    the dead-letter stream and acknowledged for the reading group, so it cannot block it.
+    Only decoded events are returned: an entry that is not one (not JSON, not an object, or
+    not a valid `contracts` event) is handed to the dead-letter stream and acknowledged for
+    the reading group, so it cannot block it.
     """
 
     def __init__(
@@ -75,13 +84,14 @@ class EventStream:
             await ensure_group(self._redis, self._stream, group)
 
     @guarded
-    async def publish(self, events: Sequence[dict[str, Any]]) -> list[str]:
+    async def publish(self, events: Sequence[Event]) -> list[str]:
         """Append `events` in one pipelined round trip; returns their stream ids."""
         if not events:
             return []
         pipe = self._redis.pipeline(transaction=False)
         for event in events:
-            pipe.xadd(self._stream, {"data": dumps(event)}, maxlen=self._maxlen, approximate=True)
+            data = dumps(encode(event))
+            pipe.xadd(self._stream, {"data": data}, maxlen=self._maxlen, approximate=True)
         return [str(entry_id) for entry_id in await pipe.execute()]
 
     @guarded

@@ -8,6 +8,7 @@ from typing import Any, Final
 
 from redis.asyncio import Redis
 
+from control_plane.contracts.events import Complete, encode
 from control_plane.state.client import check_client
 from control_plane.state.codec import dumps, loads, str_map, text, time_arg
 from control_plane.state.errors import StaleLeader, guarded
@@ -236,8 +237,8 @@ class RequestStore:
         gateway_id: str,
         now: float,
         reason: str,
-        if_queued: dict[str, Any],
-        if_granted: dict[str, Any],
+        if_queued: Complete,
+        if_granted: Complete,
     ) -> str | None:
         """End a request of the lost replica `gateway_id` (see `release_lost.lua`).
 
@@ -264,8 +265,8 @@ class RequestStore:
                 reason,
                 self.retention_s,
                 self._events_maxlen,
-                dumps(if_queued),
-                dumps(if_granted),
+                dumps(encode(if_queued)),
+                dumps(encode(if_granted)),
             ],
         )
         return text(result) or None

@@ -4,19 +4,22 @@ The simulator drives a recording `SchedulerCore`; every call it makes (arrivals,
 progress reports, completions, ticks, decisions with the worker views they saw) is replayed
 into a core built the live way (`build_core` from knobs) through the live scheduler's own
 input handlers: arrivals as stored request records (`arrive_each`: envelope → `parse_job`),
-progress, completions and withdrawals as events-stream entries (`apply_event`: one event at
-a time, cumulative `n_out`, `outcome_of` timestamps), worker state as registry records plus
-scrapes (`sync_workers`, `observe`). The decisions must be the same, one by one.
+progress, completions and withdrawals as typed events that went through the stream's JSON
+codec (`apply_event`: one event at a time, cumulative `n_out`, latencies from timestamps),
+worker state as registry records plus scrapes (`sync_workers`, `observe`). The decisions must
+be the same, one by one.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
 
+from control_plane.contracts.events import Complete, Event, Progress, Withdrawn, decode, encode
 from control_plane.core.dispatcher import Decision
 from control_plane.core.job import Job, Outcome
 from control_plane.core.ledger import Ledger
@@ -138,23 +141,27 @@ def _scrape(core: SchedulerCore, views: list[WorkerView], now: float) -> None:
         observe(core, v.id, sample)
 
 
-def _complete_event(job_id: str, o: Outcome) -> dict[str, Any]:
-    """The gateway's `complete` entry for an outcome (times relative to arrival = 0)."""
+def _complete_event(job_id: str, o: Outcome) -> Complete:
+    """The gateway's `complete` event for an outcome (times relative to arrival = 0)."""
     first = o.ttft_s
-    finished = o.e2e_s
-    if first is not None and finished is not None and o.tpot_s is not None and o.n_out >= 2:
+    finished = o.e2e_s if o.e2e_s is not None else 0.0
+    if first is not None and o.tpot_s is not None and o.n_out >= 2:
         finished = first + o.tpot_s * (o.n_out - 1)
-    return {
-        "type": "complete",
-        "id": job_id,
-        "status": o.status,
-        "n_in": o.n_in,
-        "n_out": o.n_out,
-        "arrival": 0.0,
-        "dispatched": o.queue_s,
-        "first_token": first,
-        "finished": finished,
-    }
+    return Complete(
+        id=job_id,
+        status=o.status,
+        finished=finished,
+        n_in=o.n_in,
+        n_out=o.n_out,
+        arrival=0.0,
+        dispatched=o.queue_s,
+        first_token=first,
+    )
+
+
+def _wire(event: Event) -> Event:
+    """The event as a reader gets it back from the stream (JSON both ways)."""
+    return decode(json.loads(json.dumps(encode(event))))
 
 
 def replay(trace: Trace, core: SchedulerCore) -> list[tuple[float, Made, Made]]:
@@ -167,12 +174,12 @@ def replay(trace: Trace, core: SchedulerCore) -> list[tuple[float, Made, Made]]:
             record = {"envelope": {"job": job}, "seq": job["seq"], "status": "queued"}
             assert arrive_each(core, [record], now) == []
         elif kind == "withdraw":
-            apply_event(core, {"type": "withdrawn", "id": call[1]}, 0.0)
+            apply_event(core, _wire(Withdrawn(call[1], "queue_timeout")), 0.0)
         elif kind == "progress":
             for job_id, n_out in call[1]:
-                apply_event(core, {"type": "progress", "id": job_id, "n_out": n_out}, call[2])
+                apply_event(core, _wire(Progress(job_id, n_out, call[2])), call[2])
         elif kind == "complete":
-            apply_event(core, _complete_event(call[1], call[2]), call[3])
+            apply_event(core, _wire(_complete_event(call[1], call[2])), call[3])
         elif kind == "tick":
             core.tick(call[1])
         else:

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from control_plane.contracts.events import Complete, decode
 from control_plane.recorder.rows import request_row
 
 
-def _event(**over: object) -> dict[str, object]:
+def _event(**over: object) -> Complete:
     base: dict[str, object] = {
         "type": "complete",
         "id": "r1",
@@ -26,7 +27,9 @@ def _event(**over: object) -> dict[str, object]:
         "attempts": 0,
     }
     base.update(over)
-    return base
+    event = decode(base)
+    assert isinstance(event, Complete)
+    return event
 
 
 def test_row_latencies_and_cost() -> None:
@@ -42,4 +45,4 @@ def test_row_latencies_and_cost() -> None:
 def test_met_slo_and_orphans() -> None:
     ok = request_row(_event(slo={"ttft_s": 5.0}), None)
     assert ok is not None and not ok.slo_violated
-    assert request_row({"type": "complete", "id": "x", "orphan": True}, None) is None
+    assert request_row(Complete("x", "aborted", finished=1.0, orphan=True), None) is None

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from control_plane.contracts.events import Complete, Event, Withdrawn
 from control_plane.core.job import Job
 from control_plane.scheduler.entries import parse_job
 from control_plane.scheduler.rebuild import job_from_record, rebuild
@@ -52,23 +53,39 @@ def test_parse_job_refuses_records_without_a_usable_job() -> None:
         assert job_from_record(record) is None
 
 
-async def test_bad_events_are_dead_lettered_and_the_rest_applied(service: SchedulerService) -> None:
+async def test_events_the_core_cannot_apply_are_dead_lettered_and_the_rest_applied(
+    service: SchedulerService, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Malformed entries never get this far (the stream dead-letters them as `decode`,
+    tests/control_plane/state/test_dead_letters.py); a well-formed event that the core raises
+    on — a bug, or a policy that cannot take it — is set aside the same way."""
     core = service.core
     assert core is not None
     for i in (1, 2):
         core.arrive(job(i), None, NOW)
-    entries = [
-        ("1-1", {"type": "progress", "id": "j1", "n_out": "lots"}),
-        ("1-2", {"type": "withdrawn", "id": "j1"}),
-        ("1-3", {"type": "complete", "id": "j2", "status": "ok", "n_out": "many"}),
-        ("1-4", {"type": "withdrawn", "id": "j2"}),
+
+    def refuse(job_id: str, outcome: Any, now: float) -> None:
+        raise RuntimeError(f"cannot complete {job_id}: lots of trouble")
+
+    monkeypatch.setattr(core, "complete", refuse)
+    entries: list[tuple[str, Event]] = [
+        ("1-1", Complete("j1", "ok", finished=NOW, n_out=3)),
+        ("1-2", Withdrawn("j1")),
+        ("1-3", Complete("j2", "ok", finished=NOW, n_out=5)),
+        ("1-4", Withdrawn("j2")),
     ]
     await service._apply_events(entries)
-    assert core.pending == {}  # both withdrawals applied after the bad entries
+    assert core.pending == {}  # both withdrawals applied after the failed entries
     letters = await service.stores.dead_letters.list()
     assert sorted(x.entry_id for x in letters) == ["1-1", "1-3"]
     assert {(x.consumer, x.kind, x.source) for x in letters} == {("scheduler", "apply", "events")}
-    assert "lots" in next(x.reason for x in letters if x.entry_id == "1-1")
+    first = next(x for x in letters if x.entry_id == "1-1")
+    assert "lots of trouble" in first.reason
+    assert (first.fields["type"], first.fields["id"], first.fields["n_out"]) == (
+        "complete",
+        "j1",
+        3,
+    )
 
 
 async def test_the_arrivals_loop_survives_a_bad_envelope(service: SchedulerService) -> None:

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from control_plane.contracts.events import Complete
 from control_plane.core.job import Job, Outcome, Slo
 from control_plane.core.ledger import Ledger
 from control_plane.core.scheduler_core import SchedulerCore
@@ -69,7 +70,7 @@ def test_a_granted_request_becomes_one_aborted_row_with_its_tokens() -> None:
     event = release_event(record, "aborted", n_out=7, now=NOW)
     row = request_row(event, "vtc")
 
-    assert event["error"] == lost_reason("gw-dead") == "gateway gw-dead lost"
+    assert event.error == lost_reason("gw-dead") == "gateway gw-dead lost"
     assert row is not None
     assert (row.id, row.tenant, row.app, row.status) == ("r1", "a", "chat", "aborted")
     assert (row.n_in, row.n_out, row.worker, row.attempts) == (50, 7, "w1", 1)
@@ -96,7 +97,8 @@ def test_apply_release_frees_the_slot_and_keeps_charged_tokens() -> None:
     event = release_event(_record(core.running["j0"].job, "granted"), "aborted", n_out=6, now=7.0)
 
     apply_release(core, Release("j0", "gw-dead", "aborted"), event, 7.0)
-    apply_release(core, Release("j2", "gw-dead", "withdrawn"), {}, 7.0)
+    queued = release_event(_record(_job("j2", "a", 2.0), "queued"), "withdrawn", n_out=0, now=7.0)
+    apply_release(core, Release("j2", "gw-dead", "withdrawn"), queued, 7.0)
 
     assert "j0" not in core.running and "j2" not in core.pending
     assert core.workers["w1"].inflight.keys() == {"j1"}
@@ -163,14 +165,14 @@ async def test_sweep_releases_a_lost_replicas_requests_and_frees_its_worker(
     assert await stores.requests.queued_ids() == ["ok0"]
     assert await stores.requests.inflight() == {}
     entries = await stores.events.read("recorder", "r", count=100, block_ms=None)
-    done = {e["id"]: e for _, e in entries if e["type"] == "complete"}
-    assert {rid: e["status"] for rid, e in done.items()} == {
+    done = {e.id: e for _, e in entries if isinstance(e, Complete)}
+    assert {rid: e.status for rid, e in done.items()} == {
         "d0": "aborted",
         "d1": "aborted",
         "d2": "withdrawn",
         "d3": "withdrawn",
     }
-    assert done["d0"]["n_out"] == 5 and done["d1"]["n_out"] == 0
+    assert done["d0"].n_out == 5 and done["d1"].n_out == 0
     assert [d.job.id for d in core.decide(NOW + 6)] == ["ok0"]
 
 

@@ -6,6 +6,7 @@ import dataclasses
 
 from redis.asyncio import Redis
 
+from control_plane.contracts.events import Progress
 from control_plane.state import KeySpace, StateStores
 from control_plane.state.dead_letters import DeadLetters
 from control_plane.state.trimming import parse_id
@@ -60,18 +61,25 @@ async def test_events_that_are_not_json_objects_are_set_aside_for_each_group(
         await redis.xadd(keyspace.events, {"nodata": "1"}),
         await redis.xadd(keyspace.events, {"data": "42"}),
     ]
-    (good,) = await events.publish([{"type": "progress", "id": "r1", "n_out": 3}])
+    bad.append(await redis.xadd(keyspace.events, {"data": '{"type": "done", "id": "r0"}'}))
+    bad.append(
+        await redis.xadd(
+            keyspace.events, {"data": '{"type": "progress", "id": "r0", "n_out": "7"}'}
+        )
+    )
+    (good,) = await events.publish([Progress("r1", 3, 1.0)])
 
-    assert await events.read("recorder", "c1", block_ms=None) == [
-        (good, {"type": "progress", "id": "r1", "n_out": 3})
-    ]
+    assert await events.read("recorder", "c1", block_ms=None) == [(good, Progress("r1", 3, 1.0))]
     assert await events.pending_count("recorder") == 1  # only the good one awaits its ack
     letters = await stores.dead_letters.list()
     assert sorted(x.entry_id for x in letters) == sorted(bad)
     assert {(x.consumer, x.kind, x.source) for x in letters} == {("recorder", "decode", "events")}
 
     assert [e for e, _ in await events.read("scheduler", "s1", block_ms=None)] == [good]
-    assert (await stores.dead_letters.counts()) == {"recorder:decode": 3, "scheduler:decode": 3}
+    assert (await stores.dead_letters.counts()) == {"recorder:decode": 5, "scheduler:decode": 5}
+    reasons = {x.entry_id: x.reason for x in letters if x.consumer == "recorder"}
+    assert "type: unknown event type 'done'" in reasons[str(bad[3])]
+    assert "n_out: expected an integer, got str" in reasons[str(bad[4])]
 
 
 async def test_pending_and_claimed_bad_entries_are_set_aside_too(

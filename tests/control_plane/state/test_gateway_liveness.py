@@ -3,18 +3,18 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Any
 
 from redis.asyncio import Redis
 
+from control_plane.contracts.events import Complete
 from control_plane.state import EventStream, KeySpace, RequestStore, StateStores
 
 NOW = 1_700_000_000.5
 REASON = "gateway gw-dead lost"
 
 
-def _event(rid: str, status: str) -> dict[str, Any]:
-    return {"type": "complete", "id": rid, "status": status, "error": REASON}
+def _event(rid: str, status: str) -> Complete:
+    return Complete(rid, status, finished=NOW + 10, error=REASON)
 
 
 async def _submit(requests: RequestStore, rid: str, gateway: str, tenant: str = "a") -> None:
@@ -40,9 +40,9 @@ async def _release(requests: RequestStore, rid: str, gateway: str = "gw-dead") -
     )
 
 
-async def _completions(events: EventStream) -> list[dict[str, Any]]:
+async def _completions(events: EventStream) -> list[Complete]:
     entries = await events.read("recorder", "c", count=1000, block_ms=None)
-    return [event for _, event in entries if event.get("type") == "complete"]
+    return [event for _, event in entries if isinstance(event, Complete)]
 
 
 # -- heartbeat -------------------------------------------------------------------------------

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from control_plane.contracts.events import Progress
 from control_plane.state import StateStores, StateUnavailable, ping
 from tests.support.redis_server import RedisServer
 
@@ -39,7 +40,7 @@ def calls(stores: StateStores) -> dict[str, Callable[[], Awaitable[Any]]]:
         "load_queued": req.load_queued,
         "arrivals.read": lambda: stores.arrivals.read("s", block_ms=None),
         "grants.read": lambda: stores.grants.read("gw", "0-0", block_ms=None),
-        "events.publish": lambda: stores.events.publish([{"type": "x"}]),
+        "events.publish": lambda: stores.events.publish([Progress("r1", 1, NOW)]),
         "lease.acquire": lambda: stores.lease.acquire("s", 1.0, now=NOW),
         "workers.list": stores.workers.list,
         "knobs.set": lambda: stores.knobs.set("k", 1),

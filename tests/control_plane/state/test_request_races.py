@@ -44,7 +44,7 @@ async def test_concurrent_grant_and_withdraw_have_exactly_one_winner(
     grant_entries = await grants.read("gw", "0-0", block_ms=None, count=1000)
     assert sorted(f["id"] for _, f in grant_entries) == sorted(granted_ids)
     withdrawals = await events.read("recorder", "rec", count=1000, block_ms=None)
-    assert {e["id"] for _, e in withdrawals} == withdrawn_ids
+    assert {e.id for _, e in withdrawals} == withdrawn_ids
     assert await requests.queued_ids() == []
     assert await requests.tenant_depths() == {}
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from redis.asyncio import Redis
 
+from control_plane.contracts.events import Withdrawn
 from control_plane.state import (
     EventStream,
     GrantStream,
@@ -127,14 +128,7 @@ async def test_withdraw_removes_a_queued_request_and_emits_an_event(
     assert (await requests.queued_ids(), await requests.tenant_depths()) == ([], {})
     emitted = await events.read("scheduler", "s1", block_ms=None)
     assert [event for _, event in emitted] == [
-        {
-            "type": "withdrawn",
-            "id": "r1",
-            "tenant": "a",
-            "reason": "client_disconnected",
-            "seq": 1,
-            "at": NOW + 2,
-        }
+        Withdrawn("r1", "client_disconnected", tenant="a", seq=1, at=NOW + 2)
     ]
     assert await requests.withdraw("r1", now=NOW + 3, reason="again")
     assert not await requests.grant("r1", worker_id="w1", worker_url="u1", now=NOW)

@@ -7,6 +7,7 @@ import re
 import pytest
 from redis.asyncio import Redis
 
+from control_plane.contracts.events import Complete
 from control_plane.state import KeySpace, StateStores
 from control_plane.state.scripts import Scripts, script_names, script_sha, script_source
 
@@ -73,7 +74,7 @@ async def test_every_key_of_a_full_workload_shares_the_cluster_prefix(
     assert await requests.requeue("r1", now=NOW)
     assert await requests.withdraw("r2", now=NOW, reason="gone")
     assert await requests.finish("r0", now=NOW, status="ok")
-    await stores.events.publish([{"type": "done", "id": "r0"}])
+    await stores.events.publish([Complete("r0", "ok", finished=NOW)])
     assert await stores.lease.acquire("s1", 5, now=NOW)
     await stores.workers.upsert({"id": "w"})
     await stores.workers.set_metrics("w", {"running": 1}, now=NOW)

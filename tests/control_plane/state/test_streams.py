@@ -7,6 +7,14 @@ import time
 
 from redis.asyncio import Redis
 
+from control_plane.contracts.events import (
+    Complete,
+    Event,
+    Progress,
+    Sender,
+    Withdrawn,
+    WorkerFailed,
+)
 from control_plane.state import (
     ArrivalsConsumer,
     EventStream,
@@ -115,16 +123,18 @@ async def test_grants_trim_and_delete(grants: GrantStream, requests: RequestStor
     assert await grants.latest_id("gw1") == "0-0"
 
 
-async def test_events_fan_out_to_each_group_with_json_payloads(events: EventStream) -> None:
+async def test_events_fan_out_to_each_group_typed(events: EventStream) -> None:
     await events.ensure_groups()
-    payloads = [
-        {"type": "progress", "id": "r1", "n_out": 5},
-        {"type": "done", "id": "r1", "x": 1.5},
+    payloads: list[Event] = [
+        Progress("r1", 5, 1.5),
+        Complete("r1", "ok", finished=2.0, n_in=3, n_out=5, sender=Sender("acme")),
+        Withdrawn("r2", "queue_timeout", tenant="acme", seq=4, at=3.0),
+        WorkerFailed("r3", "w1", "reset", 4.0),
     ]
 
     ids = await events.publish(payloads)
 
-    assert len(ids) == 2
+    assert len(ids) == 4
     for group in ("scheduler", "recorder"):
         got = await events.read(group, "c1", block_ms=None)
         assert got == list(zip(ids, payloads, strict=True))
@@ -133,7 +143,7 @@ async def test_events_fan_out_to_each_group_with_json_payloads(events: EventStre
 
 async def test_unacked_events_are_redelivered_after_a_restart(events: EventStream) -> None:
     await events.ensure_groups()
-    ids = await events.publish([{"n": i} for i in range(3)])
+    ids = await events.publish([Progress(f"r{i}", i, 1.0) for i in range(3)])
     assert len(await events.read("recorder", "rec-1", block_ms=None)) == 3
 
     assert await events.ack("recorder", ids[:1]) == 1
@@ -150,7 +160,7 @@ async def test_unacked_events_are_redelivered_after_a_restart(events: EventStrea
 
 async def test_events_of_a_dead_consumer_are_claimed_once_idle(events: EventStream) -> None:
     await events.ensure_groups()
-    ids = await events.publish([{"n": i} for i in range(4)])
+    ids = await events.publish([Progress(f"r{i}", i, 1.0) for i in range(4)])
     await events.read("recorder", "dead", block_ms=None)
 
     assert await events.claim("recorder", "alive", min_idle_ms=60_000) == []
@@ -173,7 +183,7 @@ async def test_event_read_blocks_and_recreates_a_lost_group(
     await asyncio.sleep(0.2)
     assert not reader.done()
 
-    await events.publish([{"type": "done"}])
+    await events.publish([Progress("r1", 1, 1.0)])
 
     got = await asyncio.wait_for(reader, timeout=2)
-    assert [event for _, event in got] == [{"type": "done"}]
+    assert [event for _, event in got] == [Progress("r1", 1, 1.0)]

@@ -9,11 +9,11 @@ import contextlib
 import dataclasses
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 from redis.asyncio import Redis
 
+from control_plane.contracts.events import Complete, Event, Progress, Sender
 from control_plane.core.job import Job
 from control_plane.recorder.service import Recorder
 from control_plane.state import KeySpace, RequestStore, StateStores
@@ -35,9 +35,7 @@ async def test_never_trims_what_a_group_has_not_delivered_or_acknowledged(
 ) -> None:
     events = stores.events
     await events.ensure_groups()
-    ids = await events.publish(
-        [{"type": "progress", "id": f"r{i}", "n_out": i} for i in range(1000)]
-    )
+    ids = await events.publish([Progress(f"r{i}", i, 1.0) for i in range(1000)])
     sched = await events.read("scheduler", "s", count=1000, block_ms=None)
     await events.ack("scheduler", [e for e, _ in sched])
     first = await events.read("recorder", "r", count=600, block_ms=None)
@@ -59,7 +57,7 @@ async def test_a_stream_is_left_alone_until_every_expected_group_exists(
     stores: StateStores, redis: Redis, keyspace: KeySpace
 ) -> None:
     await redis.xgroup_create(keyspace.events, "scheduler", id="0", mkstream=True)
-    await stores.events.publish([{"type": "progress", "id": "r", "n_out": i} for i in range(500)])
+    await stores.events.publish([Progress("r", i, 1.0) for i in range(500)])
     got = await stores.events.read("scheduler", "s", count=500, block_ms=None)
     await stores.events.ack("scheduler", [e for e, _ in got])
     assert (await stores.trimmer.trim())[keyspace.events] == 0  # the recorder has not started
@@ -114,13 +112,13 @@ async def one_round(stores: StateStores, start: int, last_grant: str) -> str:
     for arrival in arrived:
         assert await stores.requests.grant(arrival.id, worker_id="w", worker_url="u", now=NOW)
     grants = await stores.grants.read("gw", last_grant, block_ms=None, count=10_000)
-    events: list[dict[str, Any]] = []
+    events: list[Event] = []
     for _, fields in grants:
         rid = fields["id"]
-        events += [{"type": "progress", "id": rid, "n_out": n} for n in (10, 20, 30)]
+        events += [Progress(rid, n, NOW) for n in (10, 20, 30)]
         events.append(
-            {"type": "complete", "id": rid, "status": "ok", "tenant": "t0", "arrival": NOW,
-             "finished": NOW + 1, "n_in": 100, "n_out": 30}
+            Complete(rid, "ok", finished=NOW + 1, n_in=100, n_out=30, sender=Sender("t0"),
+                     arrival=NOW)
         )  # fmt: skip
         assert await stores.requests.finish(rid, now=NOW + 1, status="ok")
     await stores.events.publish(events)

@@ -1,0 +1,341 @@
+"""The events stream's messages: typed, frozen, with one codec each way.
+
+Wire format (one JSON object per stream entry, `"type"` first): unchanged from the dict events
+of the previous release, so gateways, schedulers and recorders of both releases interoperate
+and `withdraw.lua` can keep writing its own entries. Decoding ignores fields it does not know
+(a newer sender may add one) and refuses, with `EventError` naming the field, a known field
+of the wrong type or a missing required one.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from control_plane.core.job import Job, Outcome, Slo
+
+T = TypeVar("T")
+
+
+class EventError(ValueError):
+    """An entry that is not a valid event; the message names the field."""
+
+
+@dataclass(frozen=True, slots=True)
+class Sender:
+    """Who sent a request and what it asked for (every `complete` event of a known job)."""
+
+    tenant: str
+    app: str = "default"
+    agent: str = "default"
+    model: str = "default"
+    workflow: str | None = None
+    upstream: str | None = None
+    task: str | None = None
+    tier: int = 0
+    slo: Slo = field(default_factory=Slo)
+    unit_factor: float = 1.0
+
+    @classmethod
+    def of(cls, job: Job) -> Sender:
+        return cls(
+            job.tenant,
+            job.app,
+            job.agent,
+            job.model,
+            job.workflow,
+            job.upstream,
+            job.task,
+            job.tier,
+            job.slo,
+            job.unit_factor,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Progress:
+    """A streaming request has produced `n_out` output tokens in total by `t` (cumulative)."""
+
+    id: str
+    n_out: int
+    t: float
+
+
+@dataclass(frozen=True, slots=True)
+class Complete:
+    """A request ended (any status): what the scheduler releases and the recorder writes.
+
+    Times are epoch seconds; `sender` is None only for entries that describe no request of a
+    known job (an orphan grant released by a gateway).
+    """
+
+    id: str
+    status: str
+    finished: float
+    n_in: int = 0
+    n_out: int = 0
+    error: str | None = None
+    sender: Sender | None = None
+    arrival: float | None = None
+    dispatched: float | None = None
+    first_token: float | None = None
+    n_in_est: int | None = None
+    worker: str | None = None
+    attempts: int = 0
+    finish_reason: str | None = None
+    orphan: bool = False
+    gateway_lost: str | None = None
+    """Set when the scheduler released the request because its gateway was lost."""
+    policy: str | None = None
+
+    def outcome(self) -> Outcome:
+        """Status, token counts and latencies (seconds) from the event's timestamps."""
+        arrival, first, finished, n_out = self.arrival, self.first_token, self.finished, self.n_out
+        ttft = _ms(first, arrival)
+        e2e = _ms(finished, arrival)
+        tpot = _ms(finished, first)
+        queue = _ms(self.dispatched, arrival)
+        return Outcome(
+            status=self.status,
+            n_in=self.n_in,
+            n_out=n_out,
+            ttft_s=None if ttft is None else ttft / 1000.0,
+            tpot_s=None if tpot is None or n_out < 2 else tpot / 1000.0 / (n_out - 1),
+            e2e_s=None if e2e is None else e2e / 1000.0,
+            queue_s=None if queue is None else queue / 1000.0,
+        )
+
+
+def _ms(later: float | None, earlier: float | None) -> float | None:
+    if later is None or earlier is None:
+        return None
+    return max(0.0, (later - earlier) * 1000.0)
+
+
+@dataclass(frozen=True, slots=True)
+class Withdrawn:
+    """A queued request left the queue unserved (client gone, queue timeout, no leader)."""
+
+    id: str
+    reason: str = ""
+    tenant: str | None = None
+    seq: int | None = None
+    at: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerFailed:
+    """A worker failed a request (before its first token, or mid-stream)."""
+
+    id: str
+    worker: str | None
+    reason: str
+    t: float
+
+
+Event = Progress | Complete | Withdrawn | WorkerFailed
+TYPES: dict[type[Any], str] = {
+    Progress: "progress",
+    Complete: "complete",
+    Withdrawn: "withdrawn",
+    WorkerFailed: "worker_failed",
+}
+
+
+# -- encoding -----------------------------------------------------------------------------
+def encode(event: Event) -> dict[str, Any]:
+    """The event as the JSON object the stream carries."""
+    out: dict[str, Any] = {"type": TYPES[type(event)]}
+    if isinstance(event, Complete):
+        out.update(_complete_fields(event))
+        return out
+    for name in event.__dataclass_fields__:
+        out[name] = getattr(event, name)
+    return out
+
+
+def _complete_fields(e: Complete) -> dict[str, Any]:
+    out: dict[str, Any] = {"id": e.id, "status": e.status, "error": e.error}
+    if e.sender is not None:
+        s = e.sender
+        out.update(
+            tenant=s.tenant,
+            app=s.app,
+            agent=s.agent,
+            model=s.model,
+            workflow=s.workflow,
+            upstream=s.upstream,
+            task=s.task,
+            tier=s.tier,
+            slo=s.slo.to_json(),
+            unit_factor=s.unit_factor,
+        )
+    out.update(
+        arrival=e.arrival,
+        dispatched=e.dispatched,
+        first_token=e.first_token,
+        finished=e.finished,
+        n_in=e.n_in,
+        n_in_est=e.n_in_est,
+        n_out=e.n_out,
+        worker=e.worker,
+        attempts=e.attempts,
+        finish_reason=e.finish_reason,
+    )
+    for name in ("orphan", "gateway_lost", "policy"):
+        value = getattr(e, name)
+        if value:
+            out[name] = value
+    return out
+
+
+# -- decoding -----------------------------------------------------------------------------
+def decode(data: Mapping[str, Any]) -> Event:
+    """The typed event of a stream entry's JSON object; raises `EventError`."""
+    kind = data.get("type")
+    reader = _READERS.get(kind) if isinstance(kind, str) else None
+    if reader is None:
+        raise EventError(f"type: unknown event type {kind!r}")
+    return reader(_Fields(data))
+
+
+class _Fields:
+    """Typed access to one entry's fields; each error names the field."""
+
+    def __init__(self, data: Mapping[str, Any]) -> None:
+        self.data = data
+
+    def _get(self, name: str, check: Callable[[Any], T], default: Any, required: bool) -> Any:
+        value = self.data.get(name)
+        if value is None:
+            if required:
+                raise EventError(f"{name}: required")
+            return default
+        try:
+            return check(value)
+        except (TypeError, ValueError) as exc:
+            raise EventError(f"{name}: {exc}") from None
+
+    def text(self, name: str, default: str | None = None, *, required: bool = False) -> Any:
+        return self._get(name, _text, default, required)
+
+    def integer(self, name: str, default: int | None = None, *, required: bool = False) -> Any:
+        return self._get(name, _integer, default, required)
+
+    def number(self, name: str, default: float | None = None, *, required: bool = False) -> Any:
+        return self._get(name, _number, default, required)
+
+    def flag(self, name: str) -> bool:
+        return bool(self._get(name, _flag, False, False))
+
+    def slo(self) -> Slo:
+        raw = self.data.get("slo") or {}
+        if not isinstance(raw, Mapping):
+            raise EventError(f"slo: expected an object, got {type(raw).__name__}")
+        inner = _Fields(raw)
+        return Slo(
+            ttft_s=inner.number("ttft_s"),
+            tpot_s=inner.number("tpot_s"),
+            e2e_s=inner.number("e2e_s"),
+        )
+
+
+def _text(value: Any) -> str:
+    if not isinstance(value, str):
+        raise TypeError(f"expected a string, got {type(value).__name__}")
+    return value
+
+
+def _integer(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TypeError(f"expected an integer, got {type(value).__name__}")
+    if not float(value).is_integer():
+        raise ValueError(f"expected an integer, got {value!r}")
+    return int(value)
+
+
+def _number(value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TypeError(f"expected a number, got {type(value).__name__}")
+    if not math.isfinite(value):
+        raise ValueError(f"expected a finite number, got {value!r}")
+    return float(value)
+
+
+def _flag(value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise TypeError(f"expected true or false, got {type(value).__name__}")
+    return value
+
+
+def _progress(f: _Fields) -> Progress:
+    return Progress(f.text("id", required=True), f.integer("n_out", 0), f.number("t", 0.0))
+
+
+def _sender(f: _Fields) -> Sender | None:
+    tenant = f.text("tenant")
+    if tenant is None:
+        return None
+    return Sender(
+        tenant=tenant,
+        app=f.text("app", "default"),
+        agent=f.text("agent", "default"),
+        model=f.text("model", "default"),
+        workflow=f.text("workflow"),
+        upstream=f.text("upstream"),
+        task=f.text("task"),
+        tier=f.integer("tier", 0),
+        slo=f.slo(),
+        unit_factor=f.number("unit_factor", 1.0),
+    )
+
+
+def _complete(f: _Fields) -> Complete:
+    return Complete(
+        id=f.text("id", required=True),
+        status=f.text("status", "error"),
+        finished=f.number("finished", required=True),
+        n_in=f.integer("n_in", 0),
+        n_out=f.integer("n_out", 0),
+        error=f.text("error"),
+        sender=_sender(f),
+        arrival=f.number("arrival"),
+        dispatched=f.number("dispatched"),
+        first_token=f.number("first_token"),
+        n_in_est=f.integer("n_in_est"),
+        worker=f.text("worker"),
+        attempts=f.integer("attempts", 0),
+        finish_reason=f.text("finish_reason"),
+        orphan=f.flag("orphan"),
+        gateway_lost=f.text("gateway_lost") or None,
+        policy=f.text("policy"),
+    )
+
+
+def _withdrawn(f: _Fields) -> Withdrawn:
+    return Withdrawn(
+        id=f.text("id", required=True),
+        reason=f.text("reason", ""),
+        tenant=f.text("tenant"),
+        seq=f.integer("seq"),
+        at=f.number("at"),
+    )
+
+
+def _worker_failed(f: _Fields) -> WorkerFailed:
+    return WorkerFailed(
+        id=f.text("id", required=True),
+        worker=f.text("worker"),
+        reason=f.text("reason", ""),
+        t=f.number("t", 0.0),
+    )
+
+
+_READERS: dict[str, Callable[[_Fields], Event]] = {
+    "progress": _progress,
+    "complete": _complete,
+    "withdrawn": _withdrawn,
+    "worker_failed": _worker_failed,
+}
