@@ -27,6 +27,7 @@ CONCURRENCY = 32
 CLIENT_BOUND_S = 45.0
 """Longer than any legitimate answer here (the stall, the 503 bound, a served stream)."""
 PAUSE_S = 8.0
+SERVED_BEFORE_PAUSE = 8
 RELEAD_BOUND_S = 10.0
 
 
@@ -51,14 +52,22 @@ async def _one(url: str, key: str, i: int, client: httpx.AsyncClient) -> dict[st
         return {"status": "hung"}
 
 
-async def _load(url: str, keys: list[str]) -> list[dict[str, Any]]:
+async def _load(
+    url: str, keys: list[str], done: list[int], served: asyncio.Event
+) -> list[dict[str, Any]]:
+    """Every request, CONCURRENCY at a time; `done[0]` counts the ones that have ended and
+    `served` is set once SERVED_BEFORE_PAUSE have."""
     gate = asyncio.Semaphore(CONCURRENCY)
     timeout = httpx.Timeout(CLIENT_BOUND_S)
     async with httpx.AsyncClient(timeout=timeout, limits=httpx.Limits(max_connections=64)) as c:
 
         async def run(i: int) -> dict[str, Any]:
             async with gate:
-                return await _one(url, keys[i % len(keys)], i, c)
+                result = await _one(url, keys[i % len(keys)], i, c)
+            done[0] += 1
+            if done[0] >= SERVED_BEFORE_PAUSE:
+                served.set()
+            return result
 
         return await asyncio.gather(*(run(i) for i in range(N_REQUESTS)))
 
@@ -108,8 +117,12 @@ def test_redis_paused_under_streaming_load_hangs_nothing_and_a_leader_leads_agai
     pid = redis_server.proc.pid
 
     async def scenario() -> tuple[list[dict[str, Any]], list[int | str], float]:
-        load = asyncio.create_task(_load(url, list(keys.values())))
-        await asyncio.sleep(2.0)  # streams running, more waiting for grants
+        done, served = [0], asyncio.Event()
+        load = asyncio.create_task(_load(url, list(keys.values()), done, served))
+        # Pause once streams have been served, with most of the load still to come (on a
+        # fast machine a fixed delay let the whole load finish before the pause).
+        await asyncio.wait_for(served.wait(), timeout=CLIENT_BOUND_S)
+        assert done[0] < N_REQUESTS // 2, done
         os.kill(pid, signal.SIGSTOP)
         try:
             ready = await _readiness_during(url, PAUSE_S)

@@ -90,7 +90,8 @@ def test_every_arrival_ends_exactly_once_even_under_overload() -> None:
     statuses = {r.status for r in records}
     assert statuses <= FINAL and {"ok", "timeout", "withdrawn", "aborted"} <= statuses
     assert not sim.pending and not sim.active
-    assert all(w.inflight == {} and w.inflight_tokens == 0 for w in setup.workers)
+    assert not sim.core.pending and not sim.core.running
+    assert all(w.inflight == {} and w.inflight_tokens == 0 for w in sim.core.workers.values())
     ledger = setup.dispatcher.policy.ctx.ledger
     charged = sum(ledger.service((t,)) for t in ("a", "b"))
     assert charged == pytest.approx(sum(r.service() for r in records))
