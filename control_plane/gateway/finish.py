@@ -34,6 +34,7 @@ class Finisher:
         self._background: set[asyncio.Task[None]] = set()
 
     async def finish(self, flight: Flight, status: str, error: str | None) -> None:
+        """End `flight` with `status` (once; later calls do nothing)."""
         if flight.finished:
             return
         flight.finished = True

@@ -95,9 +95,8 @@ def _made(decisions: list[Decision]) -> Made:
 def simulate(scenario: Scenario, policy: str) -> tuple[Trace, Simulator]:
     setup = build_setup(scenario, PolicySpec(policy, policy))
     trace = Trace()
-    sim = Simulator(setup, build_workload(scenario))
-    sim.core = RecordingCore(sim.core, trace)
-    sim.core.set_workers(sim.by_id)
+    core = RecordingCore(SchedulerCore(setup.dispatcher), trace)
+    sim = Simulator(setup, build_workload(scenario), core=core)
     sim.run()
     return trace, sim
 
