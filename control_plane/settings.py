@@ -8,6 +8,8 @@ from typing import Annotated, Literal
 from pydantic import Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from control_plane.contracts.workers import WorkerEntry
+
 _Rate = Annotated[float, Field(ge=0)]
 _Burst = Annotated[int, Field(ge=1)]
 
@@ -116,14 +118,13 @@ class Settings(BaseSettings):
         """How long requests may wait while no leader leads (`no_leader_503_after_s`)."""
         return self.no_leader_503_after_s or 5 * self.lease_ttl_s
 
-    def static_workers(self) -> list[dict[str, object]]:
-        """Registry records for `workers` (id = host:port)."""
-        out: list[dict[str, object]] = []
+    def static_workers(self) -> list[WorkerEntry]:
+        """Registry entries for `workers` (id = host:port)."""
+        out: list[WorkerEntry] = []
         for item in filter(None, (w.strip() for w in self.workers.split(","))):
             url, _, seqs = item.partition("|")
             url = url.rstrip("/")
-            rec: dict[str, object] = {"id": url.split("://", 1)[-1], "url": url, "kind": "vllm"}
-            if seqs.isdigit():
-                rec["max_num_seqs"] = int(seqs)
-            out.append(rec)
+            worker_id = url.split("://", 1)[-1]
+            max_num_seqs = int(seqs) if seqs.isdigit() else None
+            out.append(WorkerEntry(worker_id, url, kind="vllm", max_num_seqs=max_num_seqs))
         return out

@@ -9,17 +9,15 @@ of the wrong type or a missing required one.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any
 
+from control_plane.contracts.fields import ContractError, Fields
 from control_plane.core.job import Job, Outcome, Slo
 
-T = TypeVar("T")
 
-
-class EventError(ValueError):
+class EventError(ContractError):
     """An entry that is not a valid event; the message names the field."""
 
 
@@ -198,83 +196,14 @@ def decode(data: Mapping[str, Any]) -> Event:
     reader = _READERS.get(kind) if isinstance(kind, str) else None
     if reader is None:
         raise EventError(f"type: unknown event type {kind!r}")
-    return reader(_Fields(data))
+    return reader(Fields(data, EventError))
 
 
-class _Fields:
-    """Typed access to one entry's fields; each error names the field."""
-
-    def __init__(self, data: Mapping[str, Any]) -> None:
-        self.data = data
-
-    def _get(self, name: str, check: Callable[[Any], T], default: Any, required: bool) -> Any:
-        value = self.data.get(name)
-        if value is None:
-            if required:
-                raise EventError(f"{name}: required")
-            return default
-        try:
-            return check(value)
-        except (TypeError, ValueError) as exc:
-            raise EventError(f"{name}: {exc}") from None
-
-    def text(self, name: str, default: str | None = None, *, required: bool = False) -> Any:
-        return self._get(name, _text, default, required)
-
-    def integer(self, name: str, default: int | None = None, *, required: bool = False) -> Any:
-        return self._get(name, _integer, default, required)
-
-    def number(self, name: str, default: float | None = None, *, required: bool = False) -> Any:
-        return self._get(name, _number, default, required)
-
-    def flag(self, name: str) -> bool:
-        return bool(self._get(name, _flag, False, False))
-
-    def slo(self) -> Slo:
-        raw = self.data.get("slo") or {}
-        if not isinstance(raw, Mapping):
-            raise EventError(f"slo: expected an object, got {type(raw).__name__}")
-        inner = _Fields(raw)
-        return Slo(
-            ttft_s=inner.number("ttft_s"),
-            tpot_s=inner.number("tpot_s"),
-            e2e_s=inner.number("e2e_s"),
-        )
-
-
-def _text(value: Any) -> str:
-    if not isinstance(value, str):
-        raise TypeError(f"expected a string, got {type(value).__name__}")
-    return value
-
-
-def _integer(value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise TypeError(f"expected an integer, got {type(value).__name__}")
-    if not float(value).is_integer():
-        raise ValueError(f"expected an integer, got {value!r}")
-    return int(value)
-
-
-def _number(value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise TypeError(f"expected a number, got {type(value).__name__}")
-    if not math.isfinite(value):
-        raise ValueError(f"expected a finite number, got {value!r}")
-    return float(value)
-
-
-def _flag(value: Any) -> bool:
-    if not isinstance(value, bool):
-        raise TypeError(f"expected true or false, got {type(value).__name__}")
-    return value
-
-
-def _progress(f: _Fields) -> Progress:
+def _progress(f: Fields) -> Progress:
     return Progress(f.text("id", required=True), f.integer("n_out", 0), f.number("t", 0.0))
 
 
-def _sender(f: _Fields) -> Sender | None:
+def _sender(f: Fields) -> Sender | None:
     tenant = f.text("tenant")
     if tenant is None:
         return None
@@ -292,7 +221,7 @@ def _sender(f: _Fields) -> Sender | None:
     )
 
 
-def _complete(f: _Fields) -> Complete:
+def _complete(f: Fields) -> Complete:
     return Complete(
         id=f.text("id", required=True),
         status=f.text("status", "error"),
@@ -314,7 +243,7 @@ def _complete(f: _Fields) -> Complete:
     )
 
 
-def _withdrawn(f: _Fields) -> Withdrawn:
+def _withdrawn(f: Fields) -> Withdrawn:
     return Withdrawn(
         id=f.text("id", required=True),
         reason=f.text("reason", ""),
@@ -324,7 +253,7 @@ def _withdrawn(f: _Fields) -> Withdrawn:
     )
 
 
-def _worker_failed(f: _Fields) -> WorkerFailed:
+def _worker_failed(f: Fields) -> WorkerFailed:
     return WorkerFailed(
         id=f.text("id", required=True),
         worker=f.text("worker"),
@@ -333,7 +262,7 @@ def _worker_failed(f: _Fields) -> WorkerFailed:
     )
 
 
-_READERS: dict[str, Callable[[_Fields], Event]] = {
+_READERS: dict[str, Callable[[Fields], Event]] = {
     "progress": _progress,
     "complete": _complete,
     "withdrawn": _withdrawn,

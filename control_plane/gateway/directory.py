@@ -205,11 +205,11 @@ class RedisModelCatalog:
         metrics = await self.stores.workers.metrics()
         lengths: dict[str, int | None] = {}
         for w in workers:
-            sample = metrics.get(str(w["id"])) or {}
-            for name, max_len in (sample.get("models") or {}).items():
+            sample = metrics[w.id][0] if w.id in metrics else None
+            for name, max_len in ((sample.models if sample else None) or {}).items():
                 lengths[name] = max_len
-            if w.get("model"):
-                lengths.setdefault(str(w["model"]), None)
+            if w.model:
+                lengths.setdefault(w.model, None)
         records = {m.name: m for m in await asyncio.to_thread(self._models)}
         entries = []
         for name in sorted(lengths):

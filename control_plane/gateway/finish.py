@@ -14,10 +14,9 @@ import time
 from collections.abc import Coroutine
 from typing import Any
 
-from control_plane.contracts.events import Complete
+from control_plane.contracts.grants import Grant
 from control_plane.gateway.deps import GatewayDeps
-from control_plane.gateway.flight import Flight
-from control_plane.gateway.grants import Grant
+from control_plane.gateway.flight import Flight, orphan_event
 from control_plane.state.errors import StateUnavailable
 
 log = logging.getLogger(__name__)
@@ -78,13 +77,4 @@ class Finisher:
     async def release_orphan(self, grant: Grant) -> None:
         """A grant arrived for a request this gateway no longer serves: release it."""
         await self.d.requests.finish(grant.request_id, now=time.time(), status="aborted")
-        self.d.reporter.emit(
-            Complete(
-                id=grant.request_id,
-                status="aborted",
-                error="client gone before grant",
-                orphan=True,
-                worker=grant.worker_id,
-                finished=time.time(),
-            )
-        )
+        self.d.reporter.emit(orphan_event(grant, time.time()))

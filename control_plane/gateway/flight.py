@@ -8,8 +8,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from control_plane.contracts.events import Complete, Sender
+from control_plane.contracts.grants import Grant
+from control_plane.contracts.requests import Envelope
 from control_plane.core.job import Job
-from control_plane.gateway.grants import Grant
 from control_plane.gateway.identity import NodeInfo
 from control_plane.gateway.proxy import StreamStats
 
@@ -32,7 +33,7 @@ class Flight:
     finished: bool = False
     grant_future: asyncio.Future[Grant] | None = None
     client_stream_options: dict[str, Any] | None = None
-    envelope: dict[str, Any] | None = None
+    envelope: Envelope | None = None
     """What was submitted to Redis (kept to submit it again if Redis loses it)."""
 
     @property
@@ -77,3 +78,16 @@ class Flight:
             attempts=self.attempts,
             finish_reason=stats.finish_reason,
         )
+
+
+def orphan_event(grant: Grant, now: float) -> Complete:
+    """The `complete` event of a grant nobody waited for (the client left first): the gateway
+    released it unserved."""
+    return Complete(
+        id=grant.request_id,
+        status="aborted",
+        error="client gone before grant",
+        orphan=True,
+        worker=grant.worker_id,
+        finished=now,
+    )

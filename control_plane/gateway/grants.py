@@ -10,29 +10,19 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
 
+from control_plane.contracts.grants import Grant
 from control_plane.gateway.leader_watch import LeaderWatch
 from control_plane.state.errors import StateUnavailable
 
 log = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True, slots=True)
-class Grant:
-    """Where a request runs: chosen by the scheduler, delivered through `grants:<gateway>`."""
-
-    request_id: str
-    worker_id: str
-    worker_url: str
-    granted_at: float
-
-
 class GrantSource(Protocol):
     async def read(
         self, gateway_id: str, last_id: str, block_ms: int, count: int
-    ) -> list[tuple[str, dict[str, Any]]]: ...
+    ) -> list[tuple[str, Grant]]: ...
 
 
 class GrantWaiter:
@@ -93,13 +83,8 @@ class GrantWaiter:
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, 2.0)
                 continue
-            for stream_id, fields in entries:
+            for stream_id, grant in entries:
                 self._last_id = stream_id
-                try:
-                    grant = _parse(fields)
-                except (KeyError, TypeError, ValueError):  # the state layer dead-letters these
-                    log.error("skipping malformed grant %s: %r", stream_id, fields)
-                    continue
                 await self._deliver(grant)
 
     async def _deliver(self, grant: Grant) -> None:
@@ -111,12 +96,3 @@ class GrantWaiter:
             await self._on_orphan(grant)
         except Exception:
             log.exception("releasing orphan grant %s failed", grant.request_id)
-
-
-def _parse(fields: dict[str, Any]) -> Grant:
-    return Grant(
-        request_id=str(fields["id"]),
-        worker_id=str(fields["worker_id"]),
-        worker_url=str(fields["worker_url"]),
-        granted_at=float(fields.get("granted_at", 0.0)),
-    )

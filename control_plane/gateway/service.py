@@ -14,19 +14,22 @@ import asyncio
 import logging
 import time
 from collections.abc import AsyncIterator
+from dataclasses import replace
 from typing import Any
 
 from fastapi import Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
 from control_plane.contracts.events import WorkerFailed
+from control_plane.contracts.grants import Grant
+from control_plane.contracts.requests import Envelope
 from control_plane.gateway.bounds import INT32_MAX
 from control_plane.gateway.deps import GatewayDeps
 from control_plane.gateway.door import Body, build_flight
 from control_plane.gateway.errors import ApiError, unavailable
 from control_plane.gateway.finish import Finisher
 from control_plane.gateway.flight import Flight
-from control_plane.gateway.grants import Grant, GrantWaiter
+from control_plane.gateway.grants import GrantWaiter
 from control_plane.gateway.proxy import (
     DONE,
     Relay,
@@ -88,11 +91,8 @@ class Gateway:
     async def _submit(self, flight: Flight) -> None:
         fut = self._waiter.expect(flight.id)
         flight.grant_future = fut
-        envelope = {
-            "job": flight.job.to_json(),
-            "weights": flight.node.weights(),
-            "gateway": self.d.gateway_id,
-        }
+        # a copy: the envelope is what was submitted, whatever the flight's job becomes later
+        envelope = Envelope(replace(flight.job), flight.node.weights(), self.d.gateway_id)
         flight.envelope = envelope
         cap = (
             flight.node.tenant.queue_cap

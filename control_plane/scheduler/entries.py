@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
 from control_plane.contracts.events import Complete, Event, Progress, Withdrawn
+from control_plane.contracts.requests import RecordError, RequestRecord
 from control_plane.core.job import Job
 from control_plane.core.scheduler_core import SchedulerCore
 from control_plane.state import DeadLetters
@@ -22,29 +23,6 @@ CONSUMER = "scheduler"
 E = TypeVar("E")
 Failure = tuple[str, dict[str, Any], str]
 """(entry id, the entry, reason) of an entry that could not be applied."""
-
-_NUMBERS = ("arrival", "n_in", "max_tokens", "tier", "unit_factor", "n_out")
-_TEXTS = ("id", "tenant", "app", "agent", "model")
-
-
-def parse_job(record: dict[str, Any]) -> tuple[Job, dict[str, float]]:
-    """The Job and weights of a stored request record; raises ValueError/TypeError/KeyError
-    when the record holds no usable envelope."""
-    envelope = record.get("envelope")
-    if not isinstance(envelope, dict) or not isinstance(envelope.get("job"), dict):
-        errors = record.get("decode_errors")
-        raise ValueError(f"no valid envelope{f' ({errors})' if errors else ''}")
-    job = Job.from_json(envelope["job"])
-    job.seq = int(record.get("seq", job.seq))
-    for name in _NUMBERS:
-        value = getattr(job, name)
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            raise TypeError(f"job.{name} must be a number, got {value!r}")
-    for name in _TEXTS:
-        if not isinstance(getattr(job, name), str):
-            raise TypeError(f"job.{name} must be a string, got {getattr(job, name)!r}")
-    weights = {str(k): float(v) for k, v in (envelope.get("weights") or {}).items()}
-    return job, weights
 
 
 def apply_event(core: SchedulerCore, event: Event, now: float) -> Job | None:
@@ -80,23 +58,25 @@ def apply_each(
     return failed
 
 
-def arrive_each(core: SchedulerCore, records: list[dict[str, Any]], now: float) -> list[Failure]:
-    """Queue every still-queued record in `core`; → the records that could not be queued."""
+def arrive_each(
+    core: SchedulerCore, records: Iterable[tuple[str, RequestRecord]], now: float
+) -> list[Failure]:
+    """Queue every still-queued record in `core`; → the ones that could not be queued, each
+    with its label (the arrival's entry id, or `request <id>` for one read from its hash)."""
     failed: list[Failure] = []
-    for record in records:
-        if record.get("status") != "queued":
+    for label, record in records:
+        if record.status != "queued":
             continue
-        entry_id = str(record.get("entry_id") or f"request {record.get('id', '?')}")
         try:
-            job, weights = parse_job(record)
-        except (ValueError, TypeError, KeyError) as exc:
-            failed.append((entry_id, record, _reason(exc)))
+            job, weights = record.job()
+        except RecordError as exc:
+            failed.append((label, record.to_json(), _reason(exc)))
             continue
         try:
             core.arrive(job, weights, now)
         except Exception as exc:  # a job the policy cannot take: it must not stay half-queued
             core.pending.pop(job.id, None)
-            failed.append((entry_id, record, _reason(exc)))
+            failed.append((label, record.to_json(), _reason(exc)))
     return failed
 
 

@@ -6,6 +6,7 @@ import logging
 from typing import Any
 
 from control_plane.admission.registry import build_admission
+from control_plane.contracts.requests import RecordError, RequestRecord
 from control_plane.core.dispatcher import Dispatcher
 from control_plane.core.job import Job
 from control_plane.core.ledger import Ledger
@@ -13,7 +14,6 @@ from control_plane.core.policy import PolicyContext
 from control_plane.core.scheduler_core import SchedulerCore
 from control_plane.placement.registry import build_placement
 from control_plane.policies.registry import build_policy
-from control_plane.scheduler.entries import parse_job
 from control_plane.scheduler.workers import sync_workers
 from control_plane.state import StateStores
 
@@ -25,12 +25,12 @@ DEFAULT_ADMISSION: dict[str, Any] = {"name": "capacity", "params": {"skip_waitin
 DEFAULT_PLACEMENT: dict[str, Any] = {"name": "least_loaded", "params": {}}
 
 
-def job_from_record(record: dict[str, Any]) -> tuple[Job, dict[str, float]] | None:
+def job_from_record(record: RequestRecord) -> tuple[Job, dict[str, float]] | None:
     """The Job and weights of a stored request record (None, logged, if it cannot be parsed)."""
     try:
-        return parse_job(record)
-    except (ValueError, TypeError, KeyError) as exc:
-        log.warning("request %s skipped: %s", record.get("id"), exc)
+        return record.job()
+    except RecordError as exc:
+        log.warning("request %s skipped: %s", record.id, exc)
         return None
 
 

@@ -8,30 +8,11 @@ The same code reads a real vLLM server and Arbiter's simulated worker: `/health`
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass
-from typing import Any
 
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
-
-@dataclass(slots=True)
-class WorkerSample:
-    """One scrape of one worker; `healthy` is False when any endpoint failed."""
-
-    healthy: bool
-    scraped_at: float
-    running: float = 0.0
-    waiting: float = 0.0
-    kv_usage: float = 0.0
-    preemptions_total: float = 0.0
-    kv_tokens: int | None = None
-    models: dict[str, int | None] | None = None
-    error: str | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
-
+from control_plane.contracts.workers import WorkerSample
 
 _GAUGES = {
     "vllm:num_requests_running": "running",

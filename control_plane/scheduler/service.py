@@ -122,9 +122,9 @@ class SchedulerService:
         self._redis_run_id = await server_run_id(self.stores.redis)
         await self.stores.events.ensure_groups()
         await self.stores.arrivals.ensure_group()
-        known = {w["id"] for w in await self.stores.workers.list()}
+        known = {w.id for w in await self.stores.workers.list()}
         for rec in self.settings.static_workers():
-            if rec["id"] not in known:  # never overwrite an operator's drain
+            if rec.id not in known:  # never overwrite an operator's drain
                 await self.stores.workers.upsert(rec)
         now = time.time()
         self.core = await rebuild(
@@ -155,19 +155,15 @@ class SchedulerService:
             if not arrivals:
                 continue
             # first submissions carry their envelope; re-queues are read from their hash
-            records = [
-                {"envelope": a.envelope, "seq": a.seq, "status": "queued", "entry_id": a.entry_id}
-                for a in arrivals
-                if a.envelope is not None
-            ]
+            records = [(a.entry_id, a.record()) for a in arrivals if a.envelope is not None]
             requeued = [a.id for a in arrivals if a.envelope is None]
             now = time.time()
             if requeued:
                 again = await self.stores.requests.load_many(requeued)
                 for record in again:  # the worker that failed it, atomically with the requeue
-                    if record.get("prev_worker"):
-                        self._core.worker_failed(str(record["prev_worker"]), now)
-                records += again
+                    if record.prev_worker:
+                        self._core.worker_failed(record.prev_worker, now)
+                records += [(f"request {r.id}", r) for r in again]
             failed = arrive_each(self._core, records, now)
             await dead_letter_all(self.stores.dead_letters, "arrivals", failed)
             self.metrics.arrivals.inc(len(records))
@@ -236,12 +232,11 @@ class SchedulerService:
         while True:
             records = await self.stores.workers.list()
             sync_workers(self._core, records)
-            samples = await asyncio.gather(*(scrape(self.http, str(r["url"])) for r in records))
+            samples = await asyncio.gather(*(scrape(self.http, r.url or "") for r in records))
             now = time.time()
             for record, sample in zip(records, samples, strict=True):
-                worker_id = str(record["id"])
-                observe(self._core, worker_id, sample)
-                await self.stores.workers.set_metrics(worker_id, sample.to_json(), now)
+                observe(self._core, record.id, sample)
+                await self.stores.workers.set_metrics(record.id, sample, now)
             self._dirty.set()
             await asyncio.sleep(self.settings.scrape_interval_s)
 

@@ -18,9 +18,10 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import Any, Final, Literal
+from typing import Final, Literal
 
 from control_plane.contracts.events import Complete, Sender
+from control_plane.contracts.requests import RequestRecord
 from control_plane.core.scheduler_core import SchedulerCore
 from control_plane.scheduler.rebuild import job_from_record
 from control_plane.state import StateStores
@@ -45,32 +46,26 @@ def lost_reason(gateway_id: str) -> str:
     return f"gateway {gateway_id} lost"
 
 
-def release_event(record: dict[str, Any], status: Released, *, n_out: int, now: float) -> Complete:
+def release_event(record: RequestRecord, status: Released, *, n_out: int, now: float) -> Complete:
     """The `complete` event for a released request, shaped like the gateway's own."""
     parsed = job_from_record(record)
     job = parsed[0] if parsed else None
-    gateway = str(record.get("gateway") or "")
     granted = status == "aborted"
-    arrival = job.arrival if job else _seconds(record.get("submitted_at"))
     return Complete(
-        id=str(record["id"]),
+        id=record.id,
         status=status,
-        error=lost_reason(gateway),
-        gateway_lost=gateway or None,
+        error=lost_reason(record.gateway),
+        gateway_lost=record.gateway or None,
         sender=Sender.of(job) if job else None,
-        arrival=arrival,
-        dispatched=_seconds(record.get("granted_at")) if granted else None,
+        arrival=job.arrival if job else record.submitted_at,
+        dispatched=record.granted_at if granted else None,
         first_token=None,
         finished=now,
         n_in=job.n_in if job else 0,
         n_out=n_out if granted else 0,
-        worker=str(record["worker"]) if granted and record.get("worker") else None,
-        attempts=max(0, int(record.get("attempts") or 1) - 1),
+        worker=record.worker if granted and record.worker else None,
+        attempts=max(0, (record.attempts or 1) - 1),
     )
-
-
-def _seconds(value: Any) -> float | None:
-    return None if value is None else float(value)
 
 
 def tokens_so_far(core: SchedulerCore, request_id: str) -> int:
@@ -112,7 +107,7 @@ class GatewaySweeper:
         if not lost:
             return []
         records = await self.stores.requests.owned_by(lost)
-        for gateway_id in set(lost) - {str(r.get("gateway")) for r in records}:
+        for gateway_id in set(lost) - {r.gateway for r in records}:
             if await self.stores.gateways.forget(gateway_id):
                 log.info("gateway %s lost; nothing of it left, forgotten", gateway_id)
         released = []
@@ -128,9 +123,9 @@ class GatewaySweeper:
         return [g for g, since in self._lost_since.items() if now - since >= self.confirm_s]
 
     async def _release(
-        self, core: SchedulerCore, record: dict[str, Any], now: float
+        self, core: SchedulerCore, record: RequestRecord, now: float
     ) -> Release | None:
-        rid, gateway = str(record["id"]), str(record["gateway"])
+        rid, gateway = record.id, record.gateway
         n_out = tokens_so_far(core, rid)
         events = {status: release_event(record, status, n_out=n_out, now=now) for status in _BOTH}
         status = await self.stores.requests.release_lost(

@@ -22,7 +22,7 @@ def live_view(core: SchedulerCore, holder: str, now: float) -> dict[str, Any]:
                 "model": view.model,
                 "healthy": view.healthy,
                 "draining": view.draining,
-                "status": probe.record.get("status", "active") if probe else "active",
+                "status": (probe.record.status or "active") if probe else "active",
                 "inflight": view.inflight,
                 "max_num_seqs": view.max_num_seqs,
                 "kv_tokens": view.kv_tokens,

@@ -9,11 +9,10 @@ by the engine step), so admission's and placement's preemption cool-downs work l
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
+from control_plane.contracts.workers import WorkerEntry, WorkerSample
 from control_plane.core.scheduler_core import SchedulerCore
 from control_plane.core.worker_view import WorkerView
-from control_plane.scheduler.scrape import WorkerSample
 
 DEFAULT_MAX_NUM_SEQS = 256
 DEFAULT_KV_TOKENS = 1_000_000
@@ -23,7 +22,7 @@ DEFAULT_KV_TOKENS = 1_000_000
 class ScrapedWorker:
     """A `WorkerProbe` built from the Redis worker registry and `vllm:*` metrics."""
 
-    record: dict[str, Any]
+    record: WorkerEntry
     sample: WorkerSample | None = None
     last_preemption_at: float | None = None
 
@@ -35,20 +34,20 @@ class ScrapedWorker:
 
     def view(self, inflight: int, inflight_tokens: int) -> WorkerView:
         rec, sample = self.record, self.sample
-        kv_tokens = (sample.kv_tokens if sample and sample.kv_tokens else None) or int(
-            rec.get("kv_tokens") or DEFAULT_KV_TOKENS
+        kv_tokens = (sample.kv_tokens if sample and sample.kv_tokens else None) or (
+            rec.kv_tokens or DEFAULT_KV_TOKENS
         )
-        model = str(rec.get("model") or "")
+        model = rec.model or ""
         if not model and sample and sample.models:
             model = next(iter(sample.models))
         return WorkerView(
-            id=str(rec["id"]),
-            url=str(rec["url"]),
+            id=rec.id,
+            url=rec.url or "",
             model=model,
-            max_num_seqs=int(rec.get("max_num_seqs") or DEFAULT_MAX_NUM_SEQS),
+            max_num_seqs=rec.max_num_seqs or DEFAULT_MAX_NUM_SEQS,
             kv_tokens=kv_tokens,
             healthy=bool(sample and sample.healthy),
-            draining=rec.get("status", "active") != "active",
+            draining=not rec.active,
             inflight=inflight,
             inflight_tokens=inflight_tokens,
             running=int(sample.running) if sample else 0,
@@ -65,11 +64,11 @@ def probe_of(core: SchedulerCore, worker_id: str) -> ScrapedWorker | None:
     return probe if isinstance(probe, ScrapedWorker) else None
 
 
-def sync_workers(core: SchedulerCore, records: list[dict[str, Any]]) -> None:
+def sync_workers(core: SchedulerCore, records: list[WorkerEntry]) -> None:
     """Replace the core's workers with the registry's, keeping what was scraped of known ones."""
     probes: dict[str, ScrapedWorker] = {}
     for rec in records:
-        worker_id = str(rec["id"])
+        worker_id = rec.id
         probe = probe_of(core, worker_id) or ScrapedWorker(rec)
         probe.record = rec
         probes[worker_id] = probe

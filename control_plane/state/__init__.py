@@ -4,6 +4,7 @@ Every outage-type Redis error leaves this package as `StateUnavailable`.
 May import: `control_plane.contracts` (the messages it stores) and nothing else of the project.
 """
 
+from control_plane.contracts.workers import WORKER_STATUSES
 from control_plane.state.arrivals import ArrivalsConsumer
 from control_plane.state.budget import TokenBudgets
 from control_plane.state.checkpoints import Checkpoint
@@ -20,7 +21,7 @@ from control_plane.state.rate_limit import RateLimiter
 from control_plane.state.request_store import FINAL_STATUSES, RequestStore, SubmitResult
 from control_plane.state.stores import StateStores
 from control_plane.state.trimming import StreamTrimmer
-from control_plane.state.worker_registry import WORKER_STATUSES, WorkerRegistry
+from control_plane.state.worker_registry import WorkerRegistry
 
 __all__ = [
     "FINAL_STATUSES",

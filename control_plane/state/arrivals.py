@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from redis.asyncio import Redis
 from redis.exceptions import ResponseError
 
+from control_plane.contracts.requests import Envelope, RequestRecord, decode_envelope
 from control_plane.state.client import check_client, clamp_block_ms
 from control_plane.state.codec import StreamEntry, loads, stream_entries
 from control_plane.state.dead_letters import DeadLetters
@@ -23,8 +23,20 @@ class Arrival:
 
     id: str
     seq: int
-    envelope: dict[str, Any] | None
+    envelope: Envelope | None
     entry_id: str = ""
+
+    def record(self) -> RequestRecord:
+        """The queued request this arrival announces (as its hash reads right after submit)."""
+        return RequestRecord(
+            id=self.id,
+            status="queued",
+            tenant=self.envelope.job.tenant if self.envelope else "",
+            gateway=self.envelope.gateway if self.envelope else "",
+            seq=self.seq,
+            attempts=1,
+            envelope=self.envelope,
+        )
 
 
 class ArrivalsConsumer:
@@ -103,7 +115,5 @@ class ArrivalsConsumer:
 
 def _arrival(entry_id: str, fields: dict[str, str]) -> Arrival:
     """The arrival an entry announces; raises on a malformed one."""
-    envelope = loads(fields["envelope"]) if "envelope" in fields else None
-    if envelope is not None and not isinstance(envelope, dict):
-        raise ValueError(f"envelope is not a JSON object: {type(envelope).__name__}")
+    envelope = decode_envelope(loads(fields["envelope"])) if "envelope" in fields else None
     return Arrival(fields["id"], int(fields.get("seq") or 0), envelope, entry_id)

@@ -6,8 +6,8 @@ import time
 
 from redis.asyncio import Redis
 
+from control_plane.contracts.grants import Grant
 from control_plane.state.client import check_client, clamp_block_ms
-from control_plane.state.codec import StreamEntry
 from control_plane.state.dead_letters import DeadLetters
 from control_plane.state.errors import guarded
 from control_plane.state.grant_entries import screen_grants
@@ -37,8 +37,8 @@ class GrantStream:
     @guarded
     async def read(
         self, gateway_id: str, last_id: str, block_ms: int | None = 1000, count: int = 512
-    ) -> list[StreamEntry]:
-        """Entries after `last_id`, waiting up to `block_ms` for the first (None: no wait)."""
+    ) -> list[tuple[str, Grant]]:
+        """Grants (with stream ids) after `last_id`, waiting up to `block_ms` (None: no wait)."""
         await self._trim_read(gateway_id, last_id)
         reply = await self._redis.xread(
             {self._ks.grants(gateway_id): last_id}, count=count, block=clamp_block_ms(block_ms)

@@ -4,20 +4,25 @@ from __future__ import annotations
 
 from collections.abc import Collection
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Final
 
 from redis.asyncio import Redis
 
 from control_plane.contracts.events import Complete, encode
+from control_plane.contracts.requests import (
+    Envelope,
+    RequestRecord,
+    decode_record,
+    encode_envelope,
+)
 from control_plane.state.client import check_client
-from control_plane.state.codec import dumps, loads, str_map, text, time_arg
+from control_plane.state.codec import dumps, str_map, text, time_arg
 from control_plane.state.errors import StaleLeader, guarded
 from control_plane.state.keys import KeySpace
 from control_plane.state.scripts import Scripts
 
 FINAL_STATUSES: Final = frozenset({"ok", "error", "aborted", "timeout"})
 """Statuses `finish` accepts; `withdrawn` is set only by `withdraw`."""
-_INT_FIELDS: Final = frozenset({"seq", "attempts"})
 _LOAD_CHUNK: Final = 500
 
 
@@ -34,37 +39,6 @@ class SubmitResult:
     seq: int
     depth: int
     duplicate: bool = False
-
-
-def decode_record(fields: dict[str, str]) -> dict[str, Any] | None:
-    """A request hash as a dict: ints for seq/attempts, floats for `*_at`, parsed envelope.
-
-    Never raises: a field that does not decode keeps its raw text and is named, with the
-    error, in `decode_errors`, so one corrupt hash cannot stop a rebuild or a sweep.
-    """
-    if not fields:
-        return None
-    out: dict[str, Any] = {}
-    errors: list[str] = []
-    for name, value in fields.items():
-        try:
-            out[name] = _decode_field(name, value)
-        except ValueError as exc:
-            out[name] = value
-            errors.append(f"{name}: {exc}")
-    if errors:
-        out["decode_errors"] = errors
-    return out
-
-
-def _decode_field(name: str, value: str) -> Any:
-    if name == "envelope":
-        return loads(value)
-    if name in _INT_FIELDS:
-        return int(value)
-    if name.endswith("_at"):
-        return float(value)
-    return value
 
 
 class RequestStore:
@@ -108,7 +82,7 @@ class RequestStore:
     @guarded
     async def submit(
         self,
-        envelope: dict[str, Any],
+        envelope: Envelope,
         *,
         request_id: str,
         tenant: str,
@@ -125,7 +99,7 @@ class RequestStore:
                 request_id,
                 tenant,
                 gateway_id,
-                dumps(envelope),
+                dumps(encode_envelope(envelope)),
                 queue_cap,
                 time_arg(now),
                 self._arrivals_maxlen,
@@ -272,7 +246,7 @@ class RequestStore:
         return text(result) or None
 
     @guarded
-    async def owned_by(self, gateway_ids: Collection[str]) -> list[dict[str, Any]]:
+    async def owned_by(self, gateway_ids: Collection[str]) -> list[RequestRecord]:
         """Records of the queued and granted requests whose gateway is one of `gateway_ids`.
 
         The queued and in-flight ids are read in one transaction, so a request moving from one
@@ -288,7 +262,7 @@ class RequestStore:
         ids = list(dict.fromkeys(text(i) for i in [*queued, *inflight]))
         mine = [i for i, gw in zip(ids, await self._gateways_of(ids), strict=True) if gw in owners]
         records = await self.load_many(mine)
-        return [r for r in records if r.get("status") in ("queued", "granted")]
+        return [r for r in records if r.status in ("queued", "granted")]
 
     async def _gateways_of(self, request_ids: list[str]) -> list[str | None]:
         out: list[str | None] = []
@@ -307,20 +281,23 @@ class RequestStore:
         return None if value is None else text(value)
 
     @guarded
-    async def get(self, request_id: str) -> dict[str, Any] | None:
+    async def get(self, request_id: str) -> RequestRecord | None:
         """The request's record (see `decode_record`), or None when unknown or expired."""
-        return decode_record(str_map(await self._redis.hgetall(self._ks.request(request_id))))
+        return decode_record(
+            request_id, str_map(await self._redis.hgetall(self._ks.request(request_id)))
+        )
 
     @guarded
-    async def load_many(self, request_ids: list[str]) -> list[dict[str, Any]]:
+    async def load_many(self, request_ids: list[str]) -> list[RequestRecord]:
         """Records of `request_ids` in the given order (pipelined); unknown ids are skipped."""
-        records: list[dict[str, Any]] = []
+        records: list[RequestRecord] = []
         for start in range(0, len(request_ids), _LOAD_CHUNK):
             pipe = self._redis.pipeline(transaction=False)
-            for request_id in request_ids[start : start + _LOAD_CHUNK]:
+            chunk = request_ids[start : start + _LOAD_CHUNK]
+            for request_id in chunk:
                 pipe.hgetall(self._ks.request(request_id))
-            for fields in await pipe.execute():
-                record = decode_record(str_map(fields))
+            for request_id, fields in zip(chunk, await pipe.execute(), strict=True):
+                record = decode_record(request_id, str_map(fields))
                 if record is not None:
                     records.append(record)
         return records
@@ -331,13 +308,13 @@ class RequestStore:
         return [str(i) for i in await self._redis.zrange(self._ks.queued, 0, -1)]
 
     @guarded
-    async def load_queued(self) -> list[dict[str, Any]]:
+    async def load_queued(self) -> list[RequestRecord]:
         """Records of every queued request in arrival order (a new leader's rebuild).
 
         A request granted or withdrawn between the two reads is left out.
         """
         records = await self.load_many(await self.queued_ids())
-        return [r for r in records if r.get("status") == "queued"]
+        return [r for r in records if r.status == "queued"]
 
     @guarded
     async def depth(self) -> int:

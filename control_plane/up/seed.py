@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from control_plane.contracts.workers import WorkerEntry
 from control_plane.state import StateStores
 from storage.db import Database
 from workers.engine.profile import LatencyProfile
@@ -54,4 +55,13 @@ async def register_workers(
                 max_num_seqs=w.get("max_num_seqs"),
             )
     for w in workers:
-        await stores.workers.upsert({**w, "status": "active"})
+        entry = WorkerEntry(
+            w["id"],
+            w["url"],
+            "active",
+            w["model"],
+            w["kind"],
+            w.get("profile"),
+            w.get("max_num_seqs"),
+        )
+        await stores.workers.upsert(entry)

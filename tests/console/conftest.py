@@ -15,6 +15,7 @@ from streamlit.testing.v1 import AppTest
 
 import console
 from control_plane.api.app import create_app
+from control_plane.contracts.workers import decode_sample
 from control_plane.settings import Settings
 from control_plane.state import StateStores
 from storage.db import Database
@@ -56,7 +57,7 @@ class AdminServer:
         async def store() -> None:
             stores = StateStores.open(self.redis_url, "default")
             try:
-                await stores.workers.set_metrics(worker_id, metrics, now)
+                await stores.workers.set_metrics(worker_id, decode_sample(metrics), now)
             finally:
                 await stores.aclose()
 

@@ -90,7 +90,7 @@ def test_a_lost_gateways_requests_are_released(cluster: Cluster) -> None:
             await _wait_for(stores, queued=2, running=2, limit_s=10)
             queued, running = await _snapshot(stores)
             records = await stores.requests.load_many([*queued, *running])
-            owners = {str(rec["gateway"]) for rec in records}
+            owners = {rec.gateway for rec in records}
             assert len(owners) == 1, owners
             cluster.kill9(gateway_a)
             killed = time.monotonic()

@@ -8,6 +8,7 @@ import time
 import openai
 import pytest
 
+from control_plane.contracts.workers import WorkerEntry
 from control_plane.state import StateStores
 from storage.db import Database
 from storage.records import RequestRecord
@@ -20,14 +21,7 @@ pytestmark = pytest.mark.vllm
 async def _register(cluster: Cluster, url: str, model: str) -> None:
     stores = StateStores.open(cluster.redis_url, cluster.cluster)
     await stores.workers.upsert(
-        {
-            "id": "vllm-0",
-            "url": url,
-            "kind": "vllm",
-            "model": model,
-            "max_num_seqs": 16,
-            "status": "active",
-        }
+        WorkerEntry("vllm-0", url, "active", model, "vllm", max_num_seqs=16)
     )
     await stores.aclose()
 

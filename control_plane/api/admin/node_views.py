@@ -13,6 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from control_plane.contracts.requests import RequestRecord
 from control_plane.core.ledger import Ledger, Node
 from control_plane.policies.safi import jain
 
@@ -134,19 +135,14 @@ def level_jain(rows: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, float |
     return out
 
 
-def counts_from_records(records: Iterable[Mapping[str, Any]]) -> dict[Node, tuple[int, int]]:
+def counts_from_records(records: Iterable[RequestRecord]) -> dict[Node, tuple[int, int]]:
     """Queued / in-flight counts at every level from Redis request records."""
     counts: dict[Node, list[int]] = {}
     for record in records:
-        job = (record.get("envelope") or {}).get("job") or {}
-        if "tenant" not in job:
+        if record.envelope is None:
             continue
-        path = (
-            str(job["tenant"]),
-            str(job.get("app", "default")),
-            str(job.get("agent", "default")),
-        )
-        slot = 0 if record.get("status") == "queued" else 1
+        path = record.envelope.job.path
+        slot = 0 if record.status == "queued" else 1
         for depth in LEVELS:
             counts.setdefault(path[:depth], [0, 0])[slot] += 1
     return {node: (pair[0], pair[1]) for node, pair in counts.items()}

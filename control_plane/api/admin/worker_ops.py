@@ -7,13 +7,13 @@ model is given, and a re-registered worker keeps its drain state.
 
 from __future__ import annotations
 
-from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
 
 from control_plane.admin.records import as_json
 from control_plane.api.admin.schemas import WorkerIn
+from control_plane.contracts.workers import WorkerEntry
 from storage.db import Database
 from storage.errors import AlreadyExistsError, NotFoundError
 from storage.records import WorkerRecord, WorkerStatus
@@ -35,19 +35,18 @@ async def probe_model(url: str, timeout_s: float = 2.0) -> str:
         return ""
 
 
-def redis_record(body: WorkerIn, worker_id: str, model: str) -> dict[str, Any]:
-    """The Redis registry record (no `status`: a new one starts active, a known one keeps its
+def redis_record(body: WorkerIn, worker_id: str, model: str) -> WorkerEntry:
+    """The Redis registry entry (no `status`: a new one starts active, a known one keeps its
     state)."""
-    record = {
-        "id": worker_id,
-        "url": body.url.rstrip("/"),
-        "model": model,
-        "kind": body.kind,
-        "max_num_seqs": body.max_num_seqs,
-        "kv_tokens": body.kv_tokens,
-        "profile": body.profile,
-    }
-    return {k: v for k, v in record.items() if v is not None}
+    return WorkerEntry(
+        id=worker_id,
+        url=body.url.rstrip("/"),
+        model=model,
+        kind=body.kind,
+        max_num_seqs=body.max_num_seqs,
+        kv_tokens=body.kv_tokens,
+        profile=body.profile,
+    )
 
 
 def check_url_free(db: Database, worker_id: str, url: str) -> None:
@@ -58,17 +57,17 @@ def check_url_free(db: Database, worker_id: str, url: str) -> None:
                 raise AlreadyExistsError(f"worker {worker.id!r} is already registered at {url}")
 
 
-def register_sql(db: Database, record: dict[str, Any], *, actor: str, reason: str) -> WorkerRecord:
+def register_sql(db: Database, record: WorkerEntry, *, actor: str, reason: str) -> WorkerRecord:
     """Add or update the SQL worker row; audited as `worker.register`."""
     with db.repos() as r:
-        old = r.workers.get(worker_id=record["id"])
+        old = r.workers.get(worker_id=record.id)
         saved = r.workers.register(
-            worker_id=record["id"],
-            url=record["url"],
-            kind=record["kind"],
-            model=record["model"],
-            profile=record.get("profile"),
-            max_num_seqs=record.get("max_num_seqs"),
+            worker_id=record.id,
+            url=record.url or "",
+            kind="sim" if record.kind == "sim" else "vllm",
+            model=record.model or "",
+            profile=record.profile,
+            max_num_seqs=record.max_num_seqs,
         )
         r.audit.append(
             actor=actor,

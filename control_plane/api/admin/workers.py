@@ -20,6 +20,7 @@ from control_plane.api.admin.deps import (
 )
 from control_plane.api.admin.schemas import Change, WorkerIn
 from control_plane.api.auth import Admin
+from control_plane.contracts.workers import WorkerEntry, WorkerSample
 from control_plane.gateway.bounds import is_name
 from storage.records import WorkerRecord
 
@@ -30,8 +31,8 @@ _LIVE_FIELDS = ("healthy", "inflight", "running", "waiting", "kv_usage", "preemp
 
 def merge_workers(
     sql: Sequence[WorkerRecord],
-    redis: Sequence[Mapping[str, Any]],
-    metrics: Mapping[str, Mapping[str, Any]],
+    redis: Sequence[WorkerEntry],
+    metrics: Mapping[str, tuple[WorkerSample, float]],
     live: Sequence[Mapping[str, Any]],
     now: float,
 ) -> list[dict[str, Any]]:
@@ -40,19 +41,19 @@ def merge_workers(
     for sql_record in sql:
         rows[sql_record.id] = {**as_json(sql_record), "in_sql": True, "in_redis": False}
     for record in redis:
-        row = rows.setdefault(str(record["id"]), {"in_sql": False})
-        row.update({k: v for k, v in record.items() if v is not None}, in_redis=True)
-    for worker_id, sample in metrics.items():
+        row = rows.setdefault(record.id, {"in_sql": False})
+        row.update(record.to_json(), in_redis=True)
+    for worker_id, (sample, stored_at) in metrics.items():
         row = rows.setdefault(worker_id, {"id": worker_id, "in_sql": False, "in_redis": False})
         row.update(
-            healthy=sample.get("healthy"),
-            running=sample.get("running"),
-            waiting=sample.get("waiting"),
-            kv_usage=sample.get("kv_usage"),
-            preemptions=sample.get("preemptions_total"),
-            kv_tokens=sample.get("kv_tokens") or row.get("kv_tokens"),
-            error=sample.get("error"),
-            scraped_at=sample.get("at"),
+            healthy=sample.healthy,
+            running=sample.running,
+            waiting=sample.waiting,
+            kv_usage=sample.kv_usage,
+            preemptions=sample.preemptions_total,
+            kv_tokens=sample.kv_tokens or row.get("kv_tokens"),
+            error=sample.error,
+            scraped_at=stored_at,
         )
     for view in live:
         known = rows.get(str(view.get("id")))
@@ -66,7 +67,8 @@ def merge_workers(
 
 
 async def _known_in_redis(ctx: Ctx, worker_id: str) -> dict[str, Any] | None:
-    return await ctx.stores.workers.get(worker_id)
+    entry = await ctx.stores.workers.get(worker_id)
+    return None if entry is None else entry.to_json()
 
 
 @router.get("/workers")
@@ -91,7 +93,7 @@ async def register_worker(ctx: Ctx, actor: Admin, body: WorkerIn) -> dict[str, A
     record = ops.redis_record(body, worker_id, model)
     await ctx.stores.workers.upsert(record)
     saved = await in_thread(ops.register_sql, ctx.db, record, actor=actor, reason=body.reason)
-    return {**(await ctx.stores.workers.get(worker_id) or {}), "registered_at": saved.registered_at}
+    return {**(await _known_in_redis(ctx, worker_id) or {}), "registered_at": saved.registered_at}
 
 
 async def _set_status(
@@ -103,8 +105,13 @@ async def _set_status(
         raise not_found(f"worker {worker_id!r}")
     if redis is None and sql is not None:  # Redis lost it (flushed): restore from SQL
         await ctx.stores.workers.upsert(
-            {"id": sql.id, "url": sql.url, "model": sql.model, "kind": sql.kind}
-            | ({"max_num_seqs": sql.max_num_seqs} if sql.max_num_seqs else {})
+            WorkerEntry(
+                sql.id,
+                sql.url,
+                model=sql.model,
+                kind=sql.kind,
+                max_num_seqs=sql.max_num_seqs or None,
+            )
         )
     await ctx.stores.workers.set_status(worker_id, status)
     action = "worker.drain" if status == "draining" else "worker.undrain"
@@ -117,7 +124,7 @@ async def _set_status(
         reason=reason,
         action=action,
     )
-    return await ctx.stores.workers.get(worker_id) or {}
+    return await _known_in_redis(ctx, worker_id) or {}
 
 
 @router.post("/workers/{worker_id}/drain")

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from control_plane.contracts.workers import WorkerEntry
 from control_plane.core.job import Job
 from control_plane.gateway.flight import Flight
 from control_plane.gateway.identity import NodeInfo, TenantInfo
@@ -75,7 +76,7 @@ async def test_door_refusals_are_counted(redis_url: str, tmp_path: Path) -> None
         with gw.db.repos() as r:
             r.tenants.update_tenant(name=TENANT, changes={"token_budget": 10})
         stores = gw.app.state.stores
-        await stores.workers.upsert({"id": "w1", "url": "http://127.0.0.1:9", "model": MODEL})
+        await stores.workers.upsert(WorkerEntry("w1", "http://127.0.0.1:9", model=MODEL))
         await stores.token_budgets.add(TENANT, 10, time.time())
         body = {"model": MODEL, "prompt": "hi", "max_tokens": 1}
         async with gw.client() as client:

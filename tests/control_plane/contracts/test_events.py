@@ -121,7 +121,7 @@ def test_outcome_latencies_come_from_the_timestamps() -> None:
         ({"type": "complete", "id": "r", "finished": 1, "tenant": "t", "slo": 3}, "slo: expected"),
         (
             {"type": "complete", "id": "r", "finished": 1, "tenant": "t", "slo": {"ttft_s": "x"}},
-            "ttft_s: expected a number",
+            "slo.ttft_s: expected a number",
         ),
     ],
 )

@@ -20,6 +20,8 @@ from typing import Any
 import pytest
 
 from control_plane.contracts.events import Complete, Event, Progress, Withdrawn, decode, encode
+from control_plane.contracts.requests import decode_record
+from control_plane.contracts.workers import WorkerEntry, WorkerSample
 from control_plane.core.dispatcher import Decision
 from control_plane.core.job import Job, Outcome
 from control_plane.core.ledger import Ledger
@@ -27,7 +29,6 @@ from control_plane.core.scheduler_core import SchedulerCore
 from control_plane.core.worker_view import WorkerView
 from control_plane.scheduler.entries import apply_event, arrive_each
 from control_plane.scheduler.rebuild import build_core
-from control_plane.scheduler.scrape import WorkerSample
 from control_plane.scheduler.workers import observe, sync_workers
 from control_plane.sim.engine_loop import Simulator
 from control_plane.sim.scenario import Scenario
@@ -116,14 +117,14 @@ def live_core(scenario: Scenario, policy: str) -> SchedulerCore:
 
 def _scrape(core: SchedulerCore, views: list[WorkerView], now: float) -> None:
     records = [
-        {
-            "id": v.id,
-            "url": f"http://{v.id}",
-            "model": v.model,
-            "max_num_seqs": v.max_num_seqs,
-            "kv_tokens": v.kv_tokens,
-            "status": "active",
-        }
+        WorkerEntry(
+            v.id,
+            f"http://{v.id}",
+            "active",
+            v.model,
+            max_num_seqs=v.max_num_seqs,
+            kv_tokens=v.kv_tokens,
+        )
         for v in views
     ]
     sync_workers(core, records)
@@ -170,8 +171,9 @@ def replay(trace: Trace, core: SchedulerCore) -> list[tuple[float, Made, Made]]:
         kind = call[0]
         if kind == "arrive":
             job, now = call[1], call[2]
-            record = {"envelope": {"job": job}, "seq": job["seq"], "status": "queued"}
-            assert arrive_each(core, [record], now) == []
+            hash_fields = {"envelope": json.dumps({"job": job}), "seq": str(job["seq"])}
+            record = decode_record(job["id"], {**hash_fields, "status": "queued"})
+            assert record is not None and arrive_each(core, [(job["id"], record)], now) == []
         elif kind == "withdraw":
             apply_event(core, _wire(Withdrawn(call[1], "queue_timeout")), 0.0)
         elif kind == "progress":

@@ -8,8 +8,10 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from control_plane.gateway.grants import Grant, GrantWaiter
+from control_plane.contracts.grants import Grant
+from control_plane.gateway.grants import GrantWaiter
 from control_plane.state import StateStores
+from tests.support.envelopes import envelope
 
 NOW = 1_700_000_000.0
 
@@ -37,7 +39,7 @@ async def test_a_bad_grant_does_not_stop_the_reader(stores: StateStores) -> None
             stream, {"id": "r9", "worker_id": "w", "worker_url": "u", "granted_at": "soon"}
         )
         await stores.requests.submit(
-            {}, request_id="r1", tenant="t", gateway_id="gw-1", queue_cap=9, now=NOW
+            envelope("r1"), request_id="r1", tenant="t", gateway_id="gw-1", queue_cap=9, now=NOW
         )
         assert await stores.requests.grant("r1", worker_id="w1", worker_url="http://w1", now=NOW)
         grant = await asyncio.wait_for(fut, timeout=5.0)

@@ -15,11 +15,11 @@ import httpx
 import pytest
 
 from control_plane.api.app import create_app
+from control_plane.contracts.workers import WorkerEntry, WorkerSample
 from control_plane.core.job import Job
 from control_plane.core.ledger import Ledger
 from control_plane.core.scheduler_core import SchedulerCore
 from control_plane.scheduler.rebuild import build_core, job_from_record
-from control_plane.scheduler.scrape import WorkerSample
 from control_plane.scheduler.workers import observe, sync_workers
 from control_plane.settings import Settings
 from control_plane.state import StateStores
@@ -46,7 +46,7 @@ async def _queued_jobs(
     try:
         async with app.router.lifespan_context(app):
             stores: StateStores = app.state.stores
-            await stores.workers.upsert({"id": "w1", "url": "http://w1", "model": MODEL})
+            await stores.workers.upsert(WorkerEntry(id="w1", url="http://w1", model=MODEL))
             transport = httpx.ASGITransport(app=app)
             async with httpx.AsyncClient(transport=transport, base_url="http://gw") as client:
                 auth = {"Authorization": f"Bearer {key}"}
@@ -75,7 +75,7 @@ async def _until_queued(stores: StateStores, n: int) -> None:
 
 def _edf_core() -> SchedulerCore:
     core = build_core({"policy": {"name": "edf", "params": {}}}, Ledger(), "fcfs")
-    sync_workers(core, [{"id": "w1", "url": "http://w1", "model": MODEL, "max_num_seqs": 1}])
+    sync_workers(core, [WorkerEntry(id="w1", url="http://w1", model=MODEL, max_num_seqs=1)])
     observe(core, "w1", WorkerSample(True, 0.0, models={MODEL: 2048}))
     return core
 

@@ -4,14 +4,15 @@ entry never crashes a loop or holds back the entries after it."""
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 
 from control_plane.contracts.events import Complete, Event, Withdrawn
+from control_plane.contracts.requests import Envelope, RecordError, RequestRecord, decode_record
 from control_plane.core.job import Job
-from control_plane.scheduler.entries import parse_job
 from control_plane.scheduler.rebuild import job_from_record, rebuild
 from control_plane.scheduler.service import SchedulerService
 from control_plane.settings import Settings
@@ -36,20 +37,27 @@ async def service(redis_url: str) -> AsyncIterator[SchedulerService]:
     await stores.aclose()
 
 
-def test_parse_job_refuses_records_without_a_usable_job() -> None:
-    assert parse_job({"envelope": {"job": job(1).to_json()}, "seq": 3})[0].seq == 3
-    bad: list[dict[str, Any]] = [
-        {},
-        {"envelope": "x"},
-        {"envelope": {"job": {"id": "j", "bogus": 1}}},
-        {"envelope": {"job": {**job(1).to_json(), "n_in": "ten"}}},
-        {"envelope": {"job": {**job(1).to_json(), "tenant": 7}}},
-        {"envelope": {"job": job(1).to_json(), "weights": {"tenant": "heavy"}}},
-        {"envelope": {"job": job(1).to_json()}, "seq": "one"},
+def _record(**fields: object) -> RequestRecord:
+    text = {k: v if isinstance(v, str) else json.dumps(v) for k, v in fields.items()}
+    record = decode_record("j1", {"status": "queued", **text})
+    assert record is not None
+    return record
+
+
+def test_records_without_a_usable_job_are_refused() -> None:
+    assert _record(envelope={"job": job(1).to_json()}, seq="3").job()[0].seq == 3
+    bad = [
+        _record(),
+        _record(envelope="x"),
+        _record(envelope={"job": {"id": "j", "bogus": 1}}),
+        _record(envelope={"job": {**job(1).to_json(), "n_in": "ten"}}),
+        _record(envelope={"job": {**job(1).to_json(), "tenant": 7}}),
+        _record(envelope={"job": job(1).to_json(), "weights": {"tenant": "heavy"}}),
+        _record(envelope={"job": job(1).to_json()}, seq="one"),
     ]
     for record in bad:
-        with pytest.raises((ValueError, TypeError, KeyError)):
-            parse_job(record)
+        with pytest.raises(RecordError):
+            record.job()
         assert job_from_record(record) is None
 
 
@@ -90,24 +98,26 @@ async def test_events_the_core_cannot_apply_are_dead_lettered_and_the_rest_appli
 
 async def test_the_arrivals_loop_survives_a_bad_envelope(service: SchedulerService) -> None:
     stores = service.stores
-    for rid, envelope in [
-        ("bad", {"job": {"id": "bad", "tenant": "a", "n_in": "x"}}),
-        ("good", {"job": job(5).to_json() | {"id": "good"}}),
-    ]:
-        await stores.requests.submit(
-            envelope, request_id=rid, tenant="a", gateway_id="g", queue_cap=9, now=NOW
-        )
+    # an older or broken gateway's entry, written behind the state package's back
+    bad = {"job": {"id": "bad", "tenant": "a", "n_in": "x"}}
+    await stores.redis.xadd(
+        stores.keyspace.arrivals, {"id": "bad", "seq": "1", "envelope": json.dumps(bad)}
+    )
+    await stores.requests.submit(
+        Envelope(job(5), {}, "g"), request_id="j5", tenant="a", gateway_id="g", queue_cap=9, now=NOW
+    )
     loop = asyncio.create_task(service._arrivals_loop())
     try:
         for _ in range(100):
-            if "good" in service._core.pending:
+            if "j5" in service._core.pending:
                 break
             await asyncio.sleep(0.05)
-        assert set(service._core.pending) == {"good"}
+        assert set(service._core.pending) == {"j5"}
         assert not loop.done()
     finally:
         loop.cancel()
         await asyncio.gather(loop, return_exceptions=True)
     (letter,) = await stores.dead_letters.list()
-    assert (letter.consumer, letter.kind, letter.source) == ("scheduler", "apply", "arrivals")
-    assert letter.fields["envelope"]["job"]["id"] == "bad" and letter.entry_id != ""
+    assert (letter.consumer, letter.kind, letter.source) == ("scheduler", "decode", "arrivals")
+    assert "envelope.job." in letter.reason
+    assert json.loads(letter.fields["envelope"]) == bad and letter.entry_id != ""

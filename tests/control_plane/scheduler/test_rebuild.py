@@ -2,22 +2,23 @@
 
 from __future__ import annotations
 
+from control_plane.contracts.requests import Envelope
+from control_plane.contracts.workers import WorkerEntry, WorkerSample
 from control_plane.core.job import Job, Outcome
 from control_plane.core.scheduler_core import SchedulerCore
 from control_plane.scheduler.rebuild import rebuild
-from control_plane.scheduler.scrape import WorkerSample
 from control_plane.scheduler.service import SchedulerService
 from control_plane.scheduler.workers import observe
 from control_plane.settings import Settings
 from control_plane.state import StateStores
 
-WORKER = {"id": "w1", "url": "http://w1", "model": "m", "max_num_seqs": 2}
+WORKER = WorkerEntry(id="w1", url="http://w1", model="m", max_num_seqs=2)
 
 
 async def _submit(stores: StateStores, i: int, tenant: str) -> None:
     job = Job(id=f"j{i}", tenant=tenant, arrival=float(i), n_in=50 + i, max_tokens=40, model="m")
     await stores.requests.submit(
-        {"job": job.to_json(), "weights": {"tenant": 1.0}, "gateway": "gw"},
+        Envelope(job, {"tenant": 1.0}, "gw"),
         request_id=job.id,
         tenant=tenant,
         gateway_id="gw",

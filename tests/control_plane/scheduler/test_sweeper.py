@@ -8,12 +8,13 @@ from typing import Any
 import pytest
 
 from control_plane.contracts.events import Complete
+from control_plane.contracts.requests import Envelope, RequestRecord
+from control_plane.contracts.workers import WorkerEntry, WorkerSample
 from control_plane.core.job import Job, Outcome, Slo
 from control_plane.core.ledger import Ledger
 from control_plane.core.scheduler_core import SchedulerCore
 from control_plane.recorder.rows import request_row
 from control_plane.scheduler.rebuild import build_core, rebuild
-from control_plane.scheduler.scrape import WorkerSample
 from control_plane.scheduler.sweeper import (
     GatewaySweeper,
     Release,
@@ -24,7 +25,7 @@ from control_plane.scheduler.sweeper import (
 from control_plane.scheduler.workers import observe, sync_workers
 from control_plane.state import StateStores
 
-WORKER = {"id": "w1", "url": "http://w1", "model": "m", "max_num_seqs": 2}
+WORKER = WorkerEntry(id="w1", url="http://w1", model="m", max_num_seqs=2)
 NOW = 1_000.0
 
 
@@ -41,17 +42,17 @@ def _job(rid: str, tenant: str, arrival: float = 10.0) -> Job:
     )
 
 
-def _record(job: Job, status: str, **extra: Any) -> dict[str, Any]:
-    return {
-        "id": job.id,
-        "status": status,
-        "gateway": "gw-dead",
-        "seq": 3,
-        "attempts": 1,
-        "submitted_at": job.arrival,
-        "envelope": {"job": job.to_json(), "weights": {}, "gateway": "gw-dead"},
+def _record(job: Job, status: str, **extra: Any) -> RequestRecord:
+    return RequestRecord(
+        id=job.id,
+        status=status,
+        gateway="gw-dead",
+        seq=3,
+        attempts=1,
+        submitted_at=job.arrival,
+        envelope=Envelope(job, {}, "gw-dead"),
         **extra,
-    }
+    )
 
 
 def _core() -> SchedulerCore:
@@ -122,7 +123,7 @@ async def stores(redis_url: str) -> AsyncIterator[StateStores]:
 
 async def _submit(stores: StateStores, job: Job, gateway: str) -> None:
     await stores.requests.submit(
-        {"job": job.to_json(), "weights": {}, "gateway": gateway},
+        Envelope(job, {}, gateway),
         request_id=job.id,
         tenant=job.tenant,
         gateway_id=gateway,

@@ -10,6 +10,7 @@ from control_plane.contracts.events import Progress
 from control_plane.state import KeySpace, StateStores
 from control_plane.state.dead_letters import DeadLetters
 from control_plane.state.trimming import parse_id
+from tests.support.envelopes import envelope
 
 NOW = 1_700_000_000.0
 
@@ -105,12 +106,13 @@ async def test_malformed_arrivals_are_skipped_and_the_rest_still_arrives(
         await redis.xadd(keyspace.arrivals, {"id": "x2", "envelope": "{broken"}),
         await redis.xadd(keyspace.arrivals, {"id": "x3", "envelope": "[1]"}),
         await redis.xadd(keyspace.arrivals, {"seq": "4"}),
+        await redis.xadd(keyspace.arrivals, {"id": "x5", "envelope": '{"job": {"id": "x5"}}'}),
     ]
     await stores.requests.submit(
-        {"job": {"id": "ok"}}, request_id="ok", tenant="t", gateway_id="g", queue_cap=9, now=NOW
+        envelope("ok"), request_id="ok", tenant="t", gateway_id="g", queue_cap=9, now=NOW
     )
     got = await arrivals.read_entries("s1", block_ms=None)
-    assert [(a.id, a.envelope) for a in got] == [("ok", {"job": {"id": "ok"}})]
+    assert [(a.id, a.envelope) for a in got] == [("ok", envelope("ok"))]
     assert parse_id(got[0].entry_id) > parse_id(str(bad[-1]))
     letters = await stores.dead_letters.list()
     assert sorted(x.entry_id for x in letters) == sorted(bad)
@@ -124,12 +126,12 @@ async def test_malformed_grants_are_set_aside_and_deleted(
     await redis.xadd(stream, {"id": "r0"})
     await redis.xadd(stream, {"id": "r1", "worker_id": "w", "worker_url": "u", "granted_at": "x"})
     await stores.requests.submit(
-        {}, request_id="r2", tenant="t", gateway_id="gw", queue_cap=9, now=NOW
+        envelope("r2"), request_id="r2", tenant="t", gateway_id="gw", queue_cap=9, now=NOW
     )
     assert await stores.requests.grant("r2", worker_id="w", worker_url="http://w", now=NOW)
 
     got = await stores.grants.read("gw", "0-0", block_ms=None)
-    assert [f["id"] for _, f in got] == ["r2"]
+    assert [g.request_id for _, g in got] == ["r2"]
     assert await redis.xlen(stream) == 1  # not read again
     letters = await stores.dead_letters.list()
     assert sorted(x.fields["id"] for x in letters) == ["r0", "r1"]

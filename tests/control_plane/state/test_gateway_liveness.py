@@ -8,6 +8,7 @@ from redis.asyncio import Redis
 
 from control_plane.contracts.events import Complete
 from control_plane.state import EventStream, KeySpace, RequestStore, StateStores
+from tests.support.envelopes import envelope
 
 NOW = 1_700_000_000.5
 REASON = "gateway gw-dead lost"
@@ -19,7 +20,7 @@ def _event(rid: str, status: str) -> Complete:
 
 async def _submit(requests: RequestStore, rid: str, gateway: str, tenant: str = "a") -> None:
     result = await requests.submit(
-        {"job": {"id": rid}},
+        envelope(rid),
         request_id=rid,
         tenant=tenant,
         gateway_id=gateway,
@@ -132,12 +133,12 @@ async def test_owned_by_lists_queued_then_granted_requests_of_the_given_replicas
 
     owned = await requests.owned_by(["gw-dead"])
 
-    assert [(r["id"], r["status"]) for r in owned] == [
+    assert [(r.id, r.status) for r in owned] == [
         ("q1", "queued"),
         ("q2", "queued"),
         ("g1", "granted"),
     ]
-    assert all(r["gateway"] == "gw-dead" and "envelope" in r for r in owned)
+    assert all(r.gateway == "gw-dead" and r.envelope is not None for r in owned)
     assert await requests.owned_by([]) == []
     assert await requests.owned_by(["nobody"]) == []
 
@@ -154,7 +155,7 @@ async def test_release_withdraws_a_queued_request_exactly_once(
 
     record = await requests.get("q1")
     assert record is not None
-    assert (record["status"], record["reason"], record["finished_at"]) == (
+    assert (record.status, record.reason, record.finished_at) == (
         "withdrawn",
         REASON,
         NOW + 10,
@@ -180,7 +181,7 @@ async def test_release_aborts_a_granted_request_and_frees_its_slot(
     assert await _release(requests, "g1") is None
 
     record = await requests.get("g1")
-    assert record is not None and record["status"] == "aborted"
+    assert record is not None and record.status == "aborted"
     assert await requests.inflight() == {}
     assert await _completions(events) == [_event("g1", "aborted")]
     # the gateway's own late finish cannot turn it into a second outcome

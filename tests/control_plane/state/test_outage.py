@@ -15,6 +15,7 @@ import pytest
 
 from control_plane.contracts.events import Progress
 from control_plane.state import StateStores, StateUnavailable, ping
+from tests.support.envelopes import envelope
 from tests.support.redis_server import RedisServer
 
 NOW = 1_700_000_000.0
@@ -33,7 +34,7 @@ def calls(stores: StateStores) -> dict[str, Callable[[], Awaitable[Any]]]:
     req = stores.requests
     return {
         "submit": lambda: req.submit(
-            {}, request_id="x", tenant="a", gateway_id="gw", queue_cap=5, now=NOW
+            envelope("x"), request_id="x", tenant="a", gateway_id="gw", queue_cap=5, now=NOW
         ),
         "grant": lambda: req.grant("r1", worker_id="w", worker_url="u", now=NOW),
         "get": lambda: req.get("r1"),
@@ -55,7 +56,7 @@ async def test_outage_raises_state_unavailable_fast_and_service_recovers(
 ) -> None:
     await stores.arrivals.ensure_group()
     await stores.requests.submit(
-        {}, request_id="r1", tenant="a", gateway_id="gw", queue_cap=5, now=NOW
+        envelope("r1"), request_id="r1", tenant="a", gateway_id="gw", queue_cap=5, now=NOW
     )
 
     with redis_down(redis_server):
@@ -67,7 +68,7 @@ async def test_outage_raises_state_unavailable_fast_and_service_recovers(
 
     # The restarted server is empty: no scripts, no consumer group. Both heal on first use.
     result = await stores.requests.submit(
-        {"again": True}, request_id="r2", tenant="a", gateway_id="gw", queue_cap=5, now=NOW
+        envelope("r2"), request_id="r2", tenant="a", gateway_id="gw", queue_cap=5, now=NOW
     )
     assert result.accepted and result.seq == 1
     assert await stores.arrivals.read("s", block_ms=None) == ["r2"]

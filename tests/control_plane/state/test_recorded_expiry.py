@@ -6,13 +6,14 @@ from __future__ import annotations
 from redis.asyncio import Redis
 
 from control_plane.state import KeySpace, RequestStore
+from tests.support.envelopes import envelope
 
 NOW = 1_700_000_000.0
 
 
 async def submit(requests: RequestStore, rid: str) -> None:
     result = await requests.submit(
-        {"job": {"id": rid}}, request_id=rid, tenant="a", gateway_id="gw", queue_cap=99, now=NOW
+        envelope(rid), request_id=rid, tenant="a", gateway_id="gw", queue_cap=99, now=NOW
     )
     assert result.accepted
 
@@ -59,9 +60,9 @@ async def test_a_corrupt_hash_is_read_with_its_errors_named(
         mapping={"id": "bad", "status": "queued", "envelope": "{", "seq": "x", "granted_at": "?"},
     )
     await redis.zadd(keyspace.queued, {"bad": 0})
-    records = {r["id"]: r for r in await requests.load_queued()}
+    records = {r.id: r for r in await requests.load_queued()}
     assert set(records) == {"ok", "bad"}
     bad = records["bad"]
-    assert bad["envelope"] == "{" and bad["seq"] == "x"
-    assert [e.split(":")[0] for e in bad["decode_errors"]] == ["envelope", "seq", "granted_at"]
-    assert "decode_errors" not in records["ok"]
+    assert bad.envelope is None and bad.seq == 0 and bad.granted_at is None
+    assert [e.split(":")[0] for e in bad.decode_errors] == ["envelope", "seq", "granted_at"]
+    assert records["ok"].decode_errors == ()

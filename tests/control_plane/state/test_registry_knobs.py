@@ -6,43 +6,45 @@ import asyncio
 
 import pytest
 
+from control_plane.contracts.workers import WorkerEntry, WorkerSample
 from control_plane.state import Checkpoint, Knobs, RateLimiter, StateStores, WorkerRegistry
 
 
 async def test_worker_registry_upserts_merges_and_removes(stores: StateStores) -> None:
     workers: WorkerRegistry = stores.workers
-    await workers.upsert({"id": "w2", "url": "http://w2", "max_num_seqs": 64, "kv_tokens": 4096})
-    await workers.upsert({"id": "w1", "url": "http://w1", "kind": "sim", "status": "draining"})
+    await workers.upsert(WorkerEntry(id="w2", url="http://w2", max_num_seqs=64, kv_tokens=4096))
+    await workers.upsert(WorkerEntry(id="w1", url="http://w1", kind="sim", status="draining"))
 
-    await workers.upsert({"id": "w2", "max_num_seqs": 32})
+    await workers.upsert(WorkerEntry(id="w2", max_num_seqs=32))
 
     assert await workers.list() == [
-        {"id": "w1", "url": "http://w1", "kind": "sim", "status": "draining"},
-        {"id": "w2", "url": "http://w2", "max_num_seqs": 32, "kv_tokens": 4096, "status": "active"},
+        WorkerEntry(id="w1", url="http://w1", kind="sim", status="draining"),
+        WorkerEntry(id="w2", url="http://w2", max_num_seqs=32, kv_tokens=4096, status="active"),
     ]
     assert await workers.set_status("w2", "unhealthy")
-    assert (await workers.get("w2") or {})["status"] == "unhealthy"
+    assert getattr(await workers.get("w2"), "status", None) == "unhealthy"
     assert not await workers.set_status("ghost", "active")
     assert await workers.get("ghost") is None
     with pytest.raises(ValueError, match="status"):
         await workers.set_status("w1", "sleeping")
     with pytest.raises(ValueError, match="id"):
-        await workers.upsert({"url": "http://x"})
+        await workers.upsert(WorkerEntry("", url="http://x"))
+    with pytest.raises(ValueError, match="status"):
+        await workers.upsert(WorkerEntry("w3", status="asleep"))
     assert await workers.remove("w1")
     assert not await workers.remove("w1")
-    assert [w["id"] for w in await workers.list()] == ["w2"]
+    assert [w.id for w in await workers.list()] == ["w2"]
 
 
 async def test_worker_metrics_are_stamped_and_removed_with_the_worker(
     stores: StateStores,
 ) -> None:
     workers = stores.workers
-    await workers.upsert({"id": "w1"})
-    await workers.set_metrics("w1", {"running": 3, "waiting": 1, "kv_usage": 0.25}, now=12.5)
+    await workers.upsert(WorkerEntry(id="w1"))
+    sample = WorkerSample(True, 12.0, running=3, waiting=1, kv_usage=0.25, models={"m": 2048})
+    await workers.set_metrics("w1", sample, now=12.5)
 
-    assert await workers.metrics() == {
-        "w1": {"running": 3, "waiting": 1, "kv_usage": 0.25, "at": 12.5}
-    }
+    assert await workers.metrics() == {"w1": (sample, 12.5)}
     await workers.remove("w1")
     assert await workers.metrics() == {}
 

@@ -10,6 +10,7 @@ import pytest
 from redis.asyncio import Redis
 
 from control_plane.state import EventStream, GrantStream, KeySpace, RequestStore, StateStores
+from tests.support.envelopes import envelope
 
 NOW = 1_700_000_000.0
 
@@ -21,7 +22,12 @@ async def test_concurrent_grant_and_withdraw_have_exactly_one_winner(
     ids = [f"r{i}" for i in range(200)]
     for i, rid in enumerate(ids):
         await requests.submit(
-            {}, request_id=rid, tenant=f"t{i % 3}", gateway_id="gw", queue_cap=1000, now=NOW
+            envelope(rid),
+            request_id=rid,
+            tenant=f"t{i % 3}",
+            gateway_id="gw",
+            queue_cap=1000,
+            now=NOW,
         )
     rng = random.Random(7)
 
@@ -42,7 +48,7 @@ async def test_concurrent_grant_and_withdraw_have_exactly_one_winner(
     assert granted_ids and withdrawn_ids, "the race should go both ways in 200 tries"
     assert set(await requests.inflight()) == granted_ids
     grant_entries = await grants.read("gw", "0-0", block_ms=None, count=1000)
-    assert sorted(f["id"] for _, f in grant_entries) == sorted(granted_ids)
+    assert sorted(g.request_id for _, g in grant_entries) == sorted(granted_ids)
     withdrawals = await events.read("recorder", "rec", count=1000, block_ms=None)
     assert {e.id for _, e in withdrawals} == withdrawn_ids
     assert await requests.queued_ids() == []
@@ -55,7 +61,12 @@ async def test_one_gateway_cannot_exceed_the_cap_under_concurrent_submits(
     results = await asyncio.gather(
         *(
             requests.submit(
-                {}, request_id=f"r{i}", tenant="a", gateway_id="gw", queue_cap=25, now=NOW
+                envelope(f"r{i}"),
+                request_id=f"r{i}",
+                tenant="a",
+                gateway_id="gw",
+                queue_cap=25,
+                now=NOW,
             )
             for i in range(100)
         )
@@ -71,7 +82,7 @@ async def assert_consistent(
 ) -> None:
     """The queue, depths and in-flight set agree with each request's status and the model."""
     queued = [rid for rid, (status, _) in model.items() if status == "queued"]
-    seqs = {rid: (await requests.get(rid) or {})["seq"] for rid in queued}
+    seqs = {rid: getattr(await requests.get(rid), "seq", 0) for rid in queued}
     assert await requests.queued_ids() == sorted(queued, key=seqs.__getitem__)
     assert await requests.tenant_depths() == dict(
         Counter(tenant for status, tenant in model.values() if status == "queued")
@@ -80,7 +91,7 @@ async def assert_consistent(
     assert set(await requests.inflight()) == granted
     for rid, (status, _) in model.items():
         record = await requests.get(rid)
-        assert record is not None and record["status"] == status, rid
+        assert record is not None and record.status == status, rid
     assert await redis.zcard(keyspace.queued) == len(queued)
 
 
@@ -100,7 +111,7 @@ async def test_random_histories_keep_every_count_consistent(
         if op == "submit":
             depth = sum(1 for s, t in model.values() if s == "queued" and t == tenant)
             result = await requests.submit(
-                {"step": step},
+                envelope(rid),
                 request_id=rid,
                 tenant=tenant,
                 gateway_id="gw",

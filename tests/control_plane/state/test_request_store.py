@@ -6,6 +6,7 @@ import pytest
 from redis.asyncio import Redis
 
 from control_plane.contracts.events import Withdrawn
+from control_plane.contracts.grants import Grant
 from control_plane.state import (
     EventStream,
     GrantStream,
@@ -14,6 +15,7 @@ from control_plane.state import (
     StaleLeader,
     SubmitResult,
 )
+from tests.support.envelopes import envelope
 
 NOW = 1_700_000_000.25
 
@@ -21,9 +23,13 @@ NOW = 1_700_000_000.25
 async def submit(
     store: RequestStore, rid: str, *, tenant: str = "a", cap: int = 10, gateway: str = "gw1"
 ) -> SubmitResult:
-    envelope = {"id": rid, "tenant": tenant, "n_in": 7, "body": {"model": "m", "messages": []}}
     return await store.submit(
-        envelope, request_id=rid, tenant=tenant, gateway_id=gateway, queue_cap=cap, now=NOW
+        envelope(rid, tenant, gateway=gateway),
+        request_id=rid,
+        tenant=tenant,
+        gateway_id=gateway,
+        queue_cap=cap,
+        now=NOW,
     )
 
 
@@ -37,9 +43,9 @@ async def test_submit_stores_envelope_queues_in_order_and_announces(
     assert all(r.accepted and not r.duplicate for r in results)
     record = await requests.get("r1")
     assert record is not None
-    assert record["envelope"]["body"] == {"model": "m", "messages": []}
-    assert (record["status"], record["tenant"], record["gateway"]) == ("queued", "a", "gw1")
-    assert (record["seq"], record["attempts"], record["submitted_at"]) == (2, 1, NOW)
+    assert record.envelope == envelope("r1")
+    assert (record.status, record.tenant, record.gateway) == ("queued", "a", "gw1")
+    assert (record.seq, record.attempts, record.submitted_at) == (2, 1, NOW)
     assert await requests.queued_ids() == ["r0", "r1", "r2"]
     assert await requests.tenant_depths() == {"a": 3}
     assert await requests.depth() == 3
@@ -84,19 +90,11 @@ async def test_grant_moves_request_to_inflight_and_notifies_its_gateway(
 
     record = await requests.get("r1")
     assert record is not None
-    assert (record["status"], record["worker"], record["granted_at"]) == ("granted", "w1", NOW + 1)
+    assert (record.status, record.worker, record.granted_at) == ("granted", "w1", NOW + 1)
     assert await requests.queued_ids() == ["r2"]
     assert await requests.inflight() == {"r1": "w1"}
     entries = await grants.read("gw-7", "0-0", block_ms=None)
-    assert [fields for _, fields in entries] == [
-        {
-            "id": "r1",
-            "worker_id": "w1",
-            "worker_url": "http://w1:8000",
-            "granted_at": repr(NOW + 1),
-            "attempt": "1",
-        }
-    ]
+    assert [grant for _, grant in entries] == [Grant("r1", "w1", "http://w1:8000", NOW + 1, 1)]
     assert await grants.read("gw-8", "0-0", block_ms=None) == []
 
 
@@ -123,7 +121,7 @@ async def test_withdraw_removes_a_queued_request_and_emits_an_event(
 
     record = await requests.get("r1")
     assert record is not None
-    assert (record["status"], record["reason"]) == ("withdrawn", "client_disconnected")
+    assert (record.status, record.reason) == ("withdrawn", "client_disconnected")
     assert 0 < await redis.ttl(keyspace.request("r1")) <= requests.retention_s
     assert (await requests.queued_ids(), await requests.tenant_depths()) == ([], {})
     emitted = await events.read("scheduler", "s1", block_ms=None)
@@ -141,7 +139,7 @@ async def test_withdraw_loses_to_an_earlier_grant(requests: RequestStore) -> Non
     assert not await requests.withdraw("r1", now=NOW, reason="client_disconnected")
 
     record = await requests.get("r1")
-    assert record is not None and record["status"] == "granted"
+    assert record is not None and record.status == "granted"
     assert await requests.inflight() == {"r1": "w1"}
 
 
@@ -159,15 +157,15 @@ async def test_requeue_keeps_the_original_place_once(
     assert await requests.inflight() == {}
     record = await requests.get("r1")
     assert record is not None
-    assert (record["status"], record["attempts"], record["prev_worker"]) == ("queued", 2, "w1")
-    assert "worker" not in record
+    assert (record.status, record.attempts, record.prev_worker) == ("queued", 2, "w1")
+    assert record.worker == ""
     assert await redis.xlen(keyspace.arrivals) == 4
     assert await requests.grant("r1", worker_id="w2", worker_url="u2", now=NOW + 2)
-    attempts = [f["attempt"] for _, f in await grants.read("gw1", "0-0", block_ms=None)]
-    assert attempts == ["1", "2"]
+    attempts = [g.attempt for _, g in await grants.read("gw1", "0-0", block_ms=None)]
+    assert attempts == [1, 2]
     assert not await requests.requeue("r1", now=NOW + 3)
     record = await requests.get("r1")
-    assert record is not None and (record["status"], record["worker"]) == ("granted", "w2")
+    assert record is not None and (record.status, record.worker) == ("granted", "w2")
 
 
 async def test_requeue_is_idempotent_and_only_for_granted(requests: RequestStore) -> None:
@@ -179,7 +177,7 @@ async def test_requeue_is_idempotent_and_only_for_granted(requests: RequestStore
     assert await requests.requeue("r1", now=NOW + 1)
 
     record = await requests.get("r1")
-    assert record is not None and record["attempts"] == 2
+    assert record is not None and record.attempts == 2
     assert await requests.tenant_depths() == {"a": 1}
     assert not await requests.requeue("missing", now=NOW)
 
@@ -196,7 +194,7 @@ async def test_finish_is_final_idempotent_and_expires(
 
     record = await requests.get("r1")
     assert record is not None
-    assert (record["status"], record["finished_at"]) == ("ok", NOW + 5)
+    assert (record.status, record.finished_at) == ("ok", NOW + 5)
     assert await requests.inflight() == {}
     assert 0 < await redis.ttl(keyspace.request("r1")) <= requests.retention_s
     assert not await requests.finish("missing", now=NOW, status="ok")
@@ -222,13 +220,13 @@ async def test_load_queued_returns_records_in_arrival_order(requests: RequestSto
 
     records = await requests.load_queued()
 
-    assert [(r["id"], r["tenant"], r["seq"]) for r in records] == [
+    assert [(r.id, r.tenant, r.seq) for r in records] == [
         ("r0", "a", 1),
         ("r2", "a", 3),
         ("r3", "c", 4),
     ]
-    assert records[0]["envelope"]["n_in"] == 7
-    assert [r["id"] for r in await requests.load_many(["r3", "nope", "r1"])] == ["r3", "r1"]
+    assert records[0].envelope is not None and records[0].envelope.job.n_in == 7
+    assert [r.id for r in await requests.load_many(["r3", "nope", "r1"])] == ["r3", "r1"]
 
 
 async def test_grant_is_fenced_by_the_latest_lease_token(
@@ -242,8 +240,8 @@ async def test_grant_is_fenced_by_the_latest_lease_token(
         await requests.grant("f1", worker_id="w", worker_url="u", now=NOW, fencing_token=6)
 
     record = await requests.get("f1")
-    assert record is not None and record["status"] == "queued"
+    assert record is not None and record.status == "queued"
     assert await requests.queued_ids() == ["f1"]
     assert await requests.grant("f1", worker_id="w", worker_url="u", now=NOW, fencing_token=7)
     granted = await requests.get("f1")
-    assert granted is not None and granted["status"] == "granted"
+    assert granted is not None and granted.status == "granted"

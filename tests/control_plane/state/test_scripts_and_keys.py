@@ -8,8 +8,10 @@ import pytest
 from redis.asyncio import Redis
 
 from control_plane.contracts.events import Complete
+from control_plane.contracts.workers import WorkerEntry, WorkerSample
 from control_plane.state import KeySpace, StateStores
 from control_plane.state.scripts import Scripts, script_names, script_sha, script_source
+from tests.support.envelopes import envelope
 
 NOW = 1_700_000_000.0
 
@@ -45,7 +47,7 @@ async def test_scripts_are_reloaded_after_script_flush(stores: StateStores, redi
     assert not any(await redis.script_exists(*shas.values()))
 
     result = await stores.requests.submit(
-        {}, request_id="r1", tenant="a", gateway_id="gw", queue_cap=5, now=NOW
+        envelope("r1"), request_id="r1", tenant="a", gateway_id="gw", queue_cap=5, now=NOW
     )
     assert result.accepted
     assert (await redis.script_exists(script_sha("submit"))) == [True]
@@ -67,7 +69,7 @@ async def test_every_key_of_a_full_workload_shares_the_cluster_prefix(
     await stores.events.ensure_groups()
     for i in range(4):
         await requests.submit(
-            {"i": i}, request_id=f"r{i}", tenant="a", gateway_id="gw", queue_cap=9, now=NOW
+            envelope(f"r{i}"), request_id=f"r{i}", tenant="a", gateway_id="gw", queue_cap=9, now=NOW
         )
     assert await requests.grant("r0", worker_id="w", worker_url="u", now=NOW)
     assert await requests.grant("r1", worker_id="w", worker_url="u", now=NOW)
@@ -76,8 +78,8 @@ async def test_every_key_of_a_full_workload_shares_the_cluster_prefix(
     assert await requests.finish("r0", now=NOW, status="ok")
     await stores.events.publish([Complete("r0", "ok", finished=NOW)])
     assert await stores.lease.acquire("s1", 5, now=NOW)
-    await stores.workers.upsert({"id": "w"})
-    await stores.workers.set_metrics("w", {"running": 1}, now=NOW)
+    await stores.workers.upsert(WorkerEntry("w"))
+    await stores.workers.set_metrics("w", WorkerSample(True, NOW, running=1), now=NOW)
     await stores.checkpoints.save("policy", {"x": 1})
     await stores.knobs.set("policy", "vtc")
     await stores.rate_limiter.allow("a", 1.0, 2.0, NOW)

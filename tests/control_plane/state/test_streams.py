@@ -22,13 +22,14 @@ from control_plane.state import (
     KeySpace,
     RequestStore,
 )
+from tests.support.envelopes import envelope
 
 NOW = 1_700_000_000.0
 
 
 async def submit(requests: RequestStore, rid: str, gateway: str = "gw") -> None:
     result = await requests.submit(
-        {}, request_id=rid, tenant="a", gateway_id=gateway, queue_cap=100, now=NOW
+        envelope(rid), request_id=rid, tenant="a", gateway_id=gateway, queue_cap=100, now=NOW
     )
     assert result.accepted
 
@@ -103,7 +104,7 @@ async def test_grants_reader_follows_its_own_stream_from_latest_id(
     assert await requests.grant("new", worker_id="w2", worker_url="http://w2", now=NOW + 1)
     entries = await asyncio.wait_for(reader, timeout=2)
 
-    assert [(f["id"], f["worker_id"], f["worker_url"]) for _, f in entries] == [
+    assert [(g.request_id, g.worker_id, g.worker_url) for _, g in entries] == [
         ("new", "w2", "http://w2")
     ]
     assert entries[0][0] > last
@@ -118,7 +119,10 @@ async def test_grants_trim_and_delete(grants: GrantStream, requests: RequestStor
     entries = await grants.read("gw1", "0-0", block_ms=None)
 
     assert await grants.trim_before("gw1", entries[3][0]) == 3
-    assert [f["id"] for _, f in await grants.read("gw1", "0-0", block_ms=None)] == ["r3", "r4"]
+    assert [g.request_id for _, g in await grants.read("gw1", "0-0", block_ms=None)] == [
+        "r3",
+        "r4",
+    ]
     await grants.delete("gw1")
     assert await grants.latest_id("gw1") == "0-0"
 

@@ -14,11 +14,13 @@ import pytest
 from redis.asyncio import Redis
 
 from control_plane.contracts.events import Complete, Event, Progress, Sender
+from control_plane.contracts.requests import Envelope
 from control_plane.core.job import Job
 from control_plane.recorder.service import Recorder
 from control_plane.state import KeySpace, RequestStore, StateStores
 from control_plane.state.trimming import group_floor, parse_id
 from storage.db import Database
+from tests.support.envelopes import envelope
 
 NOW = 1_700_000_000.0
 
@@ -72,7 +74,12 @@ async def test_arrivals_are_trimmed_behind_the_scheduler(
     await stores.arrivals.ensure_group()
     for i in range(500):
         await stores.requests.submit(
-            {}, request_id=f"r{i}", tenant="t", gateway_id="g", queue_cap=1000, now=NOW
+            envelope(f"r{i}"),
+            request_id=f"r{i}",
+            tenant="t",
+            gateway_id="g",
+            queue_cap=1000,
+            now=NOW,
         )
     assert len(await stores.arrivals.read("s", count=400, block_ms=None)) == 400
     await stores.trimmer.trim()
@@ -99,7 +106,7 @@ async def one_round(stores: StateStores, start: int, last_grant: str) -> str:
     """ROUND requests through submit → arrival → grant → stream → complete → finish."""
     for i in range(start, start + ROUND):
         job = Job(id=f"r{i}", tenant=f"t{i % 3}", arrival=NOW + i, n_in=100, max_tokens=50)
-        envelope = {"job": job.to_json(), "weights": {"tenant": 1.0}, "pad": "x" * 400}
+        envelope = Envelope(job, {"tenant": 1.0}, "x" * 400)
         await stores.requests.submit(
             envelope,
             request_id=job.id,
@@ -113,8 +120,8 @@ async def one_round(stores: StateStores, start: int, last_grant: str) -> str:
         assert await stores.requests.grant(arrival.id, worker_id="w", worker_url="u", now=NOW)
     grants = await stores.grants.read("gw", last_grant, block_ms=None, count=10_000)
     events: list[Event] = []
-    for _, fields in grants:
-        rid = fields["id"]
+    for _, grant in grants:
+        rid = grant.request_id
         events += [Progress(rid, n, NOW) for n in (10, 20, 30)]
         events.append(
             Complete(rid, "ok", finished=NOW + 1, n_in=100, n_out=30, sender=Sender("t0"),

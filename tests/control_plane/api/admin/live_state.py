@@ -10,18 +10,18 @@ request per tenant stays in flight and one stays queued. A credit round then run
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
+from control_plane.contracts.requests import Envelope
+from control_plane.contracts.workers import WorkerEntry, WorkerSample
 from control_plane.core.job import Job, Outcome, Slo
 from control_plane.core.ledger import Ledger
 from control_plane.core.scheduler_core import SchedulerCore
 from control_plane.scheduler.rebuild import build_core
-from control_plane.scheduler.scrape import WorkerSample
 from control_plane.scheduler.views import live_view
 from control_plane.scheduler.workers import observe, sync_workers
 from control_plane.state import StateStores
 
-WORKER: dict[str, Any] = {"id": "w1", "url": "http://127.0.0.1:9", "model": "m", "max_num_seqs": 64}
+WORKER = WorkerEntry(id="w1", url="http://127.0.0.1:9", model="m", max_num_seqs=64)
 PLAN: tuple[tuple[str, str, str, int, bool], ...] = (
     # tenant, app, agent, output tokens, violates its 1 s e2e SLO
     ("alpha", "chat", "planner", 100, False),
@@ -65,7 +65,7 @@ def _count(table: dict[tuple[str, ...], int], job: Job) -> None:
 
 async def _submit(stores: StateStores, core: SchedulerCore, job: Job, now: float) -> None:
     weights = {"tenant": 2.0 if job.tenant == "alpha" else 1.0, "app": 1.0, "agent": 1.0}
-    envelope = {"job": job.to_json(), "weights": weights, "gateway": "gw-test"}
+    envelope = Envelope(job, weights, "gw-test")
     await stores.requests.submit(
         envelope,
         request_id=job.id,
@@ -91,7 +91,7 @@ async def publish_live_state(stores: StateStores, now: float) -> LiveFacts:
         await _submit(stores, core, job, now)
     for decision in core.decide(now):
         await stores.requests.grant(
-            decision.job.id, worker_id="w1", worker_url=WORKER["url"], now=now
+            decision.job.id, worker_id="w1", worker_url=WORKER.url or "", now=now
         )
     for job, (_, _, _, n_out, violated) in zip(running, PLAN, strict=True):
         core.progress(job.id, n_out, now)

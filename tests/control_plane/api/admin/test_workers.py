@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from control_plane.contracts.workers import WorkerSample
 from tests.control_plane.api.admin.conftest import AdminApi
 from tests.control_plane.api.admin.served import served
 from workers.sim.app import create_app as create_sim_worker
@@ -29,21 +30,16 @@ async def test_register_drain_undrain_delete(api: AdminApi) -> None:
     assert resp.status_code == 201, resp.text
     record = await api.stores.workers.get("w1")
     assert record is not None
-    assert (record["url"], record["status"], record["max_num_seqs"]) == (
+    assert (record.url, record.status, record.max_num_seqs) == (
         "http://127.0.0.1:1",
         "active",
         8,
     )
     await api.stores.workers.set_metrics(
         "w1",
-        {
-            "healthy": True,
-            "running": 3,
-            "waiting": 1,
-            "kv_usage": 0.5,
-            "preemptions_total": 2,
-            "kv_tokens": 4096,
-        },
+        WorkerSample(
+            True, 0.5, running=3, waiting=1, kv_usage=0.5, preemptions_total=2, kv_tokens=4096
+        ),
         now=1.0,
     )
     row = await _worker(api, "w1")
@@ -52,14 +48,14 @@ async def test_register_drain_undrain_delete(api: AdminApi) -> None:
 
     drained = await api.client.post("/admin/workers/w1/drain", json={"reason": "maintenance"})
     assert drained.status_code == 200 and drained.json()["status"] == "draining"
-    assert (await api.stores.workers.get("w1") or {})["status"] == "draining"
+    assert getattr(await api.stores.workers.get("w1"), "status", None) == "draining"
     assert (await _worker(api, "w1"))["status"] == "draining"
     again = await api.client.post("/admin/workers", json=body)  # re-registering keeps the drain
     assert again.json()["status"] == "draining"
 
     resp = await api.client.post("/admin/workers/w1/undrain", json={"reason": "done"})
     assert resp.json()["status"] == "active"
-    assert (await api.stores.workers.get("w1") or {})["status"] == "active"
+    assert getattr(await api.stores.workers.get("w1"), "status", None) == "active"
 
     resp = await api.client.delete("/admin/workers/w1", params={"reason": "retired"})
     assert resp.status_code == 200
@@ -81,7 +77,7 @@ async def test_drain_restores_a_worker_redis_lost(api: AdminApi) -> None:
     await api.stores.workers.remove("w2")  # e.g. Redis was flushed
     resp = await api.client.post("/admin/workers/w2/drain", json={"reason": "r"})
     assert resp.status_code == 200
-    assert (await api.stores.workers.get("w2") or {})["status"] == "draining"
+    assert getattr(await api.stores.workers.get("w2"), "status", None) == "draining"
 
 
 async def test_register_probes_the_model_and_refuses_bad_input(api: AdminApi) -> None:
