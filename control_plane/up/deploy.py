@@ -18,7 +18,7 @@ import shutil
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,6 +33,8 @@ from workers.engine.profile import load_profile
 
 ARBITER = [sys.executable, "-m", "control_plane"]
 CONSOLE_API_ENV = "ARBITER_CONSOLE_API"
+REDIS_DIRTY_DECAY_MS = 1000
+"""How long Redis's allocator keeps freed pages before returning them (jemalloc: 10,000)."""
 """The admin API the console talks to: fixed by `arbiter up`, not chosen by a visitor."""
 
 
@@ -100,7 +102,23 @@ def _redis_child(opts: UpOptions, port: int) -> Child:
             "",
         ],
         opts.state_dir / "logs" / "redis.log",
+        env=redis_allocator_env(os.environ),
     )
+
+
+def redis_allocator_env(environ: Mapping[str, str]) -> dict[str, str]:
+    """jemalloc settings for the private `redis-server`, unless the operator set their own.
+
+    Freed pages go back to the OS within `REDIS_DIRTY_DECAY_MS` instead of jemalloc's default
+    10 s, so Redis's RSS follows its live data: under steady churn (every request hash lives
+    about a minute) the default kept up to ~6 MiB of freed pages resident and RSS crept up
+    with every burst (docs/operations.md, "Soak"). Debian's and most distributions' builds
+    link the system jemalloc, which reads `MALLOC_CONF` (Redis's own `activedefrag` needs
+    the bundled one).
+    """
+    if "MALLOC_CONF" in environ:
+        return {}
+    return {"MALLOC_CONF": f"dirty_decay_ms:{REDIS_DIRTY_DECAY_MS},muzzy_decay_ms:0"}
 
 
 def _wait_redis(url: str, child: Child) -> None:

@@ -20,6 +20,8 @@ class RedisServer:
     port: int = field(default_factory=free_port)
     proc: subprocess.Popen[bytes] | None = None
     workdir: str = field(default_factory=lambda: tempfile.mkdtemp(prefix="arb-redis-"))
+    env: dict[str, str] | None = None
+    """The server's environment (None: this process's)."""
 
     @property
     def url(self) -> str:
@@ -45,6 +47,7 @@ class RedisServer:
             ],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
+            env=self.env,
         )
         client = redis.Redis.from_url(self.url)
         deadline = time.monotonic() + 10
