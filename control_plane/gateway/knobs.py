@@ -9,8 +9,9 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Protocol
 
+from control_plane.contracts.knobs import KnobValue, QueueCap, SloTargets
 from control_plane.gateway.identity import SloDefaults
 from control_plane.state import StateStores, StateUnavailable
 
@@ -28,16 +29,13 @@ class GatewayKnobs:
     queue_cap_default: int | None = None
     slo_defaults: SloDefaults = field(default_factory=SloDefaults)
 
-    def apply(self, name: str, value: Any, directory: Invalidatable) -> None:
+    def apply(self, name: str, value: KnobValue, directory: Invalidatable) -> None:
         if name == "directory":
             directory.invalidate()
-        elif name == "queue_cap" and isinstance(value, dict):
-            default = value.get("default")
-            self.queue_cap_default = int(default) if default else None
-        elif name == "slo_defaults" and isinstance(value, dict):
-            self.slo_defaults = SloDefaults(
-                value.get("ttft_ms"), value.get("tpot_ms"), value.get("e2e_ms")
-            )
+        elif name == "queue_cap" and isinstance(value, QueueCap):
+            self.queue_cap_default = value.default
+        elif name == "slo_defaults" and isinstance(value, SloTargets):
+            self.slo_defaults = SloDefaults(value.ttft_ms, value.tpot_ms, value.e2e_ms)
 
 
 async def follow_knobs(stores: StateStores, knobs: GatewayKnobs, directory: Invalidatable) -> None:
@@ -52,7 +50,7 @@ async def follow_knobs(stores: StateStores, knobs: GatewayKnobs, directory: Inva
                 directory.invalidate()  # anything may have changed while we were away
                 backoff = 0.1
                 async for change in subscription:
-                    knobs.apply(str(change["name"]), change["value"], directory)
+                    knobs.apply(change.name, change.value, directory)
         except StateUnavailable:
             await asyncio.sleep(backoff)
             backoff = min(backoff * 2, 2.0)

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from control_plane.contracts.events import Complete, Event, encode
+from control_plane.contracts.knobs import PluginChoice
 from control_plane.recorder.isolate import write_isolating
 from control_plane.recorder.metrics import RecorderMetrics
 from control_plane.recorder.rows import request_row
@@ -189,16 +190,8 @@ class Recorder:
         at, name = self._policy
         if time.monotonic() - at > 2.0:
             knob = await self.stores.knobs.get("policy")
-            live = None if knob else await self.stores.checkpoints.load("live")
-            name = _policy_name(knob) or _policy_name(
-                live.get("policy") if isinstance(live, dict) else None
-            )
+            live = None if knob else await self.stores.checkpoints.load_live()
+            name = knob.name if isinstance(knob, PluginChoice) else None
+            name = name or (live.policy.name if live else None) or None
             self._policy = (time.monotonic(), name)
         return name
-
-
-def _policy_name(value: Any) -> str | None:
-    """The `name` of a policy knob or checkpoint entry, None when it has none (or is odd)."""
-    if isinstance(value, dict) and isinstance(value.get("name"), str):
-        return str(value["name"])
-    return None

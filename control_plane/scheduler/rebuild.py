@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import logging
-from typing import Any
+from collections.abc import Mapping
 
 from control_plane.admission.registry import build_admission
+from control_plane.contracts.checkpoints import LeaderState
+from control_plane.contracts.knobs import JsonValue, KnobValue, NodeWeights, PluginChoice, knob_of
 from control_plane.contracts.requests import RecordError, RequestRecord
 from control_plane.core.dispatcher import Dispatcher
 from control_plane.core.job import Job
@@ -21,8 +23,8 @@ log = logging.getLogger(__name__)
 
 # Live, the scheduler's own in-flight count is exact while scraped `waiting` lags by up to a
 # scrape interval; refusing a worker on a stale `waiting > 0` would idle it for that long.
-DEFAULT_ADMISSION: dict[str, Any] = {"name": "capacity", "params": {"skip_waiting": False}}
-DEFAULT_PLACEMENT: dict[str, Any] = {"name": "least_loaded", "params": {}}
+DEFAULT_ADMISSION = PluginChoice("capacity", {"skip_waiting": False})
+DEFAULT_PLACEMENT = PluginChoice("least_loaded")
 
 
 def job_from_record(record: RequestRecord) -> tuple[Job, dict[str, float]] | None:
@@ -35,32 +37,39 @@ def job_from_record(record: RequestRecord) -> tuple[Job, dict[str, float]] | Non
 
 
 def build_core(
-    knobs: dict[str, Any], ledger: Ledger, default_policy: str, failure_cooldown_s: float = 5.0
+    knobs: Mapping[str, KnobValue],
+    ledger: Ledger,
+    default_policy: str,
+    failure_cooldown_s: float = 5.0,
 ) -> SchedulerCore:
     """A core with the policy/admission/placement the knobs name (invalid knobs → defaults)."""
     ctx = PolicyContext(ledger=ledger)
-    pol = knobs.get("policy") or {"name": default_policy, "params": {}}
-    adm: dict[str, Any] = knobs.get("admission") or DEFAULT_ADMISSION
-    plc: dict[str, Any] = knobs.get("placement") or DEFAULT_PLACEMENT
+    pol = knob_of(knobs, "policy", PluginChoice) or PluginChoice(default_policy)
+    adm = knob_of(knobs, "admission", PluginChoice) or DEFAULT_ADMISSION
+    plc = knob_of(knobs, "placement", PluginChoice) or DEFAULT_PLACEMENT
     try:
-        policy = build_policy(pol["name"], ctx, pol.get("params"))
+        policy = build_policy(pol.name, ctx, dict(pol.params))
     except ValueError:
         log.exception("policy knob %r is invalid; using %s", pol, default_policy)
         policy = build_policy(default_policy, ctx)
     dispatcher = Dispatcher(
         policy,
-        build_admission(adm["name"], adm.get("params")),
-        build_placement(plc["name"], plc.get("params")),
+        build_admission(adm.name, dict(adm.params)),
+        build_placement(plc.name, dict(plc.params)),
     )
     core = SchedulerCore(dispatcher, failure_cooldown_s)
-    for node, weight in (knobs.get("weights") or {}).items():
-        ctx.weights.set(tuple(node.split("/")), float(weight))
+    weights = knob_of(knobs, "weights", NodeWeights)
+    for node, weight in (weights.table if weights else {}).items():
+        ctx.weights.set(node, weight)
     return core
 
 
-def _restore(core: SchedulerCore, saved: dict[str, Any] | None) -> None:
+def _restore(core: SchedulerCore, saved: JsonValue) -> None:
     """Reload the previous leader's plug-in state when the same policy is configured."""
-    if not saved or saved.get("policy", {}).get("name") != core.dispatcher.policy.name:
+    if not isinstance(saved, dict):
+        return
+    policy = saved.get("policy")
+    if not isinstance(policy, dict) or policy.get("name") != core.dispatcher.policy.name:
         return
     try:
         core.dispatcher.restore(saved)
@@ -72,11 +81,11 @@ async def rebuild(
     stores: StateStores, default_policy: str, now: float, failure_cooldown_s: float = 5.0
 ) -> SchedulerCore:
     """Ledger from the checkpoint, knobs, workers, in-flight and queued requests from Redis."""
-    saved = await stores.checkpoints.load("ledger") or {}
-    ledger = Ledger.from_snapshot(saved["ledger"]) if "ledger" in saved else Ledger()
+    saved = await stores.checkpoints.load_leader() or LeaderState()
+    ledger = Ledger() if saved.ledger is None else Ledger.from_snapshot(dict(saved.ledger))
     core = build_core(await stores.knobs.get_all(), ledger, default_policy, failure_cooldown_s)
     sync_workers(core, await stores.workers.list())
-    n_out_seen: dict[str, int] = dict(saved.get("running_n_out") or {})
+    n_out_seen = saved.running_n_out
     inflight = await stores.requests.inflight()
     for record in await stores.requests.load_many(list(inflight)):
         parsed = job_from_record(record)
@@ -84,7 +93,7 @@ async def rebuild(
             job, _ = parsed
             job.n_out = int(n_out_seen.get(job.id, 0))
             core.adopt_running(job, inflight[job.id], now)
-    _restore(core, saved.get("dispatcher"))
+    _restore(core, saved.dispatcher)
     queued = [p for r in await stores.requests.load_queued() if (p := job_from_record(r))]
     core.adopt_pending(queued, now)
     log.info(

@@ -16,12 +16,13 @@ import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any
 
 import httpx
 
 from control_plane.admission.registry import build_admission
+from control_plane.contracts.checkpoints import LeaderState
 from control_plane.contracts.events import Complete, Event, encode
+from control_plane.contracts.knobs import KnobValue, NodeWeights, PluginChoice
 from control_plane.core.scheduler_core import SchedulerCore
 from control_plane.placement.registry import build_placement
 from control_plane.policies.registry import PolicyParamsError, UnknownPolicyError, build_policy
@@ -247,20 +248,18 @@ class SchedulerService:
 
     async def checkpoint(self) -> None:
         core, now = self._core, time.time()
-        ledger = {
-            "ledger": core.ctx.ledger.snapshot(),
-            "dispatcher": core.dispatcher.snapshot(),
-            "running_n_out": {i: r.job.n_out for i, r in core.running.items()},
-        }
-        saved = await self.stores.checkpoints.save(
-            "ledger", ledger, fencing_token=self.fencing_token
+        state = LeaderState(
+            ledger=core.ctx.ledger.snapshot(),
+            dispatcher=core.dispatcher.snapshot(),
+            running_n_out={i: r.job.n_out for i, r in core.running.items()},
         )
+        saved = await self.stores.checkpoints.save_leader(state, fencing_token=self.fencing_token)
         if not saved:
             if self.term is not None:
                 self.term.end()
             raise StateUnavailable("fencing token is stale: another scheduler leads")
-        await self.stores.checkpoints.save(
-            "live", live_view(core, self.holder, now), fencing_token=self.fencing_token
+        await self.stores.checkpoints.save_live(
+            live_view(core, self.holder, now), fencing_token=self.fencing_token
         )
         self.metrics.queue_depth.set(len(core.pending))
         self.metrics.inflight.set(len(core.running))
@@ -272,38 +271,37 @@ class SchedulerService:
             for name, value in (await self.stores.knobs.get_all()).items():
                 self.apply_knob(name, value)
             async for change in subscription:
-                self.apply_knob(str(change["name"]), change["value"])
+                self.apply_knob(change.name, change.value)
                 self._dirty.set()
 
-    def apply_knob(self, name: str, value: Any) -> None:
+    def apply_knob(self, name: str, value: KnobValue) -> None:
         core, now = self._core, time.time()
-        if name == "policy" and isinstance(value, dict):
+        if name == "policy" and isinstance(value, PluginChoice):
             current = core.dispatcher.policy
-            same_params = (value.get("params") or {}) == current.params.model_dump()
-            if current.name == value.get("name") and same_params:
+            if current.name == value.name and dict(value.params) == current.params.model_dump():
                 return
             try:
-                policy = build_policy(str(value["name"]), core.ctx, value.get("params"))
+                policy = build_policy(value.name, core.ctx, dict(value.params))
                 core.switch_policy(policy, now)
-                log.info("policy switched to %s", value["name"])
-            except (UnknownPolicyError, PolicyParamsError, KeyError):
+                log.info("policy switched to %s", value.name)
+            except (UnknownPolicyError, PolicyParamsError):
                 log.exception("ignoring invalid policy knob %r", value)
-        elif name in ("admission", "placement") and isinstance(value, dict):
+        elif name in ("admission", "placement") and isinstance(value, PluginChoice):
             self._swap_plugin(name, value)
-        elif name == "weights" and isinstance(value, dict):
-            for node, weight in value.items():
-                core.ctx.weights.set(tuple(str(node).split("/")), float(weight))
+        elif name == "weights" and isinstance(value, NodeWeights):
+            for node, weight in value.table.items():
+                core.ctx.weights.set(node, weight)
 
-    def _swap_plugin(self, kind: str, value: dict[str, Any]) -> None:
+    def _swap_plugin(self, kind: str, value: PluginChoice) -> None:
         """Replace admission or placement live; the policy and its queue are untouched."""
         dispatcher = self._core.dispatcher
         try:
             if kind == "admission":
-                dispatcher.admission = build_admission(str(value["name"]), value.get("params"))
+                dispatcher.admission = build_admission(value.name, dict(value.params))
             else:
-                dispatcher.placement = build_placement(str(value["name"]), value.get("params"))
-            log.info("%s switched to %s", kind, value["name"])
-        except (ValueError, KeyError):
+                dispatcher.placement = build_placement(value.name, dict(value.params))
+            log.info("%s switched to %s", kind, value.name)
+        except ValueError:
             log.exception("ignoring invalid %s knob %r", kind, value)
 
     async def _tick_loop(self) -> None:

@@ -1,14 +1,13 @@
-"""The live-state JSON the leader checkpoints to Redis for the admin API and the console."""
+"""The live view the leader checkpoints to Redis for the admin API and the console."""
 
 from __future__ import annotations
 
-from typing import Any
-
+from control_plane.contracts.checkpoints import LiveView, NodeCount, PolicyState, WorkerLive
 from control_plane.core.scheduler_core import SchedulerCore
 from control_plane.scheduler.workers import probe_of
 
 
-def live_view(core: SchedulerCore, holder: str, now: float) -> dict[str, Any]:
+def live_view(core: SchedulerCore, holder: str, now: float) -> LiveView:
     """Per tenant: queue, in-flight, counter, service; per worker: health and load; policy."""
     policy = core.dispatcher.policy
     workers = []
@@ -16,38 +15,34 @@ def live_view(core: SchedulerCore, holder: str, now: float) -> dict[str, Any]:
         view, probe = slot.view(), probe_of(core, worker_id)
         sample = probe.sample if probe is not None else None
         workers.append(
-            {
-                "id": view.id,
-                "url": view.url,
-                "model": view.model,
-                "healthy": view.healthy,
-                "draining": view.draining,
-                "status": (probe.record.status or "active") if probe else "active",
-                "inflight": view.inflight,
-                "max_num_seqs": view.max_num_seqs,
-                "kv_tokens": view.kv_tokens,
-                "running": view.running,
-                "waiting": view.waiting,
-                "kv_usage": view.kv_usage,
-                "preemptions": view.preemptions,
-                "scraped_at": sample.scraped_at if sample else None,
-                "error": sample.error if sample else None,
-            }
+            WorkerLive(
+                id=view.id,
+                url=view.url,
+                model=view.model,
+                healthy=view.healthy,
+                draining=view.draining,
+                status=(probe.record.status or "active") if probe else "active",
+                inflight=view.inflight,
+                max_num_seqs=view.max_num_seqs,
+                kv_tokens=view.kv_tokens,
+                running=view.running,
+                waiting=view.waiting,
+                kv_usage=view.kv_usage,
+                preemptions=view.preemptions,
+                scraped_at=sample.scraped_at if sample else None,
+                error=sample.error if sample else None,
+            )
         )
-    return {
-        "leader": holder,
-        "updated_at": now,
-        "policy": {
-            "name": policy.name,
-            "params": policy.params.model_dump(),
-            "snapshot": policy.snapshot(),
-        },
-        "admission": core.dispatcher.admission.snapshot(),
-        "placement": core.dispatcher.placement.snapshot(),
-        "queue_depth": len(core.pending),
-        "inflight": len(core.running),
-        "tenants": core.tenant_view(now),
-        "nodes": core.node_counts(),
-        "weights": {"/".join(node): w for node, w in sorted(core.ctx.weights.table.items())},
-        "workers": workers,
-    }
+    return LiveView(
+        leader=holder,
+        updated_at=now,
+        policy=PolicyState(policy.name, policy.params.model_dump(), policy.snapshot()),
+        admission=core.dispatcher.admission.snapshot(),
+        placement=core.dispatcher.placement.snapshot(),
+        queue_depth=len(core.pending),
+        inflight=len(core.running),
+        tenants=core.tenant_view(now),
+        nodes=[NodeCount(tuple(n["path"]), n["queued"], n["inflight"]) for n in core.node_counts()],
+        weights={"/".join(node): w for node, w in sorted(core.ctx.weights.table.items())},
+        workers=workers,
+    )

@@ -4,26 +4,35 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import time
 from collections.abc import Awaitable
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from redis.asyncio import Redis
 from redis.asyncio.client import PubSub
 
+from control_plane.contracts.knobs import (
+    KnobChange,
+    KnobValue,
+    Other,
+    decode_change,
+    decode_knob,
+)
 from control_plane.state.client import SOCKET_TIMEOUT_S, check_client
 from control_plane.state.codec import dumps, loads, str_map
 from control_plane.state.errors import StateUnavailable, guarded, is_unavailable
 from control_plane.state.keys import KeySpace
 from control_plane.state.scripts import Scripts
 
+log = logging.getLogger(__name__)
 _PROBE = "arbiter-knobs-probe"
 T = TypeVar("T")
 
 
 class KnobSubscription:
-    """Async iterator of knob changes `{"name", "value", "version"}`, in publication order.
+    """Async iterator of typed knob changes (`KnobChange`), in publication order.
 
     Pub/sub is at most once: changes made while the connection was down are not replayed.
     On `StateUnavailable` a reader re-subscribes and then re-reads `Knobs.get_all()` (compare
@@ -43,7 +52,7 @@ class KnobSubscription:
     def __aiter__(self) -> KnobSubscription:
         return self
 
-    async def __anext__(self) -> dict[str, Any]:
+    async def __anext__(self) -> KnobChange:
         while True:
             # every reply counts as a sign of life (redis-py mis-parses a decoded PONG, so
             # subscribe confirmations and pongs are not filtered by type here)
@@ -56,8 +65,10 @@ class KnobSubscription:
                 continue
             self._last_heard, self._probe_sent_at = now, None
             if message["type"] == "message":
-                change: dict[str, Any] = loads(message["data"])
-                return change
+                try:
+                    return decode_change(loads(message["data"]))
+                except ValueError as exc:  # never fatal: the next get_all() re-reads the store
+                    log.warning("skipping a knob change that does not decode: %s", exc)
 
     async def _probe(self, now: float) -> None:
         if self._probe_sent_at is not None:
@@ -108,23 +119,25 @@ class Knobs:
         self._scripts = Scripts(redis)
 
     @guarded
-    async def get_all(self) -> dict[str, Any]:
-        """Every knob and its value."""
+    async def get_all(self) -> dict[str, KnobValue]:
+        """Every knob and its typed value."""
         raw = await self._redis.hgetall(self._ks.knobs)
-        return {name: loads(value) for name, value in str_map(raw).items()}
+        return {name: _typed(name, value) for name, value in str_map(raw).items()}
 
     @guarded
-    async def get(self, name: str, default: Any = None) -> Any:
-        """One knob's value, or `default` when unset."""
+    async def get(self, name: str) -> KnobValue | None:
+        """One knob's typed value, or None when unset."""
         raw = await self._redis.hget(self._ks.knobs, name)
-        return default if raw is None else loads(raw)
+        return None if raw is None else _typed(name, raw)
 
     @guarded
-    async def set(self, name: str, value: Any) -> int:
-        """Store a knob value (any JSON value), announce it; returns the new version."""
+    async def set(self, name: str, value: KnobValue) -> int:
+        """Store a knob value, announce it; returns the new version."""
         ks = self._ks
         version = await self._scripts.call(
-            "knob_set", [ks.knobs, ks.knobs_version], [name, dumps(value), ks.knobs_channel]
+            "knob_set",
+            [ks.knobs, ks.knobs_version],
+            [name, dumps(value.to_json()), ks.knobs_channel],
         )
         return int(version)
 
@@ -143,3 +156,14 @@ class Knobs:
             await pubsub.aclose()  # type: ignore[no-untyped-call]
             raise
         return KnobSubscription(pubsub)
+
+
+def _typed(name: str, raw: str | bytes) -> KnobValue:
+    """The knob's typed value; one that does not decode is kept as `Other` (and logged), so
+    readers that need its type skip it as they skipped an invalid value before."""
+    value = loads(raw)
+    try:
+        return decode_knob(name, value)
+    except ValueError as exc:
+        log.warning("knob %s does not decode: %s", name, exc)
+        return Other(value)

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 import httpx
 
+from control_plane.contracts.knobs import PluginChoice
 from control_plane.state import StateStores
 from tests.support.cluster import Cluster
 
@@ -87,7 +88,7 @@ async def _phase(url: str, keys: dict[str, str], noisy: bool, n: int = 20) -> Ph
 
 async def _set_policy(cluster: Cluster, name: str) -> None:
     stores = StateStores.open(cluster.redis_url, cluster.cluster)
-    await stores.knobs.set("policy", {"name": name, "params": {}})
+    await stores.knobs.set("policy", PluginChoice(name))
     await stores.aclose()
 
 

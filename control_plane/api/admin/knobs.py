@@ -16,6 +16,7 @@ from control_plane.api.admin.deps import AdminContext, Ctx
 from control_plane.api.admin.knob_rules import known_knobs, validate_knob, validate_policy
 from control_plane.api.admin.schemas import KnobChange
 from control_plane.api.auth import Admin
+from control_plane.contracts.knobs import PluginChoice, decode_knob
 from control_plane.policies.registry import UnknownPolicyError, policy_class
 from storage.records import AuditRecord
 
@@ -36,8 +37,10 @@ async def set_knob(
 
     The audit row's `old` is the knob's previous value unless `old` says what was in force.
     """
-    old = await ctx.stores.knobs.get(name) if old is None else old
-    version = await ctx.stores.knobs.set(name, value)
+    if old is None:
+        stored = await ctx.stores.knobs.get(name)
+        old = None if stored is None else stored.to_json()
+    version = await ctx.stores.knobs.set(name, decode_knob(name, value))
 
     def audit() -> AuditRecord:
         with ctx.db.repos() as r:
@@ -56,12 +59,11 @@ async def set_knob(
 async def active_policy(ctx: AdminContext) -> dict[str, Any]:
     """`{"name", "params"}` of the policy in force: the knob, else the leader's, else settings."""
     knob = await ctx.stores.knobs.get("policy")
-    if isinstance(knob, dict) and knob.get("name"):
-        return {"name": knob["name"], "params": knob.get("params") or {}}
-    live = await ctx.stores.checkpoints.load("live") or {}
-    policy = live.get("policy") or {}
-    if policy.get("name"):
-        return {"name": policy["name"], "params": policy.get("params") or {}}
+    if isinstance(knob, PluginChoice):
+        return {"name": knob.name, "params": dict(knob.params)}
+    live = await ctx.stores.checkpoints.load_live()
+    if live is not None and live.policy.name:
+        return {"name": live.policy.name, "params": dict(live.policy.params)}
     return {"name": ctx.settings.policy, "params": {}}
 
 
@@ -93,7 +95,7 @@ async def _carry_fairness(
 async def list_knobs(ctx: Ctx, _: Admin) -> dict[str, Any]:
     """Current values, the change counter, and what each known knob means (with its schema)."""
     return {
-        "knobs": await ctx.stores.knobs.get_all(),
+        "knobs": {k: v.to_json() for k, v in (await ctx.stores.knobs.get_all()).items()},
         "version": await ctx.stores.knobs.version(),
         "known": known_knobs(),
     }

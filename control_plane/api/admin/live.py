@@ -11,13 +11,14 @@ from control_plane.api.admin.deps import Ctx, in_thread
 from control_plane.api.admin.node_views import (
     HourStats,
     LiveInputs,
-    counts_from_live,
     counts_from_records,
     fairness_params,
     level_jain,
     node_views,
 )
 from control_plane.api.auth import Admin
+from control_plane.contracts.checkpoints import LiveView
+from control_plane.contracts.knobs import Fairness, NodeWeights, PluginChoice, knob_of
 from control_plane.core.ledger import Ledger, Node
 from control_plane.gateway.errors import ApiError
 from control_plane.state import StateStores
@@ -39,10 +40,10 @@ def no_leader() -> ApiError:
 @router.get("/state")
 async def live_state(ctx: Ctx, _: Admin) -> dict[str, Any]:
     """The live view the scheduler leader checkpoints every second, with its age."""
-    live = await ctx.stores.checkpoints.load("live")
+    live = await ctx.stores.checkpoints.load_live()
     if live is None:
         raise no_leader()
-    return {**live, "age_s": max(0.0, time.time() - float(live.get("updated_at") or 0.0))}
+    return {**live.to_json(), "age_s": max(0.0, time.time() - live.updated_at)}
 
 
 def _sql_inputs(db: Database, now: float) -> tuple[dict[Node, float], dict[Node, HourStats]]:
@@ -62,9 +63,9 @@ def _sql_inputs(db: Database, now: float) -> tuple[dict[Node, float], dict[Node,
     return weights, hour
 
 
-async def _counts(stores: StateStores, live: dict[str, Any]) -> dict[Node, tuple[int, int]]:
-    if isinstance(live.get("nodes"), list):
-        return counts_from_live(live["nodes"])
+async def _counts(stores: StateStores, live: LiveView | None) -> dict[Node, tuple[int, int]]:
+    if live is not None:
+        return {n.path: (n.queued, n.inflight) for n in live.nodes}
     queued = await stores.requests.load_queued()
     inflight = await stores.requests.load_many(list(await stores.requests.inflight()))
     return counts_from_records([*queued, *inflight])
@@ -81,15 +82,20 @@ async def live_nodes(
     """Every node (or one level / one tenant's or application's subtree): counter, service,
     SAFI and its parts, credit, resource, queue, in-flight, SLO attainment (1 min, 1 h)."""
     now = time.time()
-    live = await ctx.stores.checkpoints.load("live") or {}
-    saved = await ctx.stores.checkpoints.load("ledger") or {}
-    ledger = Ledger.from_snapshot(saved["ledger"]) if "ledger" in saved else Ledger()
+    live = await ctx.stores.checkpoints.load_live()
+    saved = await ctx.stores.checkpoints.load_leader()
+    snapshot = saved.ledger if saved is not None else None
+    ledger = Ledger() if snapshot is None else Ledger.from_snapshot(dict(snapshot))
     knobs = await ctx.stores.knobs.get_all()
-    params = (live.get("policy") or knobs.get("policy") or {}).get("params") or {}
-    alpha, beta = fairness_params(params, knobs.get("fairness"))
+    knob_policy = knob_of(knobs, "policy", PluginChoice)
+    if live is not None and live.policy.name:
+        params = live.policy.params
+    else:
+        params = knob_policy.params if knob_policy else {}
+    alpha, beta = fairness_params(params, knob_of(knobs, "fairness", Fairness))
     weights, hour = await in_thread(_sql_inputs, ctx.db, now)
-    for key, value in (knobs.get("weights") or {}).items():
-        weights[tuple(str(key).split("/"))] = float(value)
+    knob_weights = knob_of(knobs, "weights", NodeWeights)
+    weights.update(knob_weights.table if knob_weights else {})
     inputs = LiveInputs(ledger, await _counts(ctx.stores, live), weights, hour, now, alpha)
     rows = node_views(inputs)
     selected = [
@@ -99,12 +105,11 @@ async def live_nodes(
         and (tenant is None or r["path"][0] == tenant)
         and (app is None or (len(r["path"]) > 1 and r["path"][1] == app))
     ]
-    updated = live.get("updated_at")
     return {
-        "leader": live.get("leader"),
-        "updated_at": updated,
-        "age_s": None if updated is None else max(0.0, now - float(updated)),
-        "policy": (live.get("policy") or {}).get("name"),
+        "leader": live.leader if live else None,
+        "updated_at": live.updated_at if live else None,
+        "age_s": max(0.0, now - live.updated_at) if live else None,
+        "policy": live.policy.name if live else None,
         "alpha": alpha,
         "beta": beta,
         "window_s": ledger.window_s,

@@ -13,6 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from control_plane.contracts.knobs import Fairness
 from control_plane.contracts.requests import RequestRecord
 from control_plane.core.ledger import Ledger, Node
 from control_plane.policies.safi import jain
@@ -43,15 +44,13 @@ class LiveInputs:
     alpha: float = DEFAULT_ALPHA
 
 
-def fairness_params(
-    policy_params: Mapping[str, Any], knob: Mapping[str, Any] | None
-) -> tuple[float, float]:
+def fairness_params(policy_params: Mapping[str, Any], knob: Fairness | None) -> tuple[float, float]:
     """(α, β): the active policy's when it has them (ExFairS), else the `fairness` knob's,
     else the defaults 0.7 and 0.1."""
-    fallback = knob or {}
-    alpha = policy_params.get("alpha", fallback.get("alpha", DEFAULT_ALPHA))
-    beta = policy_params.get("beta", fallback.get("beta", DEFAULT_BETA))
-    return float(alpha), float(beta)
+    knob = knob or Fairness()
+    alpha = DEFAULT_ALPHA if knob.alpha is None else knob.alpha
+    beta = DEFAULT_BETA if knob.beta is None else knob.beta
+    return float(policy_params.get("alpha", alpha)), float(policy_params.get("beta", beta))
 
 
 def _attainment(violations: float, finished: float) -> float | None:

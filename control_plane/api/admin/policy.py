@@ -15,6 +15,7 @@ from control_plane.api.admin.knob_rules import validate_policy
 from control_plane.api.admin.knobs import active_policy, set_knob
 from control_plane.api.admin.schemas import PolicyChange
 from control_plane.api.auth import Admin
+from control_plane.contracts.knobs import JsonValue, KnobValue
 from control_plane.core.plugins import PluginRegistry
 from control_plane.placement.registry import PLACEMENTS
 from control_plane.policies import registry
@@ -52,13 +53,13 @@ def plugin_catalog(plugins: PluginRegistry[Any]) -> list[dict[str, Any]]:
 async def get_policy(ctx: Ctx, _: Admin) -> dict[str, Any]:
     """The policy in force (and what the leader reports running), plus the catalogues of
     policies, admission and placement plug-ins with their params schemas."""
-    live = await ctx.stores.checkpoints.load("live") or {}
+    live = await ctx.stores.checkpoints.load_live()
     knobs = await ctx.stores.knobs.get_all()
     return {
         "active": await active_policy(ctx),
-        "running": live.get("policy"),
-        "admission": live.get("admission") or knobs.get("admission"),
-        "placement": live.get("placement") or knobs.get("placement"),
+        "running": live.to_json()["policy"] if live else None,
+        "admission": (live and live.admission) or _json(knobs.get("admission")),
+        "placement": (live and live.placement) or _json(knobs.get("placement")),
         "policies": policy_catalog(),
         "admissions": plugin_catalog(ADMISSIONS),
         "placements": plugin_catalog(PLACEMENTS),
@@ -88,3 +89,7 @@ async def policy_history(
 ) -> dict[str, Any]:
     """Policy switches, newest first (actor, old, new, reason)."""
     return {"data": as_json(await in_thread(_history, ctx.db, limit))}
+
+
+def _json(value: KnobValue | None) -> JsonValue:
+    return None if value is None else value.to_json()

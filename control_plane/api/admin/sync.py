@@ -14,6 +14,7 @@ import time
 from collections.abc import Mapping
 
 from control_plane.api.admin.deps import AdminContext
+from control_plane.contracts.knobs import NodeWeights, Other
 from control_plane.state import StateUnavailable
 
 DIRECTORY_KNOB = "directory"
@@ -24,7 +25,7 @@ async def announce_directory(ctx: AdminContext) -> list[str]:
     """Invalidate this gateway's cache and announce a new directory version to the others."""
     ctx.directory.invalidate()
     try:
-        await ctx.stores.knobs.set(DIRECTORY_KNOB, time.time())
+        await ctx.stores.knobs.set(DIRECTORY_KNOB, Other(time.time()))
     except StateUnavailable as exc:
         return [f"other gateways were not notified (Redis unavailable: {exc})"]
     return []
@@ -45,8 +46,11 @@ async def publish_weight(
     """Write (or drop) the node's entry of the `weights` knob."""
     node = "/".join(path)
     try:
-        current = await ctx.stores.knobs.get(WEIGHTS_KNOB) or {}
-        await ctx.stores.knobs.set(WEIGHTS_KNOB, merged_weights(dict(current), node, weight))
+        current = await ctx.stores.knobs.get(WEIGHTS_KNOB)
+        old = current.table if isinstance(current, NodeWeights) else {}
+        merged = merged_weights({"/".join(n): w for n, w in old.items()}, node, weight)
+        new = NodeWeights({tuple(k.split("/")): w for k, w in merged.items()})
+        await ctx.stores.knobs.set(WEIGHTS_KNOB, new)
     except StateUnavailable as exc:
         return [f"the scheduler was not told the new weight (Redis unavailable: {exc})"]
     return []

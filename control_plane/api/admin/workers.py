@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import asdict
 from typing import Any
 
 from fastapi import APIRouter
@@ -76,8 +77,9 @@ async def list_workers(ctx: Ctx, _: Admin) -> dict[str, Any]:
     sql = await in_thread(ops.sql_workers, ctx.db)
     redis = await ctx.stores.workers.list()
     metrics = await ctx.stores.workers.metrics()
-    live = await ctx.stores.checkpoints.load("live") or {}
-    return {"data": merge_workers(sql, redis, metrics, live.get("workers") or [], time.time())}
+    live = await ctx.stores.checkpoints.load_live()
+    views = [asdict(w) for w in live.workers] if live else []
+    return {"data": merge_workers(sql, redis, metrics, views, time.time())}
 
 
 @router.post("/workers", status_code=201)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from control_plane.contracts.knobs import PluginChoice
 from control_plane.contracts.workers import WorkerEntry, WorkerSample
 from control_plane.core.job import Job, Outcome
 from control_plane.core.ledger import Ledger
@@ -12,7 +13,7 @@ from control_plane.scheduler.workers import observe, sync_workers
 
 
 def _core(policy: str = "vtc") -> SchedulerCore:
-    core = build_core({"policy": {"name": policy, "params": {}}}, Ledger(), "fcfs")
+    core = build_core({"policy": PluginChoice(policy)}, Ledger(), "fcfs")
     sync_workers(core, [WorkerEntry(id="w1", url="http://w1", model="m", max_num_seqs=2)])
     observe(core, "w1", WorkerSample(True, 0.0, models={"m": 2048}))
     return core

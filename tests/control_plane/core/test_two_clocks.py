@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 from control_plane.contracts.events import Complete, Event, Progress, Withdrawn, decode, encode
+from control_plane.contracts.knobs import decode_knob
 from control_plane.contracts.requests import decode_record
 from control_plane.contracts.workers import WorkerEntry, WorkerSample
 from control_plane.core.dispatcher import Decision
@@ -112,7 +113,8 @@ def live_core(scenario: Scenario, policy: str) -> SchedulerCore:
         "placement": {"name": sched.placement, "params": sched.placement_params},
         "weights": weights,
     }
-    return build_core(knobs, Ledger(window_s=sched.ledger_window_s), policy)
+    typed = {name: decode_knob(name, value) for name, value in knobs.items()}  # as stored
+    return build_core(typed, Ledger(window_s=sched.ledger_window_s), policy)
 
 
 def _scrape(core: SchedulerCore, views: list[WorkerView], now: float) -> None:

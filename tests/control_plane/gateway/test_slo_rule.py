@@ -15,6 +15,7 @@ import httpx
 import pytest
 
 from control_plane.api.app import create_app
+from control_plane.contracts.knobs import PluginChoice
 from control_plane.contracts.workers import WorkerEntry, WorkerSample
 from control_plane.core.job import Job
 from control_plane.core.ledger import Ledger
@@ -74,7 +75,7 @@ async def _until_queued(stores: StateStores, n: int) -> None:
 
 
 def _edf_core() -> SchedulerCore:
-    core = build_core({"policy": {"name": "edf", "params": {}}}, Ledger(), "fcfs")
+    core = build_core({"policy": PluginChoice("edf")}, Ledger(), "fcfs")
     sync_workers(core, [WorkerEntry(id="w1", url="http://w1", model=MODEL, max_num_seqs=1)])
     observe(core, "w1", WorkerSample(True, 0.0, models={MODEL: 2048}))
     return core

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from control_plane.contracts.events import Progress
+from control_plane.contracts.knobs import Other, PluginChoice
 from control_plane.state import StateStores, StateUnavailable, ping
 from tests.support.envelopes import envelope
 from tests.support.redis_server import RedisServer
@@ -44,7 +45,7 @@ def calls(stores: StateStores) -> dict[str, Callable[[], Awaitable[Any]]]:
         "events.publish": lambda: stores.events.publish([Progress("r1", 1, NOW)]),
         "lease.acquire": lambda: stores.lease.acquire("s", 1.0, now=NOW),
         "workers.list": stores.workers.list,
-        "knobs.set": lambda: stores.knobs.set("k", 1),
+        "knobs.set": lambda: stores.knobs.set("k", Other(1)),
         "checkpoint.load": lambda: stores.checkpoints.load("policy"),
         "rate.allow": lambda: stores.rate_limiter.allow("a", 1.0, 1.0, NOW),
         "ping": lambda: ping(stores.redis),
@@ -93,5 +94,5 @@ async def test_a_blocked_reader_and_a_subscription_fail_cleanly_when_redis_stops
         await subscription.aclose()
 
     async with await stores.knobs.subscribe() as fresh:
-        assert await stores.knobs.set("policy", "fcfs") == 1
-        assert (await asyncio.wait_for(anext(fresh), timeout=2))["value"] == "fcfs"
+        assert await stores.knobs.set("policy", PluginChoice("fcfs")) == 1
+        assert (await asyncio.wait_for(anext(fresh), timeout=2)).value == PluginChoice("fcfs")

@@ -5,9 +5,19 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from redis.asyncio import Redis
 
+from control_plane.contracts.checkpoints import (
+    LeaderState,
+    LiveView,
+    NodeCount,
+    PolicyState,
+    WorkerLive,
+)
+from control_plane.contracts.knobs import KnobChange, Other, PluginChoice
 from control_plane.contracts.workers import WorkerEntry, WorkerSample
 from control_plane.state import Checkpoint, Knobs, RateLimiter, StateStores, WorkerRegistry
+from control_plane.state.keys import KeySpace
 
 
 async def test_worker_registry_upserts_merges_and_removes(stores: StateStores) -> None:
@@ -61,36 +71,65 @@ async def test_checkpoints_round_trip_and_replace(stores: StateStores) -> None:
     assert await checkpoints.load("live") == {"queue": 3}
 
 
+async def test_the_leaders_checkpoints_round_trip_typed(stores: StateStores) -> None:
+    checkpoints = stores.checkpoints
+    assert await checkpoints.load_leader() is None and await checkpoints.load_live() is None
+    state = LeaderState({"window_s": 60.0, "nodes": []}, {"policy": {"name": "vtc"}}, {"r1": 7})
+    view = LiveView(
+        "s1",
+        12.5,
+        PolicyState("vtc", {"w": 1}, {"counters": [1.0]}),
+        tenants={"acme": {"queued": 2, "inflight": 1}},
+        nodes=(NodeCount(("acme",), 2, 1), NodeCount(("acme", "chat"), 2, 1)),
+        weights={"acme": 2.0},
+        workers=(WorkerLive("w1", "http://w1", "m", True, kv_usage=0.5, scraped_at=12.0),),
+    )
+    assert await checkpoints.save_leader(state) and await checkpoints.save_live(view)
+    assert await checkpoints.load_leader() == state
+    assert await checkpoints.load_live() == view
+    await checkpoints.save("live", {"workers": [{"url": "no id"}]})  # an odd document
+    assert await checkpoints.load_live() is None  # not decodable: as if none (logged)
+
+
 async def test_knob_changes_are_stored_versioned_and_announced(stores: StateStores) -> None:
     knobs: Knobs = stores.knobs
     first = await knobs.subscribe()
     second = await knobs.subscribe()
     try:
-        assert await knobs.set("policy", {"name": "vtc", "params": {}}) == 1
-        assert await knobs.set("queue_cap/acme", 12) == 2
-        assert await knobs.set("policy", "fcfs") == 3
+        assert await knobs.set("policy", PluginChoice("vtc", {"a": 1})) == 1
+        assert await knobs.set("queue_cap/acme", Other(12)) == 2
+        assert await knobs.set("policy", PluginChoice("fcfs")) == 3
 
         for sub in (first, second):
             got = [await asyncio.wait_for(anext(sub), timeout=2) for _ in range(3)]
             assert got == [
-                {"name": "policy", "value": {"name": "vtc", "params": {}}, "version": 1},
-                {"name": "queue_cap/acme", "value": 12, "version": 2},
-                {"name": "policy", "value": "fcfs", "version": 3},
+                KnobChange("policy", PluginChoice("vtc", {"a": 1}), 1),
+                KnobChange("queue_cap/acme", Other(12), 2),
+                KnobChange("policy", PluginChoice("fcfs"), 3),
             ]
     finally:
         await first.aclose()
         await second.aclose()
-    assert await knobs.get_all() == {"policy": "fcfs", "queue_cap/acme": 12}
-    assert await knobs.get("policy") == "fcfs"
-    assert await knobs.get("missing", 7) == 7
+    assert await knobs.get_all() == {"policy": PluginChoice("fcfs"), "queue_cap/acme": Other(12)}
+    assert await knobs.get("policy") == PluginChoice("fcfs")
+    assert await knobs.get("missing") is None
     assert await knobs.version() == 3
+
+
+async def test_a_stored_knob_that_does_not_decode_is_kept_as_is(
+    stores: StateStores, redis: Redis, keyspace: KeySpace
+) -> None:
+    """An older release (or a hand edit) wrote a policy knob of the wrong shape: readers get
+    it as `Other` and skip it, as they skipped an invalid value before."""
+    await redis.hset(keyspace.knobs, mapping={"policy": '"fcfs"', "weights": '{"a": "x"}'})
+    assert await stores.knobs.get_all() == {"policy": Other("fcfs"), "weights": Other({"a": "x"})}
 
 
 async def test_knob_subscription_works_as_a_context_manager(stores: StateStores) -> None:
     async with await stores.knobs.subscribe() as sub:
-        await stores.knobs.set("revoked_keys", ["k1"])
+        await stores.knobs.set("revoked_keys", Other(["k1"]))
         async for change in sub:
-            assert change == {"name": "revoked_keys", "value": ["k1"], "version": 1}
+            assert change == KnobChange("revoked_keys", Other(["k1"]), 1)
             break
 
 

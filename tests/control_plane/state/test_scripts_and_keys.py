@@ -8,6 +8,7 @@ import pytest
 from redis.asyncio import Redis
 
 from control_plane.contracts.events import Complete
+from control_plane.contracts.knobs import PluginChoice
 from control_plane.contracts.workers import WorkerEntry, WorkerSample
 from control_plane.state import KeySpace, StateStores
 from control_plane.state.scripts import Scripts, script_names, script_sha, script_source
@@ -81,7 +82,7 @@ async def test_every_key_of_a_full_workload_shares_the_cluster_prefix(
     await stores.workers.upsert(WorkerEntry("w"))
     await stores.workers.set_metrics("w", WorkerSample(True, NOW, running=1), now=NOW)
     await stores.checkpoints.save("policy", {"x": 1})
-    await stores.knobs.set("policy", "vtc")
+    await stores.knobs.set("policy", PluginChoice("vtc"))
     await stores.rate_limiter.allow("a", 1.0, 2.0, NOW)
 
     keys = [key async for key in redis.scan_iter(count=1000)]

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from control_plane.contracts.checkpoints import LeaderState
+from control_plane.contracts.knobs import PluginChoice
 from control_plane.contracts.requests import Envelope
 from control_plane.contracts.workers import WorkerEntry, WorkerSample
 from control_plane.core.job import Job, Outcome, Slo
@@ -78,7 +80,7 @@ async def _submit(stores: StateStores, core: SchedulerCore, job: Job, now: float
 
 
 async def publish_live_state(stores: StateStores, now: float) -> LiveFacts:
-    core = build_core({"policy": {"name": "exfairs", "params": {}}}, Ledger(), "vtc")
+    core = build_core({"policy": PluginChoice("exfairs")}, Ledger(), "vtc")
     sync_workers(core, [WORKER])
     observe(core, "w1", WorkerSample(True, now, running=2, waiting=0, kv_usage=0.25))
     facts = LiveFacts(core)
@@ -109,7 +111,6 @@ async def publish_live_state(stores: StateStores, now: float) -> LiveFacts:
         _count(facts.queued, job)
     core.tick(now)
     core.tick(now + 5.0)  # one ExFairS credit round
-    ledger = {"ledger": core.ctx.ledger.snapshot(), "running_n_out": {}}
-    await stores.checkpoints.save("ledger", ledger)
-    await stores.checkpoints.save("live", live_view(core, "leader-test", now))
+    await stores.checkpoints.save_leader(LeaderState(ledger=core.ctx.ledger.snapshot()))
+    await stores.checkpoints.save_live(live_view(core, "leader-test", now))
     return facts

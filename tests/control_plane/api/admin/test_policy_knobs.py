@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
+from control_plane.contracts.knobs import Fairness, Other, PluginChoice
 from tests.control_plane.api.admin.conftest import AdminApi
 
 
@@ -46,10 +47,12 @@ async def test_switch_sets_the_knob_announces_it_and_audits(api: AdminApi) -> No
         )
         assert resp.status_code == 200, resp.text
         change = await asyncio.wait_for(anext(subscription), timeout=5)
-    knob = await api.stores.knobs.get("policy")
-    assert knob["name"] == "exfairs" and knob["params"]["alpha"] == 0.5
-    assert knob["params"]["beta"] == 0.1  # defaults filled in
-    assert change["name"] == "policy" and change["value"] == knob
+    stored = await api.stores.knobs.get("policy")
+    assert isinstance(stored, PluginChoice)
+    knob = stored.to_json()
+    assert stored.name == "exfairs" and stored.params["alpha"] == 0.5
+    assert stored.params["beta"] == 0.1  # defaults filled in
+    assert change.name == "policy" and change.value == stored
     history = (await api.client.get("/admin/policy/history")).json()["data"]
     assert len(history) == 1
     row = history[0]
@@ -74,9 +77,11 @@ async def test_knobs_validated_set_and_audited(api: AdminApi) -> None:
         json={"value": {"name": "capacity", "params": {"max_concurrency": 4}}, "reason": "protect"},
     )
     assert resp.status_code == 200, resp.text
-    stored = await api.stores.knobs.get("admission")
-    assert stored["name"] == "capacity" and stored["params"]["max_concurrency"] == 4
-    assert stored["params"]["kv_usage_max"] == 0.95
+    admission = await api.stores.knobs.get("admission")
+    assert isinstance(admission, PluginChoice)
+    assert admission.name == "capacity" and admission.params["max_concurrency"] == 4
+    assert admission.params["kv_usage_max"] == 0.95
+    stored = admission.to_json()
 
     cases = [
         (
@@ -98,7 +103,7 @@ async def test_knobs_validated_set_and_audited(api: AdminApi) -> None:
         assert bad.json()["error"]["param"] == param, bad.json()
 
     custom = await api.client.put("/admin/knobs/my.plugin", json={"value": [1, 2], "reason": "r"})
-    assert custom.status_code == 200 and await api.stores.knobs.get("my.plugin") == [1, 2]
+    assert custom.status_code == 200 and await api.stores.knobs.get("my.plugin") == Other([1, 2])
     audit = (await api.client.get("/admin/audit", params={"action": "knob.set"})).json()["data"]
     assert [a["target"] for a in audit] == ["knob:my.plugin", "knob:admission"]
     assert audit[1]["new"] == stored and audit[1]["old"] is None
@@ -110,9 +115,10 @@ async def test_fairness_knob_reaches_exfairs_params(api: AdminApi) -> None:
         "/admin/knobs/fairness", json={"value": {"alpha": 0.9, "beta": 0.2}, "reason": "tune"}
     )
     assert resp.status_code == 200, resp.text
-    assert await api.stores.knobs.get("fairness") == {"alpha": 0.9, "beta": 0.2}
+    assert await api.stores.knobs.get("fairness") == Fairness(0.9, 0.2)
     policy = await api.stores.knobs.get("policy")
-    assert (policy["params"]["alpha"], policy["params"]["beta"]) == (0.9, 0.2)
+    assert isinstance(policy, PluginChoice)
+    assert (policy.params["alpha"], policy.params["beta"]) == (0.9, 0.2)
     history = (await api.client.get("/admin/policy/history")).json()["data"]
     assert history[0]["reason"] == "fairness knob: tune"
 
@@ -121,4 +127,4 @@ async def test_fairness_knob_reaches_exfairs_params(api: AdminApi) -> None:
         "/admin/knobs/fairness", json={"value": {"alpha": 0.6}, "reason": "r"}
     )
     assert resp.json()["policy"] is None  # fcfs has no α: only the knob changes
-    assert (await api.stores.knobs.get("policy"))["name"] == "fcfs"
+    assert getattr(await api.stores.knobs.get("policy"), "name", None) == "fcfs"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from control_plane.contracts.knobs import NodeWeights
 from tests.control_plane.api.admin.conftest import AdminApi
 
 
@@ -135,12 +136,14 @@ async def test_weight_change_reaches_the_scheduler_knob(api: AdminApi) -> None:
     assert resp.status_code == 200, resp.text
     resp = await api.client.put("/admin/weights/acme/chat", json={"weight": 0.5, "reason": "r"})
     assert resp.status_code == 200
-    assert await api.stores.knobs.get("weights") == {"acme": 3.0, "acme/chat": 0.5}
+    assert await api.stores.knobs.get("weights") == NodeWeights(
+        {("acme",): 3.0, ("acme", "chat"): 0.5}
+    )
     assert await api.stores.knobs.get("directory") is not None
     assert await api.stores.knobs.version() > version_before
     assert (await api.client.get("/admin/tenants/acme/apps/chat")).json()["weight"] == 0.5
 
     await api.client.delete("/admin/tenants/acme", params={"reason": "gone"})
-    assert await api.stores.knobs.get("weights") == {}
+    assert await api.stores.knobs.get("weights") == NodeWeights({})
     bad = await api.client.put("/admin/weights/a/b/c/d", json={"weight": 1, "reason": "r"})
     assert bad.status_code == 422

@@ -1,0 +1,176 @@
+"""What the leader checkpoints to Redis: its state for a successor, and the live view.
+
+Wire format: unchanged from the previous release (one JSON document per checkpoint name,
+`ledger` and `live`). The parts a plug-in defines (the ledger's and the dispatcher's snapshots,
+a policy's or admission's own view) stay JSON: their owner reads them back.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from control_plane.contracts.fields import ContractError, Fields
+from control_plane.contracts.knobs import JsonValue
+
+
+class CheckpointError(ContractError):
+    """A checkpoint that does not decode; the message names the field."""
+
+
+@dataclass(frozen=True, slots=True)
+class LeaderState:
+    """The `ledger` checkpoint: what a new leader restores (ledger, plug-in state, and the
+    output tokens already charged for each running request)."""
+
+    ledger: Mapping[str, JsonValue] | None = None
+    dispatcher: JsonValue = None
+    running_n_out: Mapping[str, int] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "ledger": None if self.ledger is None else dict(self.ledger),
+            "dispatcher": self.dispatcher,
+            "running_n_out": dict(self.running_n_out),
+        }
+
+
+def decode_leader_state(data: object) -> LeaderState:
+    f = _fields(data, "ledger checkpoint")
+    n_out = f.inner("running_n_out")
+    ledger = f.data.get("ledger")
+    if ledger is not None and not isinstance(ledger, Mapping):
+        raise CheckpointError(f"ledger: expected an object, got {type(ledger).__name__}")
+    return LeaderState(
+        ledger=None if ledger is None else dict(ledger),
+        dispatcher=f.data.get("dispatcher"),
+        running_n_out={str(k): n_out.integer(str(k), 0) for k in n_out.data},
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class PolicyState:
+    """The policy the leader runs: name, validated params and its own snapshot."""
+
+    name: str
+    params: Mapping[str, JsonValue] = field(default_factory=dict)
+    snapshot: JsonValue = None
+
+
+@dataclass(frozen=True, slots=True)
+class NodeCount:
+    """Queued and in-flight requests of one node (tenant, tenant/app or tenant/app/agent)."""
+
+    path: tuple[str, ...]
+    queued: int = 0
+    inflight: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerLive:
+    """One worker as the leader sees it: registry status, scraped load, its own in-flight."""
+
+    id: str
+    url: str = ""
+    model: str = ""
+    healthy: bool = False
+    draining: bool = False
+    status: str = "active"
+    inflight: int = 0
+    max_num_seqs: int = 0
+    kv_tokens: int = 0
+    running: int = 0
+    waiting: int = 0
+    kv_usage: float = 0.0
+    preemptions: int = 0
+    scraped_at: float | None = None
+    error: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class LiveView:
+    """The `live` checkpoint: the leader's view for the admin API and the console."""
+
+    leader: str
+    updated_at: float
+    policy: PolicyState
+    admission: JsonValue = None
+    placement: JsonValue = None
+    queue_depth: int = 0
+    inflight: int = 0
+    tenants: Mapping[str, Mapping[str, JsonValue]] = field(default_factory=dict)
+    nodes: Sequence[NodeCount] = ()
+    weights: Mapping[str, float] = field(default_factory=dict)
+    workers: Sequence[WorkerLive] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["nodes"] = [{**asdict(n), "path": list(n.path)} for n in self.nodes]
+        return out
+
+
+def decode_live_view(data: object) -> LiveView:
+    """The live view of a stored document; raises `CheckpointError` naming the field."""
+    f = _fields(data, "live view")
+    policy = f.inner("policy")
+    tenants = f.data.get("tenants") or {}
+    if not isinstance(tenants, Mapping):
+        raise CheckpointError(f"tenants: expected an object, got {type(tenants).__name__}")
+    return LiveView(
+        leader=f.text("leader", ""),
+        updated_at=f.number("updated_at", 0.0),
+        policy=PolicyState(
+            policy.text("name", ""),
+            dict(policy.inner("params").data),
+            policy.data.get("snapshot"),
+        ),
+        admission=f.data.get("admission"),
+        placement=f.data.get("placement"),
+        queue_depth=f.integer("queue_depth", 0),
+        inflight=f.integer("inflight", 0),
+        tenants={str(k): dict(v) for k, v in tenants.items() if isinstance(v, Mapping)},
+        nodes=tuple(_node(n) for n in _list(f, "nodes")),
+        weights={str(k): f.inner("weights").number(str(k), 0.0) for k in f.inner("weights").data},
+        workers=tuple(_worker(w) for w in _list(f, "workers")),
+    )
+
+
+def _fields(data: object, what: str) -> Fields:
+    if not isinstance(data, Mapping):
+        raise CheckpointError(f"{what}: expected an object, got {type(data).__name__}")
+    return Fields(data, CheckpointError)
+
+
+def _list(f: Fields, name: str) -> list[Fields]:
+    raw = f.data.get(name) or []
+    if not isinstance(raw, list):
+        raise CheckpointError(f"{name}: expected a list, got {type(raw).__name__}")
+    return [_fields(item, f"{name}[{i}]") for i, item in enumerate(raw)]
+
+
+def _node(f: Fields) -> NodeCount:
+    path = f.data.get("path")
+    if not isinstance(path, list) or not all(isinstance(p, str) for p in path):
+        raise CheckpointError("nodes.path: expected a list of names")
+    return NodeCount(tuple(path), f.integer("queued", 0), f.integer("inflight", 0))
+
+
+def _worker(f: Fields) -> WorkerLive:
+    return WorkerLive(
+        id=f.text("id", required=True),
+        url=f.text("url", ""),
+        model=f.text("model", ""),
+        healthy=f.flag("healthy"),
+        draining=f.flag("draining"),
+        status=f.text("status", "active"),
+        inflight=f.integer("inflight", 0),
+        max_num_seqs=f.integer("max_num_seqs", 0),
+        kv_tokens=f.integer("kv_tokens", 0),
+        running=f.integer("running", 0),
+        waiting=f.integer("waiting", 0),
+        kv_usage=f.number("kv_usage", 0.0),
+        preemptions=f.integer("preemptions", 0),
+        scraped_at=f.number("scraped_at"),
+        error=f.text("error"),
+    )
