@@ -37,12 +37,22 @@ from control_plane.sim.cluster import unit_factors
 from control_plane.sim.live_report import live_document
 from control_plane.sim.report import write_report, write_results
 from control_plane.sim.runner import results_document, run_policy
-from control_plane.sim.scenario import list_scenarios, load_scenario
+from control_plane.sim.scenario import Scenario, list_scenarios, load_scenario
 from control_plane.sim.setup import PolicySpec
 from control_plane.sim.workload import build_workload
+from control_plane.sim.yaml_file import ScenarioError
 
 Opt = typer.Option
 console = Console(stderr=True)
+
+
+def _scenario(file: str) -> Scenario:
+    """The scenario, or one line on stderr naming the file and the field, and exit status 2."""
+    try:
+        return load_scenario(file)
+    except ScenarioError as exc:
+        console.print(f"[red]error:[/red] {exc}", highlight=False, markup=True, soft_wrap=True)
+        raise typer.Exit(2) from None
 
 
 def _progress() -> Progress:
@@ -80,7 +90,7 @@ def simulate(
     specs = parse_policies(policy, params)
     plugins = plugin_choice(admission, placement, params)
     for file in files:
-        scenario = load_scenario(file).with_overrides(seed, duration)
+        scenario = _scenario(file).with_overrides(seed, duration)
         if live_speed is not None:
             scenario = scenario.as_live(live_speed)
         workload = build_workload(scenario)
@@ -162,7 +172,7 @@ def simulate_capacity(
     ):
         table.add_column(column, justify="right")
     for file in files:
-        scenario = load_scenario(file)
+        scenario = _scenario(file)
         for p in pool_loads(scenario):
             table.add_row(
                 scenario.name,
@@ -179,7 +189,7 @@ def simulate_capacity(
 def scenarios() -> None:
     """List the shipped scenarios."""
     for name in list_scenarios():
-        description = load_scenario(name).description.strip().splitlines()
+        description = _scenario(name).description.strip().splitlines()
         Console().print(f"[bold]{name}[/bold]  {description[0] if description else ''}")
 
 
@@ -215,7 +225,7 @@ def bench(
     base = gateway or url
     if not base or not keys:
         raise typer.BadParameter("give --gateway and API keys (--api-key, --key or --keys-file)")
-    scenario = load_scenario(file).with_overrides(seed, duration)
+    scenario = _scenario(file).with_overrides(seed, duration)
     specs = build_workload(scenario)
     target = LiveTarget(base, keys, speed, models=parse_pairs(model or [], "--model"))
     slos, notes = tenant_slos(specs, speed)

@@ -13,13 +13,20 @@ import os
 from pathlib import Path
 from typing import Annotated, Any
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    ValidationError,
+    model_validator,
+)
 
 from control_plane.core.job import Slo
 from control_plane.sim.arrivals import Gamma, OnOff, Piecewise, Poisson
 from control_plane.sim.distributions import LengthDist
 from control_plane.sim.traces import Trace
+from control_plane.sim.yaml_file import ScenarioError, describe, read_yaml
 from workers.engine.profile import LatencyProfile, load_profile
 
 SCENARIOS_DIR = Path(__file__).resolve().parents[2] / "scenarios"
@@ -301,13 +308,19 @@ def resolve_scenario(name_or_path: str) -> Path:
         candidate = directory / f"{name_or_path}.yaml"
         if candidate.is_file():
             return candidate
-    raise ValueError(f"no scenario {name_or_path!r} (shipped: {', '.join(list_scenarios())})")
+    raise ScenarioError(f"no scenario {name_or_path!r} (shipped: {', '.join(list_scenarios())})")
 
 
 def load_scenario(name_or_path: str) -> Scenario:
-    """Read, validate and cross-check a scenario file (by path or shipped name)."""
+    """Read, validate and cross-check a scenario file (by path or shipped name); raises
+    `ScenarioError` with one line naming the file and the field."""
     path = resolve_scenario(name_or_path)
-    data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    data = read_yaml(path)
     if not isinstance(data, dict):
-        raise ValueError(f"{path}: a scenario is a YAML mapping")
-    return parse_scenario(data, path.resolve().parent)
+        raise ScenarioError(f"{path}: a scenario is a YAML mapping")
+    try:
+        return parse_scenario(data, path.resolve().parent)
+    except ValidationError as exc:
+        raise ScenarioError(describe(path, exc)) from None
+    except ValueError as exc:
+        raise ScenarioError(f"{path}: {exc}") from None

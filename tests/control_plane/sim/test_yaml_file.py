@@ -1,0 +1,56 @@
+"""A malformed scenario file: one line per problem naming the file and the field, no traceback."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from control_plane.cli import _register, app
+from control_plane.sim.scenario import SCENARIOS_DIR, load_scenario
+from control_plane.sim.yaml_file import ScenarioError, read_yaml
+
+SHIPPED = SCENARIOS_DIR / "noisy-neighbour-short.yaml"
+
+
+def _broken(tmp_path: Path, old: str, new: str) -> Path:
+    text = SHIPPED.read_text(encoding="utf-8")
+    assert old in text
+    path = tmp_path / "broken.yaml"
+    path.write_text(text.replace(old, new, 1), encoding="utf-8")
+    return path
+
+
+def test_only_true_and_false_are_booleans(tmp_path: Path) -> None:
+    path = tmp_path / "x.yaml"
+    path.write_text("a: off\nb: yes\nc: true\nd: False\ne: n\n", encoding="utf-8")
+    assert read_yaml(path) == {"a": "off", "b": "yes", "c": True, "d": False, "e": "n"}
+
+
+def test_an_unknown_key_is_named_with_the_value_as_written(tmp_path: Path) -> None:
+    path = _broken(tmp_path, "{name: quiet-1,", "{name: quiet-1, first: off,")
+    with pytest.raises(ScenarioError) as caught:
+        load_scenario(str(path))
+    assert str(caught.value) == (
+        f"{path}: tenants.0.first: Extra inputs are not permitted (got 'off')"
+    )
+
+
+def test_yaml_syntax_errors_give_line_and_column(tmp_path: Path) -> None:
+    path = tmp_path / "bad.yaml"
+    path.write_text("name: x\n  tenants: [\n", encoding="utf-8")
+    with pytest.raises(ScenarioError, match=r"bad\.yaml: not valid YAML \(line 2, column 10\)"):
+        load_scenario(str(path))
+
+
+def test_the_cli_prints_the_lines_and_exits_2(tmp_path: Path) -> None:
+    path = _broken(tmp_path, "{name: quiet-2,", "{name: quiet-2, weight: heavy,")
+    _register()
+    result = CliRunner().invoke(
+        app, ["sim", "run", str(path), "-p", "fcfs", "--out", str(tmp_path / "out")]
+    )
+    assert result.exit_code == 2, result.output
+    assert "Traceback" not in result.output
+    assert "tenants.1.weight: Input should be a valid number" in result.output
+    assert "(got 'heavy')" in result.output
