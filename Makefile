@@ -7,7 +7,7 @@ VLLM_VENV ?= .venv-vllm
 BIN := $(VENV)/bin
 ARGS ?=
 
-.PHONY: run test venv vllm-env browser-deps tiny-model lint typecheck pytest bench clean
+.PHONY: run test venv vllm-env browser-deps k8s-deps tiny-model lint typecheck pytest bench clean
 
 $(BIN)/arbiter: pyproject.toml
 	@command -v $(PY) >/dev/null || { echo "Python 3.11 is required ($(PY) not found)"; exit 1; }
@@ -44,7 +44,15 @@ browser-deps:
 	  apt-get update -qq && apt-get install -y -qq chromium >/dev/null; \
 	else echo "chromium missing and not root: tests/browser skip (fail when CI is set)"; fi
 
-test: venv vllm-env browser-deps
+# kubectl for tests/kubernetes (kubectl kustomize, kustomize v4+): Debian's package when missing
+# and we are root (Debian 12's is 1.20, too old: the tests then say so)
+k8s-deps:
+	@if command -v kubectl >/dev/null; then echo "kubectl: $$(command -v kubectl)"; \
+	elif [ "$$(id -u)" = 0 ]; then echo "kubectl missing: apt-get install -y kubernetes-client"; \
+	  apt-get update -qq && apt-get install -y -qq kubernetes-client >/dev/null; \
+	else echo "kubectl missing and not root: tests/kubernetes skip (fail when CI is set)"; fi
+
+test: venv vllm-env browser-deps k8s-deps
 	$(MAKE) lint typecheck
 	ARBITER_VLLM_PYTHON=$(CURDIR)/$(VLLM_VENV)/bin/python $(BIN)/python -m pytest $(ARGS)
 

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import yaml
+
+from tests.support.cli_commands import assert_arbiter_command
 
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE = ROOT / "docker" / "compose.yaml"
@@ -58,18 +58,7 @@ def test_every_command_exists_in_the_cli() -> None:
     commands = _arbiter_commands()
     assert {c[0] for c in commands} >= {"gateway", "scheduler", "recorder", "worker"}
     for argv in commands:
-        words = [w for w in argv if not w.startswith("-")][:2]
-        path = words[:2] if words[0] == "worker" else words[:1]
-        result = subprocess.run(
-            [sys.executable, "-m", "control_plane", *path, "--help"],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            cwd=ROOT,
-        )
-        assert result.returncode == 0, (argv, result.stderr)
-        for flag in (w for w in argv if w.startswith("--")):
-            assert flag in result.stdout, (argv, flag)
+        assert_arbiter_command(argv)
 
 
 def test_console_entrypoint_points_at_the_app() -> None:

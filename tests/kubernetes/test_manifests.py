@@ -1,0 +1,165 @@
+"""The Kubernetes overlays render with `kubectl kustomize`, pass `kubernetes-validate` against
+the Kubernetes schemas, and hang together: every Arbiter command exists, every ARBITER_*
+variable is a setting, every probe and Service names a port its pods declare, every ConfigMap
+and Secret a pod reads is rendered beside it (or, in prod, created by the operator)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from collections.abc import Iterator
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from control_plane.settings import Settings
+from tests.support.cli_commands import assert_arbiter_command
+
+ROOT = Path(__file__).resolve().parents[2]
+OVERLAYS = sorted(p.name for p in (ROOT / "kubernetes" / "overlays").iterdir() if p.is_dir())
+KUBERNETES_VERSION = "1.30.0"
+NOT_SETTINGS = {"ARBITER_CONSOLE_API"}  # read by the console, not by `Settings`
+OPERATOR_SECRETS = {"prod": {"arbiter-secrets"}}  # created out of band (see the overlay)
+CRDS = {("monitoring.coreos.com/v1", "ServiceMonitor")}
+
+
+def _kubectl() -> str:
+    """kubectl with kustomize 4 or newer (the overlays use `labels`, `replicas`, targeted
+    patches); skipped without one, failed when CI is set."""
+    exe = shutil.which("kubectl")
+    problem = "kubectl is not installed"
+    if exe is not None:
+        out = subprocess.run(
+            [exe, "version", "--client", "-o", "json"], capture_output=True, text=True, timeout=30
+        ).stdout
+        version = str(json.loads(out or "{}").get("kustomizeVersion", "v0")).lstrip("v")
+        if int(version.split(".")[0] or 0) >= 4:
+            return exe
+        problem = f"kubectl's kustomize is v{version}; the overlays need v4 or newer"
+    if os.environ.get("CI"):
+        pytest.fail(problem)
+    pytest.skip(problem)
+
+
+@cache
+def rendered(overlay: str) -> tuple[dict[str, Any], ...]:
+    out = subprocess.run(
+        [_kubectl(), "kustomize", str(ROOT / "kubernetes" / "overlays" / overlay)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout
+    return tuple(doc for doc in yaml.safe_load_all(out) if doc)
+
+
+def _pods(docs: tuple[dict[str, Any], ...]) -> Iterator[tuple[dict[str, Any], dict[str, Any]]]:
+    """(workload, pod spec) of every Deployment and StatefulSet."""
+    for doc in docs:
+        if doc["kind"] in ("Deployment", "StatefulSet"):
+            yield doc, doc["spec"]["template"]["spec"]
+
+
+def test_there_is_a_dev_and_a_prod_overlay() -> None:
+    assert {"dev", "prod"} <= set(OVERLAYS)
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_every_object_passes_the_kubernetes_schemas(overlay: str) -> None:
+    import kubernetes_validate  # type: ignore[import-untyped]
+
+    kinds = set()
+    for doc in rendered(overlay):
+        kinds.add(doc["kind"])
+        if (doc["apiVersion"], doc["kind"]) in CRDS:
+            assert doc["spec"]["endpoints"] and doc["spec"]["selector"], doc
+            continue
+        kubernetes_validate.validate(doc, KUBERNETES_VERSION, strict=True)
+    assert {"Deployment", "StatefulSet", "Service", "HorizontalPodAutoscaler"} <= kinds
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_the_roles_are_all_there_with_their_replicas(overlay: str) -> None:
+    workloads = {d["metadata"]["name"]: d for d, _ in _pods(rendered(overlay))}
+    assert {"gateway", "scheduler", "recorder", "console"} <= set(workloads)
+    assert workloads["scheduler"]["spec"]["replicas"] == 2  # a leader and a standby
+    assert workloads["recorder"]["kind"] == "StatefulSet"  # its name survives a restart
+    hpa = next(d for d in rendered(overlay) if d["kind"] == "HorizontalPodAutoscaler")
+    assert hpa["spec"]["scaleTargetRef"]["name"] == "gateway"
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_every_arbiter_variable_is_a_setting(overlay: str) -> None:
+    known = {f"ARBITER_{name.upper()}" for name in Settings.model_fields} | NOT_SETTINGS
+    names = set()
+    for doc in rendered(overlay):
+        if doc["kind"] == "ConfigMap":
+            names |= set(doc.get("data", {}))
+    for _, spec in _pods(rendered(overlay)):
+        for container in spec["containers"]:
+            names |= {e["name"] for e in container.get("env", [])}
+    arbiter = {n for n in names if n.startswith("ARBITER_")}
+    assert arbiter and arbiter <= known, arbiter - known
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_every_probe_and_service_names_a_declared_port(overlay: str) -> None:
+    docs = rendered(overlay)
+    ports_of: dict[str, set[Any]] = {}
+    for workload, spec in _pods(docs):
+        label = workload["spec"]["selector"]["matchLabels"]["app.kubernetes.io/name"]
+        for container in spec["containers"]:
+            declared = {p["name"] for p in container.get("ports", [])}
+            declared |= {p["containerPort"] for p in container.get("ports", [])}
+            ports_of.setdefault(label, set()).update(declared)
+            for probe in ("livenessProbe", "readinessProbe"):
+                action = container.get(probe, {})
+                port = (action.get("httpGet") or action.get("tcpSocket") or {}).get("port")
+                assert port is None or port in declared, (workload["metadata"]["name"], probe)
+    for svc in (d for d in docs if d["kind"] == "Service"):
+        target = ports_of[svc["spec"]["selector"]["app.kubernetes.io/name"]]
+        for port in svc["spec"]["ports"]:
+            assert port["targetPort"] in target, (svc["metadata"]["name"], port)
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_every_config_and_secret_a_pod_reads_exists(overlay: str) -> None:
+    docs = rendered(overlay)
+    present = {(d["kind"], d["metadata"]["name"]) for d in docs}
+    outside = OPERATOR_SECRETS.get(overlay, set())
+    for workload, spec in _pods(docs):
+        for container in spec["containers"]:
+            refs = [
+                ("ConfigMap", s["configMapRef"]["name"])
+                for s in container.get("envFrom", [])
+                if "configMapRef" in s
+            ]
+            refs += [
+                ("Secret", s["secretRef"]["name"])
+                for s in container.get("envFrom", [])
+                if "secretRef" in s
+            ]
+            for env in container.get("env", []):
+                source = env.get("valueFrom", {})
+                if "secretKeyRef" in source:
+                    refs.append(("Secret", source["secretKeyRef"]["name"]))
+            for kind, name in refs:
+                assert (kind, name) in present or name in outside, (workload["metadata"], name)
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_every_arbiter_command_exists_in_the_cli(overlay: str) -> None:
+    for _, spec in _pods(rendered(overlay)):
+        for container in spec["containers"]:
+            if not str(container["image"]).split(":")[0].endswith("arbiter"):
+                continue
+            if "command" in container:  # the console: streamlit on the shipped app
+                assert "/opt/arbiter/console/streamlit_app.py" in container["command"]
+                continue
+            argv = [str(a) for a in container["args"]]
+            assert_arbiter_command(argv)
