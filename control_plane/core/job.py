@@ -87,12 +87,6 @@ class Job:
             "worker": self.worker,
         }
 
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> Job:
-        fields = dict(data)
-        fields["slo"] = Slo(**(fields.get("slo") or {}))
-        return cls(**fields)
-
 
 @dataclass(frozen=True, slots=True)
 class Outcome:

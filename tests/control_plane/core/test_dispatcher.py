@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import Any
 
 from control_plane.admission.capacity import CapacityAdmission, CapacityParams
@@ -120,7 +121,7 @@ def test_fail_over_restores_the_plug_ins_and_continues_the_order() -> None:
         build_placement("round_robin"),
     )
     standby.restore(state)
-    standby.adopt([Job.from_json(j.to_json()) for j in d.policy.jobs()], 1.0)
+    standby.adopt([replace(j) for j in d.policy.jobs()], 1.0)
     loaded = [worker("a", model="default", inflight=1), worker("b", model="default", inflight=1)]
     expected = [(x.job.id, x.worker.id) for x in d.drain(1.0, loaded)]
     assert [(x.job.id, x.worker.id) for x in standby.drain(1.0, loaded)] == expected

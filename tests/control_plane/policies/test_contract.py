@@ -9,6 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from control_plane.contracts.requests import Envelope, decode_envelope, encode_envelope
 from control_plane.core.job import Job
 from control_plane.core.ledger import Ledger
 from control_plane.core.policy import Policy, PolicyContext, StopPop, switch_policy
@@ -86,7 +87,9 @@ def test_switch_keeps_every_pending_job(
 
 
 def copy(j: Job) -> Job:
-    return Job.from_json(json.loads(json.dumps(j.to_json())))
+    """The job as a leader reads it back from its envelope (JSON both ways)."""
+    wire = json.loads(json.dumps(encode_envelope(Envelope(j))))
+    return decode_envelope(wire).job
 
 
 @pytest.mark.parametrize("name", ALL)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+from dataclasses import replace
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -61,7 +62,7 @@ def test_a_tenant_with_ten_agents_gets_the_share_of_a_tenant_with_one() -> None:
     assert shares[("many",)] == pytest.approx(0.5, rel=0.05)
     assert shares[("one",)] == pytest.approx(0.5, rel=0.05)
     # Agent-level VTC is the multi-agent unfairness HMFS removes: 10 of 11 shares.
-    flat, _ = overloaded_shares("vtc", [Job.from_json(j.to_json()) for j in jobs], {"level": 3})
+    flat, _ = overloaded_shares("vtc", [replace(j) for j in jobs], {"level": 3})
     assert flat[("many",)] == pytest.approx(10 / 11, rel=0.05)
 
 
@@ -104,6 +105,6 @@ def test_with_one_app_and_one_agent_per_tenant_hmfs_is_vtc(
     orders = []
     for name in ("vtc", "hmfs"):
         loop = ServiceLoop(build_policy(name, context(weights)), slots=slots, kv_tokens=kv)
-        loop.run([Job.from_json(j.to_json()) for j in jobs])
+        loop.run([replace(j) for j in jobs])
         orders.append([(j.id, j.dispatched_at) for j in loop.finished])
     assert orders[0] == orders[1]

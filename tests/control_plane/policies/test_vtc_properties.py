@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+from dataclasses import replace
 
 import pytest
 from hypothesis import HealthCheck, given, settings, target
@@ -79,7 +80,7 @@ def test_the_gap_tracker_catches_an_unfair_policy() -> None:
     ]
     gaps = {}
     for name in ("fcfs", "vtc"):
-        fresh = [Job.from_json(j.to_json()) for j in jobs]
+        fresh = [replace(j) for j in jobs]
         policy = build_policy(name, PolicyContext())
         tracker = GapTracker({("heavy",): 1.0, ("light",): 1.0})
         ServiceLoop(policy, slots=4, kv_tokens=384).run(fresh, observe=tracker)
