@@ -83,7 +83,9 @@ def bench_soak(
     speed: Annotated[float, Opt(min=0.001, help="Their speed factor.")] = 1.0,
     console: Annotated[bool, Opt(help="Start the console too (its RSS is watched).")] = True,
     max_tokens: Annotated[int, Opt(min=1, help="Output tokens per request.")] = 32,
-    capacity_s: Annotated[float, Opt(min=10, help="Length of the capacity run.")] = 30.0,
+    capacity_s: Annotated[
+        float, Opt(min=10, help="Length of the capacity run (its second half counts).")
+    ] = 120.0,
     sample_s: Annotated[float, Opt(min=1, help="Seconds between samples.")] = 60.0,
     warmup_s: Annotated[
         float, Opt(min=0, help="Samples before this are not compared (3 × Redis retention).")

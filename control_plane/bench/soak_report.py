@@ -7,8 +7,8 @@ of the last `window` samples. Medians, because single samples of a steady proces
 population of expiring request hashes): a leak shows as a level that keeps rising, which the
 median of the last few minutes follows and one sample's spike does not fake. A process passes
 under `max_growth` (10 %). The soak passes when every process and Redis's `used_memory`
-pass, no request failed (explicit error, hung or cut short) and no process was restarted (its
-pid stayed the same).
+pass, no request failed (explicit error, hung or cut short) or went unsent (the generator fell
+behind, or too many were in flight) and no process was restarted (its pid stayed the same).
 """
 
 from __future__ import annotations
@@ -35,6 +35,8 @@ class Sample:
     outcomes: dict[str, int]
     in_flight: int = 0
     """Requests sent and not yet ended: growing from sample to sample means falling behind."""
+    sent: int = 0
+    """Requests sent so far: the load the deployment really got, minute by minute."""
 
     def as_dict(self) -> dict[str, Any]:
         f = self.footprint
@@ -45,6 +47,7 @@ class Sample:
             "redis_used_memory": f.redis_used_memory,
             "outcomes": self.outcomes,
             "in_flight": self.in_flight,
+            "sent": self.sent,
         }
 
 
@@ -124,7 +127,10 @@ def sample_line(s: Sample) -> str:
     sizes = " ".join(f"{n} {kb / 1024:.1f}" for n, kb in sorted(s.footprint.rss_kb.items()))
     used = s.footprint.redis_used_memory
     redis = "-" if used is None else f"{used / 2**20:.2f} MiB"
-    head = f"[{minutes:3d}:{seconds:02d}] ok {ok} failed {failed} in flight {s.in_flight}"
+    head = (
+        f"[{minutes:3d}:{seconds:02d}] sent {s.sent} ok {ok} failed {failed} "
+        f"in flight {s.in_flight}"
+    )
     return f"{head} | RSS MiB: {sizes} | redis used {redis}"
 
 

@@ -8,7 +8,7 @@ from control_plane.bench.soak_report import Sample, sample_line, table, verdict
 
 def _s(t: float, gateway_kb: int, redis: int, pid: int = 10) -> Sample:
     fp = Footprint({"gateway": gateway_kb}, {"gateway": pid}, redis)
-    return Sample(t, fp, {"ok": int(t)})
+    return Sample(t, fp, {"ok": int(t)}, sent=int(t) + 2)
 
 
 def _run(levels: list[tuple[int, int]], pid_last: int = 10) -> list[Sample]:
@@ -42,6 +42,8 @@ def test_errors_or_a_restart_fail() -> None:
     steady = _run([(100_000, 1_000)] * 6)
     assert verdict(steady, 60.0, {"ok": 9}, window=3).passed
     assert not verdict(steady, 60.0, {"ok": 9, "http_503_state_unavailable": 1}, window=3).passed
+    behind = {"ok": 9, "not_sent_generator_behind": 1}  # the load was not held as planned
+    assert verdict(steady, 60.0, behind, window=3).failed_requests == 1
     restarted = _run([(100_000, 1_000)] * 6, pid_last=11)
     v = verdict(restarted, 60.0, {"ok": 9}, window=3)
     assert v.restarted == ["gateway"] and not v.passed
@@ -56,4 +58,4 @@ def test_used_memory_and_the_sample_line() -> None:
     assert parse_used_memory("# Memory\r\nused_memory:12345\r\nused_memory_human:12K\r\n") == 12345
     assert parse_used_memory("") is None
     line = sample_line(_s(61, 2048, 2**20))
-    assert line.startswith("[  1:01] ok 61 failed 0 in flight 0") and "gateway 2.0" in line
+    assert line.startswith("[  1:01] sent 63 ok 61 failed 0 in flight 0") and "gateway 2.0" in line
