@@ -11,9 +11,10 @@ minutes, so the default run is two minutes and only its second minute counts.
 The soak then sends `load × capacity` requests/s (Poisson arrivals, seeded) for `minutes`:
 streamed and non-streamed chat completions alternating between two tenants. An arrival the
 generator reaches more than `max_lag_s` late is not sent and is counted
-(`not_sent_generator_behind`, a failure of the soak): catching up in a burst would hand the
-deployment a load it was not meant to see. Every `sample_s` it records the RSS of each process
-of the deployment, Redis's `used_memory`, the requests sent and the outcomes so far.
+(`not_sent_generator_behind`; the soak fails when over 5 % of the arrivals went unsent):
+catching up in a burst would hand the deployment a load it was not meant to see. Every
+`sample_s` it records the RSS of each process of the deployment, Redis's `used_memory`, the
+requests sent and the outcomes so far.
 """
 
 from __future__ import annotations

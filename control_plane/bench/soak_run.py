@@ -56,7 +56,8 @@ def run_soak(
     say.print(table(v))
     say.print(
         f"requests: {run['outcomes']} (sent {run['sent_rps']:.2f}/s of {run['rate_rps']:.2f}/s "
-        f"planned); restarted: {v.restarted or 'none'}"
+        f"planned: {v.held:.1%} of the arrivals, {v.unsent} not sent); request errors: "
+        f"{v.failed_requests}; restarted: {v.restarted or 'none'}"
     )
     for failure in run["failures"][:5]:
         say.print(f"  failed: {failure}")
