@@ -61,5 +61,7 @@ def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
         conn.execute(sa.text(f'CREATE SCHEMA "{schema}"'))
     yield f"{PG_URL}?options=-csearch_path%3D{schema}"
     with admin.begin() as conn:
+        # a connection a test left open would make DROP wait for ever: fail in 30 s instead
+        conn.execute(sa.text("SET LOCAL lock_timeout = '30s'"))
         conn.execute(sa.text(f'DROP SCHEMA "{schema}" CASCADE'))
     admin.dispose()

@@ -33,6 +33,7 @@ from control_plane.gateway.reporter import EventReporter
 from control_plane.gateway.service import Gateway
 from control_plane.settings import Settings
 from control_plane.state import StateStores, StateUnavailable
+from control_plane.state.tasks import stop_tasks
 from storage.db import Database
 
 
@@ -114,10 +115,8 @@ def create_app(settings: Settings, *, db: Database | None = None) -> FastAPI:
         try:
             yield
         finally:
-            for task in tasks:
-                task.cancel()
             # bounded: a reader stuck in a blocking Redis call must not hang shutdown
-            await asyncio.wait(tasks, timeout=5.0)
+            await stop_tasks(tasks, within_s=5.0)
             # after the reporter's last flush: what this replica finished is recorded as such
             await leave(stores.gateways, gateway_id)
             await http.close()

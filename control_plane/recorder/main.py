@@ -13,6 +13,7 @@ from prometheus_client import start_http_server
 from control_plane.recorder.service import Recorder
 from control_plane.settings import Settings
 from control_plane.state import StateStores
+from control_plane.state.tasks import stop_tasks
 from storage.db import Database
 
 
@@ -37,8 +38,7 @@ async def run_recorder(settings: Settings) -> None:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     await stop.wait()
-    task.cancel()
-    await asyncio.gather(task, return_exceptions=True)
+    await stop_tasks([task], within_s=10.0)
     await stores.aclose()
     db.dispose()
 

@@ -16,7 +16,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable
 from typing import Protocol, TypeVar
 
 from control_plane.state.errors import StateUnavailable
@@ -133,23 +133,3 @@ async def keep_lease(
     term.end()
     with contextlib.suppress(StateUnavailable):
         await bounded(lease.release(holder), ttl_s / 2)
-
-
-async def stop_tasks(tasks: Iterable[asyncio.Task[None]], patience_s: float = 0.25) -> None:
-    """Cancel `tasks` and return once every one of them has ended.
-
-    Rule: a cancellation can be lost. Python 3.11's `asyncio.wait_for` (redis-py sends every
-    command through it) returns the result of an operation that completes in the same loop
-    iteration as the cancel and drops the `CancelledError`; a leader loop then runs on. So a
-    task still running after `patience_s` is cancelled again, until none is left.
-    """
-    pending = {task for task in tasks if not task.done()}
-    rounds = 0
-    while pending:
-        for task in pending:
-            task.cancel()
-        _, pending = await asyncio.wait(pending, timeout=patience_s)
-        rounds += 1
-        if pending and rounds % 20 == 0:
-            names = sorted(task.get_name() for task in pending)
-            log.error("leader tasks %s ignore cancellation; cancelling again", names)

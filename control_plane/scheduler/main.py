@@ -26,6 +26,7 @@ from control_plane.recorder.service import Recorder
 from control_plane.scheduler.service import SchedulerService
 from control_plane.settings import Settings
 from control_plane.state import StateStores, StateUnavailable, ping
+from control_plane.state.tasks import stop_tasks
 from storage.db import Database
 
 log = logging.getLogger(__name__)
@@ -122,9 +123,7 @@ async def run_scheduler(settings: Settings, *, with_recorder: bool = False) -> N
     log.info("scheduler %s stopping", holder)
     server.should_exit = True
     await asyncio.wait([status], timeout=5.0)  # let the status server close by itself
-    for task in [*tasks, status]:
-        task.cancel()
-    await asyncio.gather(*tasks, status, return_exceptions=True)
+    await stop_tasks([*tasks, status], within_s=10.0)
     with contextlib.suppress(StateUnavailable):
         await stores.lease.release(holder)
     await stores.aclose()

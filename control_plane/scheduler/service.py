@@ -32,7 +32,7 @@ from control_plane.scheduler.entries import (
     arrive_each,
     dead_letter_all,
 )
-from control_plane.scheduler.leader import LeaderTerm, keep_lease, stop_tasks, wait_for_lease
+from control_plane.scheduler.leader import LeaderTerm, keep_lease, wait_for_lease
 from control_plane.scheduler.metrics import SchedulerMetrics
 from control_plane.scheduler.rebuild import rebuild
 from control_plane.scheduler.scrape import scrape
@@ -41,6 +41,7 @@ from control_plane.scheduler.views import live_view
 from control_plane.scheduler.workers import observe, sync_workers
 from control_plane.settings import Settings
 from control_plane.state import StaleLeader, StateStores, StateUnavailable, server_run_id
+from control_plane.state.tasks import stop_tasks
 
 log = logging.getLogger(__name__)
 GROUP = "scheduler"

@@ -11,6 +11,7 @@ import pytest
 from control_plane.contracts.grants import Grant
 from control_plane.gateway.grants import GrantWaiter
 from control_plane.state import StateStores
+from control_plane.state.tasks import stop_tasks
 from tests.support.envelopes import envelope
 
 NOW = 1_700_000_000.0
@@ -46,7 +47,7 @@ async def test_a_bad_grant_does_not_stop_the_reader(stores: StateStores) -> None
         assert (grant.request_id, grant.worker_url) == ("r1", "http://w1")
         assert not reader.done()
     finally:
-        reader.cancel()  # not awaited: a cancelled blocking XREAD can linger (redis-py 8.1)
+        await stop_tasks([reader])
     letters = await stores.dead_letters.list()
     assert sorted(x.fields["id"] for x in letters) == ["r0", "r9"]
     assert {x.consumer for x in letters} == {"gateway"}

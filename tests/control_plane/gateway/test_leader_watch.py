@@ -13,6 +13,7 @@ import pytest
 from control_plane.gateway.grants import GrantWaiter
 from control_plane.gateway.leader_watch import LeaderWatch
 from control_plane.state import StateStores
+from control_plane.state.tasks import stop_tasks
 from tests.support.redis_server import RedisServer
 
 BOUND = 0.6
@@ -42,7 +43,7 @@ async def test_down_is_set_after_the_bound_without_a_leader_and_cleared_by_one(
         assert watch.status()["leader"] == "sched-1"
         assert watch.seconds_without_leader() == 0.0
     finally:
-        runner.cancel()
+        await stop_tasks([runner])
 
 
 async def test_a_stalled_redis_counts_as_no_leader_and_no_probe_hangs(
@@ -67,8 +68,7 @@ async def test_a_stalled_redis_counts_as_no_leader_and_no_probe_hangs(
         await asyncio.sleep(0.5)
         assert not waiter.no_leader.is_set()  # the holder key (30 s) survived the stall
     finally:
-        runner.cancel()
-        await asyncio.gather(runner, return_exceptions=True)
+        await stop_tasks([runner])
 
 
 async def _no_orphans(grant: object) -> None:

@@ -13,7 +13,7 @@ import asyncio
 import contextlib
 import json
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import Any
 
 import pytest
@@ -21,6 +21,7 @@ from redis.asyncio import Redis
 
 from control_plane.recorder.service import GROUP, Recorder
 from control_plane.state import StateStores
+from control_plane.state.tasks import stop_tasks
 from storage.db import Database
 
 NOW = time.time()
@@ -62,10 +63,11 @@ async def stores(redis_url: str) -> AsyncIterator[StateStores]:
 
 
 @pytest.fixture
-def db(db_url: str) -> Database:
+def db(db_url: str) -> Iterator[Database]:
     database = Database(db_url)
     database.migrate()
-    return database
+    yield database
+    database.dispose()  # its pooled connections would otherwise hold the schema db_url drops
 
 
 async def eventually(check: Callable[[], Awaitable[bool]], within_s: float = 20.0) -> None:
@@ -87,8 +89,7 @@ async def recording(stores: StateStores, db: Database) -> AsyncIterator[Recorder
     try:
         yield recorder
     finally:
-        task.cancel()
-        await asyncio.gather(task, return_exceptions=True)
+        await stop_tasks([task])  # as the recorder's main does: a lost cancel is repeated
 
 
 async def test_out_of_range_priority_is_dead_lettered_and_the_rest_is_written(

@@ -17,6 +17,7 @@ from control_plane.scheduler.rebuild import job_from_record, rebuild
 from control_plane.scheduler.service import SchedulerService
 from control_plane.settings import Settings
 from control_plane.state import StateStores
+from control_plane.state.tasks import stop_tasks
 
 NOW = 1_700_000_000.0
 
@@ -115,8 +116,7 @@ async def test_the_arrivals_loop_survives_a_bad_envelope(service: SchedulerServi
         assert set(service._core.pending) == {"j5"}
         assert not loop.done()
     finally:
-        loop.cancel()
-        await asyncio.gather(loop, return_exceptions=True)
+        await stop_tasks([loop])
     (letter,) = await stores.dead_letters.list()
     assert (letter.consumer, letter.kind, letter.source) == ("scheduler", "decode", "arrivals")
     assert "envelope.job." in letter.reason

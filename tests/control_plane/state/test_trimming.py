@@ -18,6 +18,7 @@ from control_plane.contracts.requests import Envelope
 from control_plane.core.job import Job
 from control_plane.recorder.service import Recorder
 from control_plane.state import KeySpace, RequestStore, StateStores
+from control_plane.state.tasks import stop_tasks
 from control_plane.state.trimming import group_floor, parse_id
 from storage.db import Database
 from tests.support.envelopes import envelope
@@ -98,8 +99,7 @@ async def recorder_running(stores: StateStores, db: Database) -> AsyncIterator[R
     try:
         yield recorder
     finally:
-        task.cancel()
-        await asyncio.gather(task, return_exceptions=True)
+        await stop_tasks([task])
 
 
 async def one_round(stores: StateStores, start: int, last_grant: str) -> str:
