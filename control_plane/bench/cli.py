@@ -1,6 +1,6 @@
-"""`arbiter bench overhead|faults|soak`: what Arbiter adds to a request, evidence that a
-deployment survives faults and holds steady under hours of load. All drive a real
-`arbiter up` over HTTP."""
+"""`arbiter bench overhead|faults|soak|decisions`: what Arbiter adds to a request, evidence
+that a deployment survives faults and holds steady under hours of load (these three drive a
+real `arbiter up` over HTTP), and what one scheduling decision costs (in process)."""
 
 from __future__ import annotations
 
@@ -157,13 +157,58 @@ def bench_overhead(
     write(result, out)
 
 
+def bench_decisions(
+    policy: Annotated[
+        list[str] | None, Opt(help="Policies to measure (repeat); default every registered one.")
+    ] = None,
+    leaves: Annotated[
+        list[int] | None, Opt(help="Backlogged leaves (repeat); default 10000 and 1000.")
+    ] = None,
+    jobs_per_leaf: Annotated[int, Opt(help="Queued requests per leaf.", min=1)] = 10,
+    pops: Annotated[int, Opt(help="Decisions timed per policy and size.", min=1)] = 5000,
+    out: Annotated[Path | None, Opt(help="Write results JSON here.")] = Path(
+        "out/bench-decisions.json"
+    ),
+) -> None:
+    """Time push, pop and charge of every policy with a deep backlog (no I/O, one process)."""
+    from rich.table import Table
+
+    from control_plane.bench.decisions import Size, run, write
+    from control_plane.policies.registry import UnknownPolicyError, policy_class
+
+    for name in policy or []:
+        try:
+            policy_class(name)
+        except UnknownPolicyError as exc:
+            raise typer.BadParameter(str(exc), param_hint="--policy") from None
+    sizes = [Size(n, jobs_per_leaf) for n in (leaves or [10_000, 1_000])]
+    table = Table(title="Scheduling decision cost (µs)")
+    for col in ("policy", "leaves", "queued", "push p50", "pop p50", "pop p99", "charge p50"):
+        table.add_column(col, justify="right")
+    rows = []
+    for row in run(policy, sizes, pops):
+        rows.append(row)
+        table.add_row(
+            row["policy"],
+            " × ".join(str(n) for n in row["shape"]),
+            f"{row['queued']:,}",
+            f"{row['push']['p50_us']:.1f}",
+            f"{row['pop']['p50_us']:.1f}",
+            f"{row['pop']['p99_us']:.1f}",
+            f"{row['charge']['p50_us']:.1f}",
+        )
+    Console().print(table)
+    write(rows, out)
+
+
 def register(group: typer.Typer, aliases: typer.Typer | None = None) -> None:
-    """Add `overhead`, `faults` and `soak` to `group`; the old flat names to `aliases`."""
+    """Add `overhead`, `faults`, `soak` and `decisions` to `group`; old flat names to `aliases`."""
     for name, command in (
         ("overhead", bench_overhead),
         ("faults", bench_faults),
         ("soak", bench_soak),
+        ("decisions", bench_decisions),
     ):
         group.command(name)(command)
-        if aliases is not None:
+        if aliases is not None and name != "decisions":
             aliases.command(f"bench-{name}", hidden=True)(command)

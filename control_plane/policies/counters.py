@@ -26,9 +26,17 @@ def lift_floor(ledger: Ledger, group: str, backlogged: Iterable[Node]) -> float 
 
 def lift_on_backlog(ledger: Ledger, node: Node, group: str, backlogged: Iterable[Node]) -> None:
     """`node` had nothing queued and just got a request: `c = max(c, floor)`."""
-    floor = lift_floor(ledger, group, backlogged)
-    if floor is not None:
-        ledger.lift(node, floor)
+    lift_joining(ledger, node, group, min(ledger.counters(list(backlogged)), default=None))
+
+
+def lift_joining(ledger: Ledger, node: Node, group: str, least: float | None) -> None:
+    """`lift_on_backlog` when the caller knows `least`, the smallest counter among the group's
+    backlogged nodes (None when none is): an index answers that in O(log n)."""
+    if least is None:
+        last = ledger.last_left(group)
+        least = ledger.counter(last) if last is not None else None
+    if least is not None:
+        ledger.lift(node, least)
     ledger.set_backlogged(node, True)
 
 

@@ -18,7 +18,8 @@ from control_plane.core.policy import (
     arrival_order,
     refusals,
 )
-from control_plane.policies.counters import lift_adopted, lift_on_backlog
+from control_plane.policies.counters import lift_adopted, lift_joining
+from control_plane.policies.min_index import Key, LazyMinIndex
 from control_plane.policies.queues import DuplicateJobError, JobQueue
 
 HeadKey = tuple[float, int, str]
@@ -43,6 +44,9 @@ class HmfsPolicy(Policy):
     Guarantee: VTC's bound holds among siblings at every level, so a tenant's share does not
     grow with its number of applications or agents; with one app and one agent per tenant the
     order is VTC's.
+    Cost: each internal node keeps its backlogged children in two `LazyMinIndex`es (by
+    `(counter, head)` and by head), so push, pop, lift and charge are O(depth · log n); only a
+    pop whose first choice `admit` refuses walks on through the tree.
     """
 
     name: ClassVar[str] = "hmfs"
@@ -53,26 +57,54 @@ class HmfsPolicy(Policy):
         assert isinstance(self.params, HmfsParams)
         self._depth = self.params.depth
         self._leaves: dict[Node, JobQueue] = {}
-        self._children: dict[Node, set[Node]] = {}
-        """Backlogged children of each backlogged internal node (and of the root `()`)."""
+        self._kids: dict[Node, LazyMinIndex[Node]] = {}
+        """Backlogged children of each backlogged internal node (and of the root `()`), by
+        `(counter, head)`: the order of the descent."""
+        self._heads: dict[Node, LazyMinIndex[Node]] = {}
+        """The same children by head alone: the head of an internal node is its least one's."""
+        self._head_of: dict[Node, HeadKey] = {}
+        """Head of every backlogged node, kept exact on push and take."""
         self._pending: dict[Node, int] = {}
         self._leaf_of: dict[str, Node] = {}
         self._plan: CounterPlan | None = None
+        self._open(())
 
     def leaf(self, job: Job) -> Node:
         return job.path[: self._depth]
 
+    # -- indices ----------------------------------------------------------------------------
+    def _open(self, node: Node) -> None:
+        """Give internal `node` its (empty) child indices."""
+        self._kids[node] = LazyMinIndex(self._order_key)
+        self._heads[node] = LazyMinIndex(self._head)
+
+    def _head(self, node: Node) -> HeadKey:
+        """`(arrival, seq, id)` of the earliest pending request under `node`."""
+        return self._head_of[node]
+
+    def _order_key(self, node: Node) -> Key:
+        return (self.ctx.ledger.counter(node), *self._head_of[node])
+
+    def _file(self, node: Node) -> None:
+        """(Re-)file `node` in its parent's indices at its current keys."""
+        parent = node[:-1]
+        self._heads[parent].touch(node)
+        self._kids[parent].touch(node)
+
+    def _children(self, parent: Node) -> Iterable[Node]:
+        index = self._kids.get(parent)
+        return index.members() if index is not None else ()
+
     # -- queue ------------------------------------------------------------------------------
     def _enqueue(self, job: Job) -> list[Node]:
-        """Queue `job`; return the nodes of its path that were not backlogged before."""
+        """Queue `job` (indices untouched); return the nodes of its path that were not
+        backlogged before, tenant first."""
         if job.id in self._leaf_of:
             raise DuplicateJobError(f"job {job.id!r} is already pending")
         leaf = self.leaf(job)
         joined = [node for node in prefixes(leaf) if node not in self._pending]
         for node in prefixes(leaf):
             self._pending[node] = self._pending.get(node, 0) + 1
-        for node in joined:
-            self._children.setdefault(node[:-1], set()).add(node)
         queue = self._leaves.get(leaf)
         if queue is None:
             queue = self._leaves[leaf] = JobQueue()
@@ -81,13 +113,27 @@ class HmfsPolicy(Policy):
         return joined
 
     def push(self, job: Job, now: float) -> None:
+        leaf = self.leaf(job)
+        key = (job.arrival, job.seq, job.id)
+        joined = self._enqueue(job)
+        for node in joined:
+            if len(node) < self._depth:
+                self._open(node)
         ledger = self.ctx.ledger
-        for node in self._enqueue(job):
-            siblings = [kid for kid in self._children[node[:-1]] if kid != node]
-            lift_on_backlog(ledger, node, group_of(node[:-1]), siblings)
+        for node in reversed(list(prefixes(leaf))):  # children before parents: heads are fresh
+            if node in joined:
+                self._head_of[node] = key
+                least = self._kids[node[:-1]].least()
+                lift_joining(ledger, node, group_of(node[:-1]), least[0][0] if least else None)
+                self._file(node)
+            elif key < self._head_of[node]:  # a re-queued older request: the head moves back
+                self._head_of[node] = key
+                self._file(node)
+            else:
+                break  # every node above has a head at most this one's
 
     def adopt(self, jobs: Iterable[Job], now: float) -> None:
-        before = {parent: set(kids) for parent, kids in self._children.items()}
+        before = {parent: set(index.members()) for parent, index in self._kids.items()}
         joined: dict[Node, set[Node]] = {}
         for job in sorted(jobs, key=arrival_order):
             for node in self._enqueue(job):
@@ -95,55 +141,72 @@ class HmfsPolicy(Policy):
         for parent, nodes in sorted(joined.items()):
             lift_adopted(self.ctx.ledger, group_of(parent), before.get(parent, set()), nodes)
         self.ctx.ledger.reset_backlog(range(1, self._depth + 1), self._pending)
+        self._reindex()
 
-    def _head(self, node: Node, memo: dict[Node, HeadKey]) -> HeadKey:
-        key = memo.get(node)
-        if key is None:
-            if len(node) == self._depth:
-                entry = self._leaves[node].head_entry()
-                assert entry is not None
-                key = (entry[1], entry[2], entry[3])
-            else:
-                key = min(self._head(child, memo) for child in self._children[node])
-            memo[node] = key
-        return key
+    def _reindex(self) -> None:
+        """Every head and index afresh from the pending nodes, deepest first."""
+        children: dict[Node, list[Node]] = {}
+        for node in self._pending:
+            children.setdefault(node[:-1], []).append(node)
+        self._head_of = {}
+        for leaf, queue in self._leaves.items():
+            entry = queue.head_entry()
+            assert entry is not None
+            self._head_of[leaf] = (entry[1], entry[2], entry[3])
+        for parent in sorted(children, key=len, reverse=True):
+            if parent not in self._kids:
+                self._open(parent)
+            kids = children[parent]
+            if parent:
+                self._head_of[parent] = min(self._head_of[kid] for kid in kids)
+            self._heads[parent].reset(kids)
+            self._kids[parent].reset(kids)
 
-    def _ordered(self, parent: Node, memo: dict[Node, HeadKey]) -> Iterator[Node]:
+    def _ordered(self, parent: Node) -> Iterator[Node]:
         """Backlogged children by counter; equal counters by earliest pending request.
 
         Lazily: the group of the least counter is found by one scan, and the other children
         are sorted only if the walk gets past that group (none of its jobs admissible).
         """
-        kids = list(self._children.get(parent, ()))
+        kids = list(self._children(parent))
         if len(kids) <= 1:
             yield from kids  # an only child needs no counter
             return
         counters = self.ctx.ledger.counters(kids)
         low = min(counters)
         pairs = list(zip(counters, kids, strict=True))
-        yield from self._by_head([n for c, n in pairs if c == low], memo)
+        yield from self._by_head([n for c, n in pairs if c == low])
         rest = sorted(pair for pair in pairs if pair[0] != low)
         for _, group in itertools.groupby(rest, key=lambda k: k[0]):
-            yield from self._by_head([n for _, n in group], memo)
+            yield from self._by_head([n for _, n in group])
 
-    def _by_head(self, nodes: list[Node], memo: dict[Node, HeadKey]) -> list[Node]:
+    def _by_head(self, nodes: list[Node]) -> list[Node]:
         """Siblings of equal counter, by their earliest pending request (heads only if tied)."""
-        return nodes if len(nodes) == 1 else sorted(nodes, key=lambda n: self._head(n, memo))
+        return nodes if len(nodes) == 1 else sorted(nodes, key=self._head)
 
-    def _walk(
-        self, parent: Node, memo: dict[Node, HeadKey], refuses: Refuses | None = None
-    ) -> Iterator[Job]:
+    def _walk(self, parent: Node, refuses: Refuses | None = None) -> Iterator[Job]:
         """Pending jobs in HMFS order, without those of models `refuses` names."""
-        for kid in self._ordered(parent, memo):
+        for kid in self._ordered(parent):
             if len(kid) == self._depth:
                 for _, job in self._leaves[kid].candidates(refuses):
                     yield job
             else:
-                yield from self._walk(kid, memo, refuses)
+                yield from self._walk(kid, refuses)
 
     def pop(self, now: float, admit: Admit) -> Job | None:
-        for job in self._walk((), {}, refusals(admit)):
-            if admit(job):
+        node: Node = ()
+        while len(node) < self._depth:  # the descent: least (counter, head) at every level
+            least = self._kids[node].least()
+            if least is None:
+                return None
+            node = least[1]
+        first = self._leaves[node].head()
+        assert first is not None
+        if admit(first):
+            self._take(first.id, served=True)
+            return first
+        for job in self._walk((), refusals(admit)):  # rare: scan on in the same order
+            if job is not first and admit(job):
                 self._take(job.id, served=True)
                 return job
         return None
@@ -152,26 +215,48 @@ class HmfsPolicy(Policy):
         leaf = self._leaf_of.pop(job_id, None)
         if leaf is None:
             return None
-        job = self._leaves[leaf].remove(job_id)
-        if not self._leaves[leaf]:
+        queue = self._leaves[leaf]
+        job = queue.remove(job_id)
+        assert job is not None
+        if not queue:
             del self._leaves[leaf]
+        gone = (job.arrival, job.seq, job.id)
+        moved = True  # the node below lost its head: this one may have too
         ledger = self.ctx.ledger
-        for node in reversed(list(prefixes(leaf))):  # leaves first: parents' sets stay valid
+        for node in reversed(list(prefixes(leaf))):  # leaves first: parents' indices stay valid
+            parent = node[:-1]
             self._pending[node] -= 1
             if self._pending[node] == 0:
                 del self._pending[node]
-                self._children[node[:-1]].discard(node)
-                self._children.pop(node, None)
+                del self._head_of[node]
+                self._kids[parent].discard(node)
+                self._heads[parent].discard(node)
+                self._kids.pop(node, None)
+                self._heads.pop(node, None)
                 ledger.set_backlogged(node, False)
+            elif moved and self._head_of[node] == gone:
+                self._head_of[node] = self._next_head(node)  # later: the parent's entry still
+            else:  # bounds it from below, so the parent's indices need no touch
+                moved = False
             if served:
-                ledger.note_left(group_of(node[:-1]), node)
+                ledger.note_left(group_of(parent), node)
         return job
+
+    def _next_head(self, node: Node) -> HeadKey:
+        if len(node) == self._depth:
+            entry = self._leaves[node].head_entry()
+            assert entry is not None
+            return (entry[1], entry[2], entry[3])
+        least = self._heads[node].least()
+        assert least is not None
+        key = least[0]
+        return (key[0], key[1], key[2])
 
     def remove(self, job_id: str) -> Job | None:
         return self._take(job_id, served=False)
 
     def jobs(self) -> Iterable[Job]:
-        return list(self._walk((), {}))
+        return list(self._walk(()))
 
     def __len__(self) -> int:
         return len(self._leaf_of)

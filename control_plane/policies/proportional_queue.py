@@ -11,6 +11,17 @@ from control_plane.core.job import Job
 from control_plane.core.policy import Refuses, refusals
 
 
+class _Entry:
+    """One queued job; `alive` turns False when it leaves from the middle of the queue."""
+
+    __slots__ = ("alive", "job", "priority")
+
+    def __init__(self, job: Job, priority: int) -> None:
+        self.job = job
+        self.priority = priority
+        self.alive = True
+
+
 class ProportionalQueue:
     """A FIFO whose new entries jump forward in proportion to their relative priority.
 
@@ -21,29 +32,36 @@ class ProportionalQueue:
     queued request back by at most one place, and only requests among the last `P_max`; so,
     while dequeues take the head, a request with `P_max` requests behind it is never overtaken
     again and leaves within as many dequeues as there are requests ahead of it.
+    Cost: an enqueue walks at most `P_max` places from the tail and reads the distinct queued
+    priorities (at most `2 · credit_bound + 1` under ExFairS); a dequeue from the head and a
+    withdrawal are O(1): a job leaving from the middle is marked and skipped, and the marks
+    are swept when they outnumber the queued jobs.
     """
 
-    def __init__(self, multiplier: float = 1.0, p_max: int = 32) -> None:
+    def __init__(self, multiplier: float = 1.0, p_max: int = 32, sweep_slack: int = 64) -> None:
         self.multiplier = multiplier
         self.p_max = p_max
-        self._queue: deque[tuple[Job, int]] = deque()
+        self._sweep_slack = sweep_slack
+        self._queue: deque[_Entry] = deque()
+        self._entry: dict[str, _Entry] = {}
+        self._dead = 0
+        """Entries in `_queue` whose job has left."""
         self._counts: Counter[int] = Counter()
-        self._ids: set[str] = set()
         self._models: Counter[str] = Counter()
         """Queued jobs per model."""
 
     def __len__(self) -> int:
-        return len(self._queue)
+        return len(self._entry)
 
     def __contains__(self, job_id: object) -> bool:
-        return job_id in self._ids
+        return job_id in self._entry
 
     def __iter__(self) -> Iterator[tuple[Job, int]]:
-        return iter(self._queue)
+        return ((e.job, e.priority) for e in self._queue if e.alive)
 
     def position_for(self, priority: int) -> int:
-        """Where Algorithm 2 would insert a request of `priority` now."""
-        size = len(self._queue)
+        """Where Algorithm 2 would insert a request of `priority` now (among queued jobs)."""
+        size = len(self._entry)
         if not self._counts:
             return size
         distinct = sorted(self._counts)
@@ -64,10 +82,23 @@ class ProportionalQueue:
         return position
 
     def insert_at(self, job: Job, priority: int, position: int) -> None:
-        self._queue.insert(position, (job, priority))
+        """Enqueue at `position` among the queued jobs (0 = head, `len` = tail)."""
+        entry = _Entry(job, priority)
+        self._queue.insert(self._slot(position), entry)
+        self._entry[job.id] = entry
         self._counts[priority] += 1
         self._models[job.model] += 1
-        self._ids.add(job.id)
+
+    def _slot(self, position: int) -> int:
+        """The deque index before which a job lands `position` places from the head: counted
+        from the tail, over live entries only, so it costs the jump, not the queue."""
+        behind = len(self._entry) - position
+        slot = len(self._queue)
+        while behind > 0:
+            slot -= 1
+            if self._queue[slot].alive:
+                behind -= 1
+        return slot
 
     def pop_first(self, admit: Callable[[Job], bool]) -> Job | None:
         """Remove and return the first job `admit` accepts (None when none does).
@@ -86,11 +117,14 @@ class ProportionalQueue:
     def _pop_first(
         self, admit: Callable[[Job], bool], refuses: Refuses | None, refused: set[str]
     ) -> Job | None:
-        for index, (job, _) in enumerate(self._queue):
+        for entry in self._queue:
+            if not entry.alive:
+                continue
+            job = entry.job
             if job.model in refused:
                 continue
             if admit(job):
-                self._delete(index)
+                self._leave(entry)
                 return job
             if refuses is not None and refuses(job.model):
                 refused.add(job.model)
@@ -99,21 +133,26 @@ class ProportionalQueue:
         return None
 
     def remove(self, job_id: str) -> Job | None:
-        if job_id not in self._ids:
+        entry = self._entry.get(job_id)
+        if entry is None:
             return None
-        for index, (job, _) in enumerate(self._queue):
-            if job.id == job_id:
-                self._delete(index)
-                return job
-        raise AssertionError("queue index out of sync")  # pragma: no cover
+        self._leave(entry)
+        return entry.job
 
-    def _delete(self, index: int) -> None:
-        job, priority = self._queue[index]
-        del self._queue[index]
-        self._counts[priority] -= 1
-        if self._counts[priority] == 0:
-            del self._counts[priority]
-        self._models[job.model] -= 1
-        if self._models[job.model] == 0:
-            del self._models[job.model]
-        self._ids.discard(job.id)
+    def _leave(self, entry: _Entry) -> None:
+        entry.alive = False
+        self._dead += 1
+        del self._entry[entry.job.id]
+        self._counts[entry.priority] -= 1
+        if self._counts[entry.priority] == 0:
+            del self._counts[entry.priority]
+        self._models[entry.job.model] -= 1
+        if self._models[entry.job.model] == 0:
+            del self._models[entry.job.model]
+        queue = self._queue
+        while queue and not queue[0].alive:  # the usual case: the head left
+            queue.popleft()
+            self._dead -= 1
+        if self._dead > len(self._entry) + self._sweep_slack:
+            self._queue = deque(e for e in queue if e.alive)
+            self._dead = 0

@@ -18,7 +18,8 @@ from control_plane.core.policy import (
     arrival_order,
     refusals,
 )
-from control_plane.policies.counters import lift_adopted, lift_on_backlog
+from control_plane.policies.counters import lift_adopted, lift_joining
+from control_plane.policies.min_index import Key, LazyMinIndex
 from control_plane.policies.queues import DuplicateJobError, JobQueue
 
 Candidate = tuple[tuple[float, float, int, str], Job]
@@ -44,6 +45,8 @@ class VtcPolicy(Policy):
     admissible job in `(counter, arrival, seq, id)` order, so no worker idles while anything
     admissible waits. Guarantee (Theorem 4.4): two clients backlogged over an interval receive
     weighted service differing by at most `2 · max(w_p · L_in, w_q · M)`.
+    Cost: push, pop, lift and charge are O(log n) in the backlogged clients (a `LazyMinIndex`
+    of clients by `(counter, head)`); only a pop whose first choice `admit` refuses scans on.
     """
 
     name: ClassVar[str] = "vtc"
@@ -58,13 +61,21 @@ class VtcPolicy(Policy):
         self._queues: dict[Node, JobQueue] = {}
         self._client_of: dict[str, Node] = {}
         self._plan: CounterPlan | None = None
+        self._index: LazyMinIndex[Node] = LazyMinIndex(self._key)
 
     def client(self, job: Job) -> Node:
         return job.path[: self._level]
 
     # -- queue --------------------------------------------------------------------------
-    def _enqueue(self, job: Job) -> Node | None:
-        """Queue `job`; return its client when that client was not backlogged before."""
+    def _key(self, client: Node) -> Key:
+        """`(counter, arrival, seq, id)` of the client's head: the order of `pop`."""
+        entry = self._queues[client].head_entry()
+        assert entry is not None
+        return (self.ctx.ledger.counter(client), entry[1], entry[2], entry[3])
+
+    def _enqueue(self, job: Job) -> tuple[Node, bool, bool]:
+        """Queue `job`; return (its client, whether the client joined the backlog, whether
+        `job` became the head of a client already backlogged)."""
         if job.id in self._client_of:
             raise DuplicateJobError(f"job {job.id!r} is already pending")
         client = self.client(job)
@@ -72,21 +83,29 @@ class VtcPolicy(Policy):
         joined = queue is None
         if queue is None:
             queue = self._queues[client] = JobQueue()
+        head = queue.head_entry()
         queue.add(job)
         self._client_of[job.id] = client
-        return client if joined else None
+        return client, joined, not joined and queue.head_entry() != head
 
     def push(self, job: Job, now: float) -> None:
-        others = [c for c in self._queues if c != self.client(job)]
-        joined = self._enqueue(job)
-        if joined is not None:
-            lift_on_backlog(self.ctx.ledger, joined, self._group, others)
+        client, joined, new_head = self._enqueue(job)
+        if joined:
+            least = self._index.least()
+            lift_joining(self.ctx.ledger, client, self._group, least[0][0] if least else None)
+        if joined or new_head:  # its key is new or smaller: file it again
+            self._index.touch(client)
 
     def adopt(self, jobs: Iterable[Job], now: float) -> None:
         continuing = set(self._queues)
-        joining = {c for job in sorted(jobs, key=arrival_order) if (c := self._enqueue(job))}
+        joining = set()
+        for job in sorted(jobs, key=arrival_order):
+            client, joined, _ = self._enqueue(job)
+            if joined:
+                joining.add(client)
         lift_adopted(self.ctx.ledger, self._group, continuing, joining)
         self.ctx.ledger.reset_backlog([self._level], self._queues)
+        self._index.reset(self._queues)
 
     def _candidates(self, refuses: Refuses | None = None) -> Iterator[Candidate]:
         """Every pending job in `(counter, arrival, seq, id)` order (see `JobQueue.candidates`)."""
@@ -101,15 +120,10 @@ class VtcPolicy(Policy):
         return heapq.merge(*streams, key=lambda candidate: candidate[0])
 
     def pop(self, now: float, admit: Admit) -> Job | None:
-        if not self._queues:
+        least = self._index.least()
+        if least is None:
             return None
-        counters = self.ctx.ledger.counters(list(self._queues))
-        heads = []
-        for counter, queue in zip(counters, self._queues.values(), strict=True):
-            entry = queue.head_entry()
-            assert entry is not None
-            heads.append(((counter, entry[1], entry[2], entry[3]), queue))
-        best = min(heads, key=lambda h: h[0])[1].head()
+        best = self._queues[least[1]].head()
         assert best is not None
         if admit(best):  # the common case, without building the merged order
             self._take(best)
@@ -126,6 +140,7 @@ class VtcPolicy(Policy):
         queue.remove(job.id)
         if not queue:
             del self._queues[client]
+            self._index.discard(client)
             self.ctx.ledger.set_backlogged(client, False)
         self.ctx.ledger.note_left(self._group, client)
 
@@ -137,6 +152,7 @@ class VtcPolicy(Policy):
         job = queue.remove(job_id)
         if not queue:
             del self._queues[client]
+            self._index.discard(client)
             self.ctx.ledger.set_backlogged(client, False)
         return job
 

@@ -202,3 +202,39 @@ def test_a_round_runs_every_round_s_and_only_over_active_clients() -> None:
     assert ctx.ledger.account(("a",)).resource == 4
     policy.push(job("late", "c"), 20.0)
     assert policy.active_clients(20.0) == [("c",)]  # a and b fell out of the window
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["insert", "insert", "remove", "pop", "refuse"]),
+            st.integers(-3, 3),
+            st.integers(0, 2),
+        ),
+        max_size=150,
+    )
+)
+def test_withdrawals_from_the_middle_keep_the_order_of_a_plain_list(
+    steps: list[tuple[str, int, int]],
+) -> None:
+    """Marks and sweeps are invisible: the queue behaves as a list with deletions would."""
+    queue = ProportionalQueue(multiplier=1.0, p_max=4, sweep_slack=1)
+    model: list[tuple[Job, int]] = []  # the reference: a plain list, Algorithm 2 positions
+    for n, (op, priority, pick) in enumerate(steps):
+        if op == "insert":
+            job = Job(
+                id=f"j{n}", tenant="t", arrival=float(n), n_in=1, max_tokens=1, model=f"m{pick}"
+            )
+            position = queue.insert(job, priority)
+            model.insert(position, (job, priority))
+        elif op == "remove" and model:
+            job, _ = model.pop(pick * 7 % len(model))
+            assert queue.remove(job.id) is job
+        elif op in ("pop", "refuse"):
+            banned = f"m{pick}" if op == "refuse" else None
+            expected = next((j for j, _ in model if j.model != banned), None)
+            assert queue.pop_first(lambda j, banned=banned: j.model != banned) is expected  # type: ignore[misc]
+            model = [(j, p) for j, p in model if j is not expected]
+        assert list(queue) == model
+        assert len(queue) == len(model)
