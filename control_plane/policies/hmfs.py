@@ -67,6 +67,7 @@ class HmfsPolicy(Policy):
         self._pending: dict[Node, int] = {}
         self._leaf_of: dict[str, Node] = {}
         self._plan: CounterPlan | None = None
+        self._counter = ctx.ledger.counter  # the ledger lives as long as the context
         self._open(())
 
     def leaf(self, job: Job) -> Node:
@@ -83,7 +84,7 @@ class HmfsPolicy(Policy):
         return self._head_of[node]
 
     def _order_key(self, node: Node) -> Key:
-        return (self.ctx.ledger.counter(node), *self._head_of[node])
+        return (self._counter(node), self._head_of[node])
 
     def _file(self, node: Node) -> None:
         """(Re-)file `node` in its parent's indices at its current keys."""
@@ -222,20 +223,20 @@ class HmfsPolicy(Policy):
             del self._leaves[leaf]
         gone = (job.arrival, job.seq, job.id)
         moved = True  # the node below lost its head: this one may have too
-        ledger = self.ctx.ledger
-        for node in reversed(list(prefixes(leaf))):  # leaves first: parents' indices stay valid
-            parent = node[:-1]
-            self._pending[node] -= 1
-            if self._pending[node] == 0:
-                del self._pending[node]
-                del self._head_of[node]
+        ledger, pending, head_of = self.ctx.ledger, self._pending, self._head_of
+        for depth in range(len(leaf), 0, -1):  # leaves first: parents' indices stay valid
+            node, parent = leaf[:depth], leaf[: depth - 1]
+            pending[node] -= 1
+            if pending[node] == 0:
+                del pending[node]
+                del head_of[node]
                 self._kids[parent].discard(node)
                 self._heads[parent].discard(node)
                 self._kids.pop(node, None)
                 self._heads.pop(node, None)
                 ledger.set_backlogged(node, False)
-            elif moved and self._head_of[node] == gone:
-                self._head_of[node] = self._next_head(node)  # later: the parent's entry still
+            elif moved and head_of[node] == gone:
+                head_of[node] = self._next_head(node)  # later: the parent's entry still
             else:  # bounds it from below, so the parent's indices need no touch
                 moved = False
             if served:
@@ -249,8 +250,7 @@ class HmfsPolicy(Policy):
             return (entry[1], entry[2], entry[3])
         least = self._heads[node].least()
         assert least is not None
-        key = least[0]
-        return (key[0], key[1], key[2])
+        return least[0]  # the key of `_heads` is a head
 
     def remove(self, job_id: str) -> Job | None:
         return self._take(job_id, served=False)
