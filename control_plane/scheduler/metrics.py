@@ -2,11 +2,95 @@
 
 from __future__ import annotations
 
+import json
+from collections.abc import Iterator, Sequence
+from typing import Any
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.core import GaugeMetricFamily, InfoMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from control_plane.scheduler.fairness_view import NodeFairness
+
+NODE_LABELS = ("level", "tenant", "app", "agent")
+MAX_NODE_SERIES = 2_000
+"""Nodes exported per scrape; beyond it the busiest are kept (`arbiter_node_series_dropped`)."""
+
+_NODE_GAUGES: tuple[tuple[str, str, str], ...] = (
+    ("queued", "arbiter_node_queued", "Requests queued under the node"),
+    ("inflight", "arbiter_node_inflight", "Requests running under the node"),
+    (
+        "oldest_wait_s",
+        "arbiter_node_oldest_wait_seconds",
+        "Age of the node's earliest queued request (0 when none waits)",
+    ),
+    ("counter", "arbiter_node_virtual_counter", "Virtual token counter (VTC/WFQ/HMFS)"),
+    ("credit", "arbiter_node_credit", "ExFairS credit balance"),
+    ("safi", "arbiter_node_safi", "SLO-aware fairness index among its level (lower is better)"),
+    (
+        "service_rate",
+        "arbiter_node_service_rate",
+        "Unified Tokens per second served over the ledger window",
+    ),
+    (
+        "slo_attainment",
+        "arbiter_node_slo_attainment",
+        "Share of requests completed in the window within their SLO (absent: none completed)",
+    ),
+)
+
+
+class FairnessCollector(Collector):
+    """Per-node fairness gauges and the active policy, from the leader's last live view.
+
+    Rule: `update` replaces the whole picture (the leader calls it at every checkpoint);
+    `clear` empties it when this replica stops leading, so only the leader exports nodes.
+    Guarantee: at most `max_series` nodes per scrape, the busiest (queued, in flight, then
+    service rate) first; how many were left out is exported.
+    """
+
+    def __init__(self, max_series: int = MAX_NODE_SERIES) -> None:
+        self.max_series = max_series
+        self._rows: Sequence[NodeFairness] = ()
+        self._dropped = 0
+        self._policy: tuple[str, str] | None = None
+
+    def update(self, rows: Sequence[NodeFairness], policy: str, params: dict[str, Any]) -> None:
+        kept = sorted(rows, key=lambda r: (-r.queued, -r.inflight, -r.service_rate, r.path))
+        self._rows = sorted(kept[: self.max_series], key=lambda r: r.path)
+        self._dropped = max(0, len(rows) - self.max_series)
+        self._policy = (policy, json.dumps(params, sort_keys=True))
+
+    def clear(self) -> None:
+        self._rows, self._dropped, self._policy = (), 0, None
+
+    def collect(self) -> Iterator[Metric]:
+        for attr, name, doc in _NODE_GAUGES:
+            family = GaugeMetricFamily(name, doc, labels=NODE_LABELS)
+            for row in self._rows:
+                value = getattr(row, attr)
+                if value is not None:
+                    family.add_metric(_labels(row), float(value))
+            yield family
+        dropped = GaugeMetricFamily(
+            "arbiter_node_series_dropped", "Nodes left out of the node gauges (series cap)"
+        )
+        dropped.add_metric([], float(self._dropped))
+        yield dropped
+        info = InfoMetricFamily("arbiter_policy", "The active scheduling policy", labels=())
+        if self._policy is not None:
+            info.add_metric([], {"policy": self._policy[0], "params": self._policy[1]})
+        yield info
+
+
+def _labels(row: NodeFairness) -> list[str]:
+    path = list(row.path) + [""] * (3 - len(row.path))
+    return [row.level, *path]
 
 
 class SchedulerMetrics:
-    """Leadership, queue and dispatch metrics on the scheduler's `/metrics`."""
+    """Leadership, queue and dispatch metrics on the scheduler's `/metrics`, plus the
+    per-node fairness gauges of `FairnessCollector` while this replica leads."""
 
     def __init__(self) -> None:
         self.registry = r = CollectorRegistry()
@@ -26,3 +110,5 @@ class SchedulerMetrics:
             buckets=(0.0001, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.05, 0.1, 0.5),
             registry=r,
         )
+        self.fairness = FairnessCollector()
+        r.register(self.fairness)

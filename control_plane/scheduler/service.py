@@ -32,6 +32,7 @@ from control_plane.scheduler.entries import (
     arrive_each,
     dead_letter_all,
 )
+from control_plane.scheduler.fairness_view import DEFAULT_SAFI_ALPHA, node_fairness
 from control_plane.scheduler.leader import LeaderTerm, keep_lease, wait_for_lease
 from control_plane.scheduler.metrics import SchedulerMetrics
 from control_plane.scheduler.rebuild import rebuild
@@ -93,6 +94,7 @@ class SchedulerService:
                 term.end()
                 self._serving = False
                 self.metrics.leader.set(0)
+                self.metrics.fairness.clear()
             await asyncio.sleep(self.settings.lease_ttl_s / 4)
 
     async def _lead(self, term: LeaderTerm) -> None:
@@ -264,6 +266,11 @@ class SchedulerService:
         )
         self.metrics.queue_depth.set(len(core.pending))
         self.metrics.inflight.set(len(core.running))
+        policy = core.dispatcher.policy
+        alpha = getattr(policy.params, "alpha", DEFAULT_SAFI_ALPHA)  # ExFairS's, when active
+        self.metrics.fairness.update(
+            node_fairness(core, now, float(alpha)), policy.name, policy.params.model_dump()
+        )
 
     async def _knobs_loop(self) -> None:
         subscription = await self.stores.knobs.subscribe()
