@@ -28,7 +28,7 @@ from control_plane.admin.reports import (
     fairness_report,
     parse_time,
 )
-from control_plane.settings import Settings
+from control_plane.settings import SettingsError, load_settings
 from storage.db import Database
 from storage.errors import StorageError
 from storage.records import Level
@@ -85,7 +85,12 @@ def _actor() -> str:
 
 @contextmanager
 def _database(url: str | None) -> Iterator[Database]:
-    db = Database(url or Settings().database_url)
+    try:
+        db = Database(url or load_settings().database_url)
+    except SettingsError as exc:
+        for line in exc.lines:
+            console.print(f"[red]error:[/red] {line}", soft_wrap=True)
+        raise typer.Exit(2) from None
     try:
         db.migrate()
         yield db

@@ -46,9 +46,15 @@ Opt = typer.Option
 
 
 def _settings(**overrides: Any) -> Any:
-    from control_plane.settings import Settings
+    """Settings from the environment and flags; a bad value exits 2 with one line per problem."""
+    from control_plane.settings import SettingsError, load_settings
 
-    return Settings(**{k: v for k, v in overrides.items() if v is not None})
+    try:
+        return load_settings(**overrides)
+    except SettingsError as exc:
+        for line in exc.lines:
+            typer.echo(f"error: {line}", err=True)
+        raise typer.Exit(2) from None
 
 
 def _logging(level: str) -> None:
@@ -94,7 +100,15 @@ def scheduler(
     """Run a scheduler replica: leader when it holds the lease, standby otherwise."""
     from control_plane.scheduler.main import run_scheduler
 
+    from control_plane.policies.registry import UnknownPolicyError, policy_class
+
     settings = _settings(scheduler_port=port, redis_url=redis_url, policy=policy)
+    try:
+        policy_class(settings.policy)
+    except UnknownPolicyError as exc:
+        where = "--policy" if policy is not None else "ARBITER_POLICY"
+        typer.echo(f"error: {where}: {exc}", err=True)
+        raise typer.Exit(2) from None
     _logging(settings.log_level)
     asyncio.run(run_scheduler(settings, with_recorder=with_recorder))
 

@@ -3,9 +3,9 @@ call `Settings()` where a process starts and pass the object down."""
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from control_plane.contracts.workers import WorkerEntry
@@ -108,6 +108,33 @@ class Settings(BaseSettings):
 
     log_level: str = "INFO"
 
+    @field_validator("redis_url")
+    @classmethod
+    def _redis_scheme(cls, url: str) -> str:
+        if not url.startswith(("redis://", "rediss://", "unix://")):
+            raise ValueError(f"expected redis://host:port/db, rediss://… or unix://…, got {url!r}")
+        return url
+
+    @field_validator("database_url")
+    @classmethod
+    def _database_scheme(cls, url: str) -> str:
+        if not url.startswith(("sqlite://", "postgresql://", "postgresql+")):
+            raise ValueError(
+                f"expected sqlite:///path.db or postgresql+psycopg://user@host/db, got {url!r}"
+            )
+        return url
+
+    @field_validator("workers")
+    @classmethod
+    def _worker_list(cls, workers: str) -> str:
+        for item in filter(None, (w.strip() for w in workers.split(","))):
+            url, bar, seqs = item.partition("|")
+            if not url.startswith(("http://", "https://")):
+                raise ValueError(f"{item!r}: expected http(s)://host:port[|max_num_seqs]")
+            if bar and not (seqs.isdigit() and int(seqs) > 0):
+                raise ValueError(f"{item!r}: max_num_seqs after '|' must be a positive integer")
+        return workers
+
     @model_validator(mode="after")
     def _liveness_margin(self) -> Settings:
         if self.gateway_dead_after_s < 3 * self.gateway_heartbeat_s:
@@ -128,3 +155,38 @@ class Settings(BaseSettings):
             max_num_seqs = int(seqs) if seqs.isdigit() else None
             out.append(WorkerEntry(worker_id, url, kind="vllm", max_num_seqs=max_num_seqs))
         return out
+
+
+class SettingsError(ValueError):
+    """Settings that cannot be used; `lines` name each variable (or flag) and what is wrong."""
+
+    def __init__(self, lines: list[str]) -> None:
+        super().__init__("; ".join(lines))
+        self.lines = lines
+
+
+def load_settings(**overrides: Any) -> Settings:
+    """`Settings` from the environment with `overrides` (command-line flags) on top.
+
+    Raises `SettingsError` with one line per problem, named as the operator set it:
+    `ARBITER_LEASE_TTL_S: Input should be a valid number (got 'abc')`, or `--port` for a flag.
+    """
+    given = {k: v for k, v in overrides.items() if v is not None}
+    try:
+        return Settings(**given)
+    except ValidationError as exc:
+        raise SettingsError([_line(error, given) for error in exc.errors()]) from None
+
+
+def _line(error: Any, flags: dict[str, Any]) -> str:
+    field = str(error["loc"][0]) if error["loc"] else ""
+    if not field:
+        where = "settings"
+    elif field in flags:
+        where = "--" + field.replace("_", "-")
+    else:
+        where = "ARBITER_" + field.upper()
+    message = str(error["msg"]).removeprefix("Value error, ")
+    if error["type"] not in ("value_error",) and "input" in error and field:
+        message += f" (got {error['input']!r})"
+    return f"{where}: {message}"

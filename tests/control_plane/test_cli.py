@@ -28,7 +28,7 @@ def test_the_top_level_lists_processes_and_groups_only(runner: CliRunner) -> Non
     "group,commands",
     [
         ("sim", ("run", "speed", "capacity", "compare", "scenarios", "replay")),
-        ("bench", ("overhead", "faults", "soak")),
+        ("bench", ("overhead", "faults", "soak", "decisions")),
         ("admin", ("tenants", "keys", "report")),
     ],
 )
@@ -62,3 +62,29 @@ def test_old_names_still_run_the_same_command(
 def test_a_bad_option_names_it(runner: CliRunner) -> None:
     result = runner.invoke(cli.app, ["bench", "soak", "--minutes", "0"])
     assert result.exit_code == 2 and "--minutes" in result.output
+
+
+@pytest.mark.parametrize(
+    "command,env,expected",
+    [
+        (
+            ["scheduler"],
+            {"ARBITER_CHECKPOINT_INTERVAL_S": "abc"},
+            "error: ARBITER_CHECKPOINT_INTERVAL_S: Input should be a valid number",
+        ),
+        (["recorder"], {"ARBITER_REDIS_URL": "localhost"}, "error: ARBITER_REDIS_URL: expected"),
+        (["gateway", "--database-url", "mysql://x"], {}, "error: --database-url: expected"),
+        (["scheduler"], {"ARBITER_WORKERS": "w1:8000"}, "error: ARBITER_WORKERS: 'w1:8000'"),
+        (["scheduler"], {"ARBITER_POLICY": "nope"}, "error: ARBITER_POLICY: unknown policy"),
+        (["scheduler", "--policy", "nope"], {}, "error: --policy: unknown policy 'nope'"),
+        (["admin", "tenants", "list"], {"ARBITER_DATABASE_URL": "x"}, "ARBITER_DATABASE_URL"),
+    ],
+)
+def test_bad_settings_are_one_line_naming_the_variable_and_exit_2(
+    runner: CliRunner, command: list[str], env: dict[str, str], expected: str
+) -> None:
+    result = runner.invoke(cli.app, command, env=env)
+    assert result.exit_code == 2, result.output
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert len(lines) == 1 and expected in lines[0], result.output
+    assert "Traceback" not in result.output
