@@ -46,8 +46,6 @@ def test_compose_has_every_role() -> None:
         "worker-sim-2",
     } <= set(services)
     assert "--appendonly" in services["redis"]["command"]
-    gpu = [name for name, svc in services.items() if "gpu" in svc.get("profiles", [])]
-    assert len(gpu) >= 1
     assert (
         services["gateway-1"]["environment"]["ARBITER_GATEWAY_ID"]
         != services["gateway-2"]["environment"]["ARBITER_GATEWAY_ID"]
@@ -72,3 +70,23 @@ def test_dockerfile_entrypoint_is_the_cli() -> None:
     text = DOCKERFILE.read_text()
     assert 'ENTRYPOINT ["arbiter"]' in text
     assert "FROM python:3.11" in text
+
+
+def test_the_gpu_override_supervises_and_registers_its_vllm_workers() -> None:
+    base = _compose()["services"]
+    gpu = yaml.safe_load((ROOT / "docker" / "compose.gpu.yaml").read_text())["services"]
+    vllm = {name: svc for name, svc in gpu.items() if name not in base}
+    assert sorted(vllm) == ["vllm-1", "vllm-2"]
+    urls = set()
+    for name, svc in vllm.items():
+        assert svc["restart"] == "unless-stopped"
+        assert "/health" in " ".join(svc["healthcheck"]["test"])
+        port = svc["command"][svc["command"].index("--port") + 1]
+        urls.add(f"http://{name}:{port}")
+        devices = svc["deploy"]["resources"]["reservations"]["devices"]
+        assert devices[0]["capabilities"] == ["gpu"]
+    for name in ("scheduler", "scheduler-standby"):  # whichever leads registers them
+        value = gpu[name]["environment"]["ARBITER_WORKERS"]
+        default = value.split(":-", 1)[1].rstrip("}")
+        assert {entry.split("|")[0] for entry in default.split(",")} == urls
+    assert set(gpu) - set(vllm) <= set(base)
