@@ -98,9 +98,8 @@ def scheduler(
     policy: Annotated[str | None, Opt(help="Policy until the `policy` knob is set.")] = None,
 ) -> None:
     """Run a scheduler replica: leader when it holds the lease, standby otherwise."""
-    from control_plane.scheduler.main import run_scheduler
-
     from control_plane.policies.registry import UnknownPolicyError, policy_class
+    from control_plane.scheduler.main import run_scheduler
 
     settings = _settings(scheduler_port=port, redis_url=redis_url, policy=policy)
     try:

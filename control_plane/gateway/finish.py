@@ -3,7 +3,10 @@
 Rule: a flight is finished once; its completion event is handed to the reporter at once (it
 buffers through outages) and the Redis bookkeeping runs off the response path: marking the
 request finished (retried with backoff for `FINISH_RETRY_S`) and charging its tokens to the
-tenant's daily budget.
+tenant's daily budget. The mark waits until the completion event is in Redis: a gateway that
+dies in between leaves the request in flight, so the sweeper releases it and a row is written
+(a second `complete` after the real one is ignored: rows are inserted once, and the scheduler
+no longer runs the request); marking first would leave a finished request without any event.
 """
 
 from __future__ import annotations
@@ -39,10 +42,10 @@ class Finisher:
         flight.finished = True
         if flight.stats.finished_at is None:
             flight.stats.finished_at = time.time()
-        self.d.reporter.emit(flight.completion_event(status, error))
+        published = self.d.reporter.emit(flight.completion_event(status, error))
         self.d.metrics.completed(flight, status)
         # off the response path: the client's answer does not wait for these round trips
-        self._in_background(self._mark_finished(flight.id, status))
+        self._in_background(self._mark_finished(flight.id, status, published))
         if flight.node.tenant.token_budget is not None:
             self._in_background(self._charge(flight))
 
@@ -51,8 +54,12 @@ class Finisher:
         self._background.add(task)
         task.add_done_callback(self._background.discard)
 
-    async def _mark_finished(self, request_id: str, status: str) -> None:
-        """Retried with backoff for `FINISH_RETRY_S`: an outage delays it, rarely loses it."""
+    async def _mark_finished(
+        self, request_id: str, status: str, published: asyncio.Future[None]
+    ) -> None:
+        """After the completion event is in Redis; retried with backoff for `FINISH_RETRY_S`:
+        an outage delays it, rarely loses it."""
+        await published
         delay, deadline = 0.25, time.monotonic() + FINISH_RETRY_S
         while True:
             try:

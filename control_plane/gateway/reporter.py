@@ -4,7 +4,8 @@ Rule: progress is batched — at most one event per request per flush, flushes a
 `interval` seconds apart (docs/architecture.md §2: ≤ 100 ms). Progress carries the *cumulative*
 `n_out`, so consumers charge `n_out − already charged`: a late, repeated or reordered event can
 never charge twice. A completion event replaces that request's pending progress. If Redis is down
-the batch is kept and retried: token charges are delayed, never lost.
+the batch is kept and retried: token charges are delayed, never lost. `emit` returns a future
+resolved once its event is in Redis, so a caller can order its own writes after it.
 """
 
 from __future__ import annotations
@@ -34,6 +35,8 @@ class EventReporter:
         self._max_buffer = max_buffer
         self._progress: dict[str, Progress] = {}
         self._outbox: list[Event] = []
+        self._acks: list[asyncio.Future[None]] = []
+        """Futures of the events in `_outbox`, resolved when the flush carrying them succeeds."""
         self._wake = asyncio.Event()
 
     def progress(self, request_id: str, n_out: int, now: float) -> None:
@@ -41,28 +44,38 @@ class EventReporter:
         report of a request replaces the one still waiting for the flush)."""
         self._progress[request_id] = Progress(request_id, n_out, now)
 
-    def emit(self, event: Event, *, urgent: bool = True) -> None:
-        """Queue a non-progress event (complete, worker_failed…); it supersedes pending progress."""
+    def emit(self, event: Event, *, urgent: bool = True) -> asyncio.Future[None]:
+        """Queue a non-progress event (complete, worker_failed…); it supersedes pending progress.
+
+        Returns a future resolved once the event is in Redis (after a later flush succeeds).
+        """
         self._progress.pop(event.id, None)
         self._outbox.append(event)
+        ack: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._acks.append(ack)
         if len(self._outbox) > self._max_buffer:
             log.error(
                 "event outbox over %d entries; Redis has been down too long", self._max_buffer
             )
         if urgent:
             self._wake.set()
+        return ack
 
     async def flush(self) -> None:
         batch: list[Event] = [*self._outbox, *self._progress.values()]
         if not batch:
             return
-        self._outbox = []
-        self._progress = {}
+        acks = self._acks
+        self._outbox, self._progress, self._acks = [], {}, []
         try:
             await self._sink.publish(batch)
         except StateUnavailable:
             self._outbox = batch + self._outbox
+            self._acks = acks + self._acks
             raise
+        for ack in acks:
+            if not ack.done():
+                ack.set_result(None)
 
     async def run(self) -> None:
         """Flush every `interval` (or at once on urgent events) until cancelled; flush on exit."""
