@@ -24,14 +24,11 @@ def lift_floor(ledger: Ledger, group: str, backlogged: Iterable[Node]) -> float 
     return ledger.counter(last) if last is not None else None
 
 
-def lift_on_backlog(ledger: Ledger, node: Node, group: str, backlogged: Iterable[Node]) -> None:
-    """`node` had nothing queued and just got a request: `c = max(c, floor)`."""
-    lift_joining(ledger, node, group, min(ledger.counters(list(backlogged)), default=None))
-
-
 def lift_joining(ledger: Ledger, node: Node, group: str, least: float | None) -> None:
-    """`lift_on_backlog` when the caller knows `least`, the smallest counter among the group's
-    backlogged nodes (None when none is): an index answers that in O(log n)."""
+    """`node` had nothing queued and just got a request: `c = max(c, floor)`, where the floor
+    is `least`, the smallest counter among the group's backlogged nodes (the caller's index
+    answers that in O(log n)), or, when none is backlogged (`least` None), the counter of the
+    node that left the group last."""
     if least is None:
         last = ledger.last_left(group)
         least = ledger.counter(last) if last is not None else None
