@@ -5,8 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
+from control_plane.settings import load_settings
 from tests.support.cli_commands import assert_arbiter_command
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -90,3 +92,27 @@ def test_the_gpu_override_supervises_and_registers_its_vllm_workers() -> None:
         default = value.split(":-", 1)[1].rstrip("}")
         assert {entry.split("|")[0] for entry in default.split(",")} == urls
     assert set(gpu) - set(vllm) <= set(base)
+
+
+def test_the_arbiter_environment_passes_the_settings_checks(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Every Arbiter service's environment (defaults of `${VAR:-default}` filled in) is what a
+    process accepts at start."""
+    for svc in _compose()["services"].values():
+        if svc.get("image") != "arbiter:latest":
+            continue
+        with monkeypatch.context() as env:
+            for key, value in (svc.get("environment") or {}).items():
+                if key.startswith("ARBITER_"):
+                    env.setenv(key, _default(str(value)))
+            load_settings()
+
+
+def _default(value: str) -> str:
+    """`${VAR:-default}` → default; `${VAR:?message}` → a placeholder; else the value."""
+    if value.startswith("${") and ":-" in value:
+        return value[value.index(":-") + 2 : -1]
+    if value.startswith("${"):
+        return "set-by-operator"
+    return value

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 import yaml
 
-from control_plane.settings import Settings
+from control_plane.settings import Settings, load_settings
 from tests.support.cli_commands import assert_arbiter_command
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -105,6 +105,22 @@ def test_every_arbiter_variable_is_a_setting(overlay: str) -> None:
             names |= {e["name"] for e in container.get("env", [])}
     arbiter = {n for n in names if n.startswith("ARBITER_")}
     assert arbiter and arbiter <= known, arbiter - known
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_every_config_map_passes_the_settings_checks(
+    overlay: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What a process checks at start (URL schemes, worker list, types) holds for the values
+    the overlay ships; secrets' values are the operator's."""
+    maps = [doc for doc in rendered(overlay) if doc["kind"] == "ConfigMap"]
+    assert maps
+    for doc in maps:
+        with monkeypatch.context() as env:
+            for name, value in doc.get("data", {}).items():
+                if name.startswith("ARBITER_"):
+                    env.setenv(name, value)
+            load_settings()  # raises SettingsError naming the variable
 
 
 @pytest.mark.parametrize("overlay", OVERLAYS)
