@@ -187,6 +187,6 @@ def _line(error: Any, flags: dict[str, Any]) -> str:
     else:
         where = "ARBITER_" + field.upper()
     message = str(error["msg"]).removeprefix("Value error, ")
-    if error["type"] not in ("value_error",) and "input" in error and field:
+    if error["type"] != "value_error" and "input" in error and field:
         message += f" (got {error['input']!r})"
     return f"{where}: {message}"

@@ -1,7 +1,7 @@
-"""Per node of the hierarchy, what an operator watches: demand, service, fairness, SLOs.
+"""Per node of the hierarchy, what an operator watches: queue, service, fairness, SLOs.
 
-A pure function of the scheduler core at `now` (no I/O); the leader renders it as Prometheus
-gauges each time it checkpoints its live view, so the metrics and the console agree.
+A pure function of the scheduler core at `now` (no I/O); the leader computes it when
+Prometheus scrapes (`FairnessCollector`), from the same core its live view comes from.
 """
 
 from __future__ import annotations
@@ -47,25 +47,15 @@ def node_fairness(
     earliest queued request (0 when none waits).
     """
     ledger = core.ctx.ledger
-    queued: dict[Node, int] = {}
-    inflight: dict[Node, int] = {}
+    counts = {tuple(c["path"]): (c["queued"], c["inflight"]) for c in core.node_counts()}
     oldest: dict[Node, float] = {}
     for job in core.pending.values():
         for depth in (1, 2, 3):
             node = job.path[:depth]
-            queued[node] = queued.get(node, 0) + 1
             oldest[node] = min(oldest.get(node, job.arrival), job.arrival)
-    for run in core.running.values():
-        for depth in (1, 2, 3):
-            node = run.job.path[:depth]
-            inflight[node] = inflight.get(node, 0) + 1
     rows: list[NodeFairness] = []
     for depth in (1, 2, 3):
-        nodes = sorted(
-            set(ledger.nodes_at(depth))
-            | {n for n in queued if len(n) == depth}
-            | {n for n in inflight if len(n) == depth}
-        )
+        nodes = sorted(set(ledger.nodes_at(depth)) | {n for n in counts if len(n) == depth})
         safi = safi_scores(ledger, nodes, now, alpha)
         for node in nodes:
             window = ledger.window(node, now)
@@ -73,8 +63,8 @@ def node_fairness(
             rows.append(
                 NodeFairness(
                     path=node,
-                    queued=queued.get(node, 0),
-                    inflight=inflight.get(node, 0),
+                    queued=counts.get(node, (0, 0))[0],
+                    inflight=counts.get(node, (0, 0))[1],
                     oldest_wait_s=max(0.0, now - oldest[node]) if node in oldest else 0.0,
                     counter=ledger.counter(node),
                     credit=account.credit if account is not None else 0,

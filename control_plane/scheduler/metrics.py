@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
@@ -40,34 +40,43 @@ _NODE_GAUGES: tuple[tuple[str, str, str], ...] = (
 )
 
 
-class FairnessCollector(Collector):
-    """Per-node fairness gauges and the active policy, from the leader's last live view.
+Snapshot = tuple[Sequence[NodeFairness], str, dict[str, Any]]
+"""Per-node rows, the active policy's name and its params."""
 
-    Rule: `update` replaces the whole picture (the leader calls it at every checkpoint);
-    `clear` empties it when this replica stops leading, so only the leader exports nodes.
-    Guarantee: at most `max_series` nodes per scrape, the busiest (queued, in flight, then
-    service rate) first; how many were left out is exported.
+
+class FairnessCollector(Collector):
+    """Per-node fairness gauges and the active policy, computed when Prometheus scrapes.
+
+    Rule: the leader hands `serve` a function that reads its core (called by `collect`, so in
+    the event loop that serves `/metrics`: no work between scrapes, nothing on the scheduling
+    loop); `clear` withdraws it when this replica stops leading, so only the leader exports
+    nodes. Guarantee: at most `max_series` nodes per scrape, the busiest (queued, in flight,
+    then service rate) first; how many were left out is exported.
     """
 
     def __init__(self, max_series: int = MAX_NODE_SERIES) -> None:
         self.max_series = max_series
-        self._rows: Sequence[NodeFairness] = ()
-        self._dropped = 0
-        self._policy: tuple[str, str] | None = None
+        self._snapshot: Callable[[], Snapshot] | None = None
 
-    def update(self, rows: Sequence[NodeFairness], policy: str, params: dict[str, Any]) -> None:
-        kept = sorted(rows, key=lambda r: (-r.queued, -r.inflight, -r.service_rate, r.path))
-        self._rows = sorted(kept[: self.max_series], key=lambda r: r.path)
-        self._dropped = max(0, len(rows) - self.max_series)
-        self._policy = (policy, json.dumps(params, sort_keys=True))
+    def serve(self, snapshot: Callable[[], Snapshot]) -> None:
+        self._snapshot = snapshot
 
     def clear(self) -> None:
-        self._rows, self._dropped, self._policy = (), 0, None
+        self._snapshot = None
 
     def collect(self) -> Iterator[Metric]:
+        rows: Sequence[NodeFairness] = ()
+        left_out = 0
+        policy: tuple[str, str] | None = None
+        if self._snapshot is not None:
+            every, policy_name, params = self._snapshot()
+            busiest = sorted(every, key=lambda r: (-r.queued, -r.inflight, -r.service_rate, r.path))
+            rows = sorted(busiest[: self.max_series], key=lambda r: r.path)
+            left_out = len(every) - len(rows)
+            policy = (policy_name, json.dumps(params, sort_keys=True))
         for attr, name, doc in _NODE_GAUGES:
             family = GaugeMetricFamily(name, doc, labels=NODE_LABELS)
-            for row in self._rows:
+            for row in rows:
                 value = getattr(row, attr)
                 if value is not None:
                     family.add_metric(_labels(row), float(value))
@@ -75,11 +84,11 @@ class FairnessCollector(Collector):
         dropped = GaugeMetricFamily(
             "arbiter_node_series_dropped", "Nodes left out of the node gauges (series cap)"
         )
-        dropped.add_metric([], float(self._dropped))
+        dropped.add_metric([], float(left_out))
         yield dropped
         info = InfoMetricFamily("arbiter_policy", "The active scheduling policy", labels=())
-        if self._policy is not None:
-            info.add_metric([], {"policy": self._policy[0], "params": self._policy[1]})
+        if policy is not None:
+            info.add_metric([], {"policy": policy[0], "params": policy[1]})
         yield info
 
 

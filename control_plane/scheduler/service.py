@@ -34,7 +34,7 @@ from control_plane.scheduler.entries import (
 )
 from control_plane.scheduler.fairness_view import DEFAULT_SAFI_ALPHA, node_fairness
 from control_plane.scheduler.leader import LeaderTerm, keep_lease, wait_for_lease
-from control_plane.scheduler.metrics import SchedulerMetrics
+from control_plane.scheduler.metrics import SchedulerMetrics, Snapshot
 from control_plane.scheduler.rebuild import rebuild
 from control_plane.scheduler.scrape import scrape
 from control_plane.scheduler.sweeper import GatewaySweeper
@@ -94,7 +94,6 @@ class SchedulerService:
                 term.end()
                 self._serving = False
                 self.metrics.leader.set(0)
-                self.metrics.fairness.clear()
             await asyncio.sleep(self.settings.lease_ttl_s / 4)
 
     async def _lead(self, term: LeaderTerm) -> None:
@@ -115,11 +114,13 @@ class SchedulerService:
             tasks += loops
             self._serving = True
             self.metrics.leader.set(1)
+            self.metrics.fairness.serve(self._fairness)
             self._dirty.set()
             await asyncio.wait([keeper, *loops], return_when=asyncio.FIRST_COMPLETED)
         finally:
             term.end()
             self._serving = False
+            self.metrics.fairness.clear()
             await stop_tasks(tasks)
 
     async def _take_over(self) -> None:
@@ -266,11 +267,14 @@ class SchedulerService:
         )
         self.metrics.queue_depth.set(len(core.pending))
         self.metrics.inflight.set(len(core.running))
+
+    def _fairness(self) -> Snapshot:
+        """Per-node gauges of the current core, for a scrape (see `FairnessCollector`)."""
+        core = self._core
         policy = core.dispatcher.policy
         alpha = getattr(policy.params, "alpha", DEFAULT_SAFI_ALPHA)  # ExFairS's, when active
-        self.metrics.fairness.update(
-            node_fairness(core, now, float(alpha)), policy.name, policy.params.model_dump()
-        )
+        rows = node_fairness(core, time.time(), float(alpha))
+        return rows, policy.name, policy.params.model_dump()
 
     async def _knobs_loop(self) -> None:
         subscription = await self.stores.knobs.subscribe()

@@ -62,7 +62,7 @@ def test_scheduler_and_gateway_export_fairness_and_refusals(cluster: Cluster) ->
     assert scheduler.health_url is not None
     sched_url = scheduler.health_url.removesuffix("/healthz")
     deadline = time.monotonic() + 20
-    while True:  # the leader refreshes its gauges at every checkpoint (1 s)
+    while True:  # the ledger's windows fill as completions arrive
         metrics = _scrape(sched_url)
         rates = metrics.get("arbiter_node_service_rate", [])
         served = {labels["tenant"] for labels, v in rates if labels["level"] == "tenant" and v > 0}

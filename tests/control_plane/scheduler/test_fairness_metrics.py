@@ -1,4 +1,5 @@
-"""The fairness collector: the busiest nodes within the series cap, nothing once not leading."""
+"""The fairness collector: computed at the scrape, the busiest nodes within the series cap,
+nothing once not leading."""
 
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ def text(collector: FairnessCollector) -> str:
 def test_the_cap_keeps_the_busiest_nodes_and_counts_the_rest() -> None:
     collector = FairnessCollector(max_series=2)
     rows = [row(("idle",), 0), row(("busy",), 9), row(("served",), 0, rate=5.0)]
-    collector.update(rows, "vtc", {"level": 1})
+    collector.serve(lambda: (rows, "vtc", {"level": 1}))
     out = text(collector)
     assert 'arbiter_node_queued{agent="",app="",level="tenant",tenant="busy"} 9.0' in out
     assert 'tenant="served"' in out and 'tenant="idle"' not in out
@@ -30,9 +31,18 @@ def test_the_cap_keeps_the_busiest_nodes_and_counts_the_rest() -> None:
     assert "arbiter_node_slo_attainment{" not in out  # nothing completed: no sample
 
 
+def test_each_scrape_reads_the_core_afresh() -> None:
+    collector = FairnessCollector()
+    queued = [0]
+    collector.serve(lambda: ([row(("t",), queued[0])], "vtc", {}))
+    assert 'tenant="t"} 0.0' in text(collector)
+    queued[0] = 4
+    assert 'arbiter_node_queued{agent="",app="",level="tenant",tenant="t"} 4.0' in text(collector)
+
+
 def test_clear_leaves_no_node_and_no_policy() -> None:
     collector = FairnessCollector()
-    collector.update([row(("t", "a", "g"), 1)], "hmfs", {})
+    collector.serve(lambda: ([row(("t", "a", "g"), 1)], "hmfs", {}))
     assert 'level="agent"' in text(collector)
     collector.clear()
     out = text(collector)
