@@ -186,7 +186,8 @@ async def test_priority_reaches_the_engine() -> None:
         finished.append(name)
 
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://s") as c:
-        first = asyncio.create_task(run(c, "first", json=body))
+        # long enough that the others arrive while it runs, even on a loaded CI box
+        first = asyncio.create_task(run(c, "first", json={**body, "max_tokens": 1000}))
         await asyncio.sleep(0.005)
         late_low = asyncio.create_task(run(c, "low", json={**body, "priority": 5}))
         await asyncio.sleep(0.005)
