@@ -13,6 +13,7 @@ from typing import Any
 from control_plane.core.admission import Admission
 from control_plane.core.job import Job, Outcome
 from control_plane.core.ledger import OutputCharge
+from control_plane.core.lengths import LengthPredictor
 from control_plane.core.placement import Placement
 from control_plane.core.policy import Policy, StopPop, TokenReport, switch_policy
 from control_plane.core.worker_view import WorkerView
@@ -81,6 +82,7 @@ class Dispatcher:
     the counter policies lose their service-gap bound. Pools of other models go on.
     Guarantee: the returned worker admits the returned job, and a decision is returned
     whenever some pool's first fitting-or-blocking job fits (work conservation across pools).
+    Every job is given its predicted output length (`lengths`) before any plug-in sees it.
     """
 
     def __init__(
@@ -90,14 +92,17 @@ class Dispatcher:
         placement: Placement,
         *,
         hol_blocking: bool = True,
+        lengths: LengthPredictor | None = None,
     ) -> None:
         self.policy = policy
         self.admission = admission
         self.placement = placement
         self.hol_blocking = hol_blocking
+        self.lengths = lengths or LengthPredictor()
 
     # -- queue ------------------------------------------------------------------------------
     def push(self, job: Job, now: float) -> None:
+        self.lengths.label(job)
         self.policy.push(job, now)
 
     def remove(self, job_id: str) -> Job | None:
@@ -113,6 +118,9 @@ class Dispatcher:
         Unlike one `push` per job, this keeps the virtual counters of clients the ledger still
         marks as backlogged, so a new leader continues the old one's order.
         """
+        jobs = list(jobs)
+        for job in jobs:
+            self.lengths.label(job)
         self.policy.adopt(jobs, now)
 
     def snapshot(self) -> dict[str, Any]:
@@ -121,6 +129,7 @@ class Dispatcher:
             "policy": self.policy.snapshot(),
             "admission": self.admission.snapshot(),
             "placement": self.placement.snapshot(),
+            "lengths": self.lengths.snapshot(),
         }
 
     def restore(self, snapshot: dict[str, Any]) -> None:
@@ -128,6 +137,7 @@ class Dispatcher:
         self.policy.restore(snapshot["policy"])
         self.admission.restore(snapshot["admission"])
         self.placement.restore(snapshot["placement"])
+        self.lengths.restore(snapshot.get("lengths"))
 
     # -- decisions --------------------------------------------------------------------------
     def next(self, now: float, workers: Sequence[WorkerView]) -> Decision | None:
@@ -209,6 +219,7 @@ class Dispatcher:
         """A running job ended; charges any output tokens not yet reported."""
         self.on_tokens(job, outcome.n_out - job.n_out, now)
         self.policy.on_finish(job, outcome, now)
+        self.lengths.observe(job, outcome)
         self.admission.on_finish(job, outcome, now)
         self.placement.on_finish(job, outcome, now)
         self.policy.ctx.ledger.record_completion(job.path, outcome.violated(job.slo), now)

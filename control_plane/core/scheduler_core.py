@@ -111,6 +111,7 @@ class SchedulerCore:
 
     def adopt_running(self, job: Job, worker_id: str, now: float) -> None:
         """A request found in flight on takeover: count it against its worker."""
+        self.dispatcher.lengths.label(job)
         reserved = self.dispatcher.admission.reserve(job)
         job.worker = worker_id
         job.dispatched_at = job.dispatched_at or now

@@ -3,7 +3,11 @@
 Rule: the job carries the prompt tokens as estimated at the door (the worker's own count
 replaces it when the answer reports usage), the requested `max_tokens` or the deployment's
 default, the tier clamped to the tenant's, and SLO targets that a request may only relax
-(`tags.relax`) from its node's defaults over the operator's.
+(`tags.relax`) from its node's defaults over the operator's. A request without `max_tokens`
+is sent to the worker with the default the scheduler assumed (lowered to the room its prompt
+leaves in the model's context), so the bound the scheduler plans with is the worker's too.
+Nothing else of the body reaches the job: `min_tokens`, `ignore_eos` and the like are only
+forwarded.
 """
 
 from __future__ import annotations
@@ -11,7 +15,7 @@ from __future__ import annotations
 import uuid
 
 from control_plane.core.job import Job, Slo
-from control_plane.gateway.deps import GatewayDeps
+from control_plane.gateway.deps import GatewayDeps, ModelEntry
 from control_plane.gateway.flight import Flight
 from control_plane.gateway.identity import NodeInfo, SloDefaults
 from control_plane.gateway.proxy import upstream_payload
@@ -23,11 +27,17 @@ Body = ChatCompletionRequest | CompletionRequest
 
 
 def build_flight(
-    d: GatewayDeps, body: Body, tags: RequestTags, node: NodeInfo, unit: float, received: float
+    d: GatewayDeps,
+    body: Body,
+    tags: RequestTags,
+    node: NodeInfo,
+    model: ModelEntry,
+    received: float,
 ) -> Flight:
     """The flight of an accepted request: its job (see the module docstring) and payload."""
     n_in = estimate_prompt_tokens(body)
-    max_tokens = body.requested_max_tokens() or d.settings.default_max_tokens
+    requested = body.requested_max_tokens()
+    max_tokens = requested or _default_max_tokens(d.settings.default_max_tokens, model, n_in)
     rid = f"req-{uuid.uuid4().hex}"
     job = Job(
         id=rid,
@@ -43,10 +53,12 @@ def build_flight(
         task=tags.task,
         tier=clamp_tier(node.tier, tags.priority),
         slo=_slo(node.slo.over(d.knobs.slo_defaults), tags),
-        unit_factor=unit,
+        unit_factor=model.unit_factor,
     )
     raw = body.model_dump(exclude_none=True, exclude_unset=True)
     raw["metadata"] = strip_tags(body.metadata)
+    if requested is None:
+        raw["max_tokens"] = max_tokens
     options = body.stream_options.model_dump(exclude_none=True) if body.stream_options else None
     return Flight(
         job=job,
@@ -56,6 +68,13 @@ def build_flight(
         received_at=received,
         client_stream_options=options,
     )
+
+
+def _default_max_tokens(default: int, model: ModelEntry, n_in: int) -> int:
+    """The deployment's default, within the room the prompt leaves (vLLM's own default)."""
+    if model.max_model_len is None:
+        return default
+    return max(1, min(default, model.max_model_len - n_in))
 
 
 def _slo(defaults: SloDefaults, tags: RequestTags) -> Slo:

@@ -72,7 +72,7 @@ class Gateway:
         )
         model = await self.d.catalog.require(body.model)
         await self.d.limits.check(tenant, time.time())
-        flight = build_flight(self.d, body, tags, node, model.unit_factor, received)
+        flight = build_flight(self.d, body, tags, node, model, received)
         await self._submit(flight)
         grant_or_error = await self._run_until_upstream(request, flight)
         if isinstance(grant_or_error, Response):

@@ -163,7 +163,7 @@ class Simulator:
             tenant=spec.tenant,
             arrival=spec.arrival,
             n_in=spec.n_in,
-            max_tokens=spec.n_out,
+            max_tokens=spec.cap,
             app=spec.app,
             agent=spec.agent,
             model=spec.model,
@@ -204,7 +204,7 @@ class Simulator:
             self.active[job.id] = active
             index = worker.index
             self.per_worker[index][job.id] = active
-            request = EngineRequest(job.id, job.n_in, record.max_tokens, job.tier, job.arrival)
+            request = EngineRequest(job.id, job.n_in, record.length, job.tier, job.arrival)
             worker.engine.add(request, t)
             self.backlog.queued(job.tenant, -1)
             self._schedule(index)

@@ -2,11 +2,14 @@
 
 Each request of the scenario's workload is sent at `arrival / speed` seconds after the start,
 as a streamed `/v1/completions` call with the tenant's API key, `X-Arbiter-App/Agent/Task`
-and SLO headers (targets divided by `speed`), a token-id prompt of exactly `n_in` tokens and
-`max_tokens = min_tokens = n_out` with `ignore_eos`, so the worker generates exactly the
-scenario's output length. Client-side times are mapped back to scenario time (multiplied by
-`speed`), and the dispatch time comes from the `X-Arbiter-Queue-Ms` response header, so the
-records — and the metrics computed from them — are comparable with a simulation of the same
+and SLO headers (targets divided by `speed`), a token-id prompt of exactly `n_in` tokens,
+the client's cap as `max_tokens` (what the scheduler sees, as in the simulator) and the
+scenario's true length as `min_tokens`, on which the simulated worker ends its answer with EOS
+(`workers.sim.outputs`). The control plane never reads `min_tokens`: it only forwards the body
+(a real vLLM worker treats it as a floor and may write on to `max_tokens`). Client-side times
+are mapped back to scenario time (multiplied by `speed`), and the dispatch time comes from
+the `X-Arbiter-Queue-Ms` response header, so the records — and the metrics computed from
+them — are comparable with a simulation of the same
 scenario whose workers run `speed` times slower than the live simulated workers.
 """
 
@@ -87,9 +90,8 @@ def request_body(spec: RequestSpec, model: str | None = None) -> dict[str, Any]:
     return {
         "model": model or spec.model,
         "prompt": [PROMPT_TOKEN] * spec.n_in,
-        "max_tokens": spec.n_out,
+        "max_tokens": spec.cap,
         "min_tokens": spec.n_out,
-        "ignore_eos": True,
         "stream": True,
         "stream_options": {"include_usage": True},
     }

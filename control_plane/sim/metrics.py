@@ -110,7 +110,7 @@ def group_metrics(records: Sequence[RequestRecord], t0: float, t1: float) -> dic
     total_esg = esg(records)
     out["esg"], out["esg_per_s"] = total_esg, total_esg / span
     out["service"] = sum(r.service() for r in records)
-    out["demand"] = sum((r.n_in + 2.0 * r.max_tokens) * r.unit_factor for r in records)
+    out["demand"] = sum((r.n_in + 2.0 * r.length) * r.unit_factor for r in records)
     return out
 
 

@@ -40,6 +40,14 @@ class RequestRecord:
     finished: float | None = None
     n_out: int = 0
     worker: str | None = None
+    true_out: int | None = None
+    """What the model generates when let run (the engine model's EOS), never shown to the
+    scheduler; None: `max_tokens`."""
+
+    @property
+    def length(self) -> int:
+        """The output the request asks the engine for: `true_out`, else `max_tokens`."""
+        return self.max_tokens if self.true_out is None else self.true_out
 
     @property
     def queue_s(self) -> float | None:
@@ -95,6 +103,7 @@ class RequestRecord:
             "arrival": self.arrival,
             "n_in": self.n_in,
             "max_tokens": self.max_tokens,
+            "true_out": self.true_out,
             "slo": self.slo.to_json(),
             "unit_factor": self.unit_factor,
             "task": self.task,

@@ -32,6 +32,8 @@ HMFS_POLICIES = (
     PolicySpec("vtc-agent", "vtc", {"level": 3}),
 )
 DOC = Path(__file__).resolve().parents[2] / "docs" / "results.md"
+ORACLE = DOC.with_name("results-oracle.json")
+"""Headline numbers of the last release with the length oracle, for the comparison."""
 
 Job = tuple[str, tuple[PolicySpec, ...]]
 
@@ -82,7 +84,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         for name, res in results.items():
             text = json.dumps({"scenario": name, "results": res}, indent=1)
             (args.json_dir / f"{name}.json").write_text(text + "\n", encoding="utf-8")
-    args.out.write_text(render_markdown(results), encoding="utf-8")
+    oracle = json.loads(ORACLE.read_text(encoding="utf-8")) if ORACLE.exists() else None
+    args.out.write_text(render_markdown(results, oracle), encoding="utf-8")
     print(f"wrote {args.out}", file=sys.stderr)
     return 0
 

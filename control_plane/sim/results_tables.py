@@ -15,7 +15,17 @@ live system runs (docs/algorithms.md §0.6); scenarios and their calibration are
 `docs/scenarios.md` and in each file's comments. Latencies are seconds of scenario time;
 `tokens/s` counts output tokens streamed during the scenario's arrival window; a request that
 was never served counts as a violation when it carries an SLO.
+
+No oracle (docs/algorithms.md §0.7): the scheduler sees each request's `max_tokens` cap (2048
+unless a class sets one), never its true output length; SJF, EDF, two-lane, the token fences
+and KV-aware placement use the length the scheduler predicts from the answers that already
+ended. "Length prediction" below gives the error of those predictions, "What changed without
+the oracle" the headline numbers against the previous release's, in which `max_tokens` was
+each request's true length.
 """
+
+HEADLINE = ("slo_violation_rate", "goodput_rps", "mean_safi")
+"""The metrics the oracle comparison shows (`headline` keeps them for the next comparison)."""
 
 
 def fmt(value: Any, digits: int = 3) -> str:
@@ -200,13 +210,74 @@ def hmfs_section(res: Results) -> str:
     return "\n".join(parts)
 
 
-def render_markdown(results: Mapping[str, Results]) -> str:
+def length_section(results: Mapping[str, Results]) -> str:
+    parts = [
+        "## Length prediction",
+        "",
+        "Error of the scheduler's output-length predictions over the answers served in full",
+        "(MAE in tokens; `under` = share of answers longer than predicted, which the KV fences",
+        "then under-reserve), with the mean served length and the mean cap for scale.",
+        "",
+    ]
+    header = ["scenario", "policy", "answers", "MAE", "under", "mean output", "mean cap"]
+    rows = []
+    for name, res in results.items():
+        for policy, r in res.items():
+            m = r.get("length_prediction") or {}
+            rows.append(
+                [
+                    name,
+                    policy,
+                    fmt(m.get("n")),
+                    fmt(m.get("mae")),
+                    fmt(m.get("under_rate")),
+                    fmt(m.get("mean_out")),
+                    fmt(m.get("mean_cap")),
+                ]
+            )
+    return "\n".join([*parts, table(header, rows)])
+
+
+def headline(results: Mapping[str, Results]) -> dict[str, dict[str, dict[str, float | None]]]:
+    """The `HEADLINE` metrics of every scenario and policy (the oracle file's format)."""
+    return {
+        name: {p: {k: r.get(k) for k in HEADLINE} for p, r in res.items()}
+        for name, res in results.items()
+    }
+
+
+def oracle_section(results: Mapping[str, Results], oracle: Mapping[str, Any]) -> str:
+    parts = [
+        "## What changed without the oracle",
+        "",
+        "Oracle: the previous release's numbers (`docs/results-oracle.json`, from commit",
+        "`bab1d1c`, where every request's `max_tokens` was its true length). Cells are",
+        "oracle → now. Whatever reads lengths (SJF, EDF, two-lane; capacity admission and its",
+        "KV fence everywhere) now starts from the cap and learns; orders that read no length",
+        "change only through admission.",
+        "",
+    ]
+    header = ["scenario", "policy", "violation rate", "goodput (req/s)", "mean SAFI"]
+    rows = []
+    for name, res in results.items():
+        before_runs = oracle.get(name) or {}
+        for policy, r in res.items():
+            before = before_runs.get(policy) or {}
+            cells = [f"{fmt(before.get(k))} → {fmt(r.get(k))}" for k in HEADLINE]
+            rows.append([name, policy, *cells])
+    return "\n".join([*parts, table(header, rows)])
+
+
+def render_markdown(results: Mapping[str, Results], oracle: Mapping[str, Any] | None = None) -> str:
     exfairs = {k: v for k, v in results.items() if k.startswith("exfairs-")}
     sections = [HEADER, exfairs_section(exfairs)]
     if "hmas-stress" in results:
         sections.append(hmas_section(results["hmas-stress"]))
     if "hmfs-multimodal" in results:
         sections.append(hmfs_section(results["hmfs-multimodal"]))
+    sections.append(length_section(results))
+    if oracle:
+        sections.append(oracle_section(results, oracle))
     sections.append(READING)
     return "\n\n".join(sections) + "\n"
 
@@ -237,12 +308,16 @@ behind them (the same for any seed).
   alone cannot produce the paper's 14–21.9 % throughput gains in this engine model.
 
 **H-MAS stress test.** In phase 1 (0.6·λ0) almost nothing queues and the policies nearly
-coincide. Under overload the order matters: SJF knows each request's exact output length
-(`max_tokens` equals the scenario's output length, in the simulator and in `arbiter sim replay`),
-so it serves short requests first and meets more TTFT targets while long requests wait
-longest (its p99 TTFT); EDF spends capacity on requests whose deadlines have already passed;
-WFQ (weighted VTC) spreads service over tenants, so the light tenants with strict targets keep
-being served.
+coincide. Under overload the order matters: SJF ranks requests by the output length the
+scheduler predicts for their agent and task (the median of the answers already served, about
+130 tokens off on average: "Length prediction"), so it serves the agents with short answers
+first and meets more TTFT targets while long requests wait longest (its p99 TTFT); with the
+exact lengths of the previous release it did a little better ("What changed"). EDF spends
+capacity on requests whose deadlines have already passed; WFQ (weighted VTC) spreads service
+over tenants, so the light tenants with strict targets keep being served. Policies that read
+no length (fcfs, wfq) changed too, through admission: its KV fence now reserves the predicted
+length, which is the 2,048-token cap until a peer group has 8 served answers, and the median
+after that (too little for half of the answers).
 
 **HMFS multi-modal.** `acme/helper` (one agent) asks for less than half of what acme receives.
 A hierarchical fair share (hmfs) therefore serves nearly all of its demand and gives the rest

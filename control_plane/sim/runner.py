@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from control_plane.core.lengths import LengthPredictor
 from control_plane.sim.engine_loop import Progress, Simulator
 from control_plane.sim.metrics import RunInfo, policy_results
 from control_plane.sim.records import RequestRecord
@@ -93,9 +94,21 @@ def run_policy(
         "params": dict(policy.params),
         "admission": setup.dispatcher.admission.snapshot(),
         "placement": setup.dispatcher.placement.snapshot(),
+        "length_prediction": length_prediction(setup.dispatcher.lengths, records),
         **results,
     }
     return PolicyRun(policy, records, info, cpu_s, results)
+
+
+def length_prediction(lengths: LengthPredictor, records: Sequence[RequestRecord]) -> dict[str, Any]:
+    """How well the scheduler predicted output lengths: its error over served answers, and
+    the mean served length and cap for scale."""
+    served = [r for r in records if r.status == "ok"]
+    return {
+        **lengths.error.to_json(),
+        "mean_out": sum(r.n_out for r in served) / len(served) if served else None,
+        "mean_cap": sum(r.max_tokens for r in served) / len(served) if served else None,
+    }
 
 
 def scenario_header(scenario: Scenario, source: str) -> dict[str, Any]:

@@ -98,10 +98,16 @@ class TenantSpec(_Strict):
 
 
 class RequestClass(_Strict):
-    """Prompt and output length distributions, the model, an optional task type and SLO."""
+    """Prompt and output length distributions, the model, an optional task type and SLO.
+
+    `output` is what the model generates (it stops there); `max_tokens` is the cap clients of
+    the class send, the only output bound the scheduler sees (default 2048, lowered to the
+    context room; a draw below the output truncates it).
+    """
 
     prompt: LengthDist
     output: LengthDist
+    max_tokens: LengthDist | None = None
     model: str | None = None
     """A model served by the cluster (a profile's `model.name`); default: the first group's."""
     task: str | None = None

@@ -2,9 +2,11 @@
 
 Columns (header row required, any order, extra columns ignored):
 `timestamp` (seconds, or any unit with `time_scale`), `prompt_tokens`, `output_tokens`, and
-optionally `tenant`, `app`, `agent`, `class`. Timestamps are shifted so that the first row
-arrives at `start_s` (unless `relative: false`), multiplied by `time_scale`, and rows at or
-after the horizon are dropped. Missing hierarchy columns fall back to the stream's own.
+optionally `tenant`, `app`, `agent`, `class` and `max_tokens` (the client's cap, when the trace
+recorded it; else the class's or the default, see `sim.workload`). Timestamps are shifted so
+that the first row arrives at `start_s` (unless `relative: false`), multiplied by
+`time_scale`, and rows at or after the horizon are dropped. Missing hierarchy columns fall
+back to the stream's own.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ class TraceRow:
     app: str | None
     agent: str | None
     cls: str | None
+    max_tokens: int | None = None
 
 
 class Trace(BaseModel):
@@ -75,6 +78,7 @@ def read_trace(
             if n_in < 1 or n_out < 1:
                 raise ValueError(f"trace {path}, line {line}: token counts must be >= 1")
             raw.append((t, n_in, n_out, row))
+            _cap(row, path, line)
     raw.sort(key=lambda r: r[0])
     origin = raw[0][0] if raw and relative else 0.0
     out = []
@@ -91,6 +95,20 @@ def read_trace(
                 _opt(row, "app"),
                 _opt(row, "agent"),
                 _opt(row, "class"),
+                _cap(row, path, 0),
             )
         )
     return out
+
+
+def _cap(row: dict[str, str], path: Path, line: int) -> int | None:
+    value = _opt(row, "max_tokens")
+    if value is None:
+        return None
+    try:
+        cap = int(value)
+    except ValueError:
+        cap = 0
+    if cap < 1:
+        raise ValueError(f"trace {path}, line {line}: max_tokens must be an integer >= 1")
+    return cap

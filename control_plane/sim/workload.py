@@ -5,6 +5,11 @@ times and lengths, seeded from the scenario seed and the stream's position, so a
 does not change the requests of the others. Requests are ordered by arrival time (ties by
 stream order) and numbered `r0, r1, …` in that order. A prompt is shortened when prompt plus
 output would exceed the model's `max_model_len` (vLLM would refuse the request).
+
+No oracle: `n_out` is what the model *will* generate (it ends with EOS there), known to the
+engine model only; `max_tokens` is the client's cap — the class's `max_tokens` draw, else
+`DEFAULT_MAX_TOKENS`, lowered to the room the prompt leaves in the context — and is all the
+scheduler sees. A cap below the drawn length truncates the answer there (finish `length`).
 """
 
 from __future__ import annotations
@@ -19,10 +24,18 @@ from control_plane.sim.records import RequestRecord
 from control_plane.sim.scenario import RequestClass, Scenario, Stream, merge_slo
 from control_plane.sim.traces import Trace, TraceRow
 
+DEFAULT_MAX_TOKENS = 2048
+"""The cap a class without `max_tokens` sends: a generous client default, far above the
+shipped scenarios' answers, as clients that cannot know the length set it."""
+
 
 @dataclass(frozen=True, slots=True)
 class RequestSpec:
-    """One request of the workload: who, when, how long, which model, which targets."""
+    """One request of the workload: who, when, how long, which model, which targets.
+
+    `n_out` is the true output length (engine only); `max_tokens` the client's cap, what the
+    scheduler sees (None: the client asked for exactly `n_out`).
+    """
 
     id: str
     arrival: float
@@ -36,6 +49,12 @@ class RequestSpec:
     n_out: int
     slo: Slo
     tier: int
+    max_tokens: int | None = None
+
+    @property
+    def cap(self) -> int:
+        """The `max_tokens` the client sends (at least `n_out`)."""
+        return self.n_out if self.max_tokens is None else max(self.n_out, self.max_tokens)
 
     def record(self, unit_factor: float) -> RequestRecord:
         """A fresh record of this request, as the simulator and the live bench both keep it."""
@@ -48,10 +67,11 @@ class RequestSpec:
             self.cls,
             self.arrival,
             self.n_in,
-            self.n_out,
+            self.cap,
             self.slo,
             unit_factor,
             self.task,
+            true_out=self.n_out,
         )
 
 
@@ -65,6 +85,7 @@ class _Draft:
     cls: str | None
     n_in: int | None
     n_out: int | None
+    cap: int | None = None
 
 
 class _ClassPicker:
@@ -116,7 +137,17 @@ def _trace_drafts(s: Scenario, index: int, stream: Stream, rows: list[TraceRow])
         if cls is not None and cls not in s.classes:
             raise ValueError(f"trace row {k}: unknown class {cls!r}")
         drafts.append(
-            _Draft(row.time, (index, 0, k), tenant.name, app.name, agent, cls, row.n_in, row.n_out)
+            _Draft(
+                row.time,
+                (index, 0, k),
+                tenant.name,
+                app.name,
+                agent,
+                cls,
+                row.n_in,
+                row.n_out,
+                row.max_tokens,
+            )
         )
     return drafts
 
@@ -128,9 +159,11 @@ def build_workload(s: Scenario) -> list[RequestSpec]:
     default_model = s.served_models()[0]
     max_len = {s.profile(g).model.name: s.profile(g).model.max_model_len for g in s.cluster}
     length_rngs: dict[int, random.Random] = {}
+    cap_rngs: dict[int, random.Random] = {}
     out = []
     for k, d in enumerate(drafts):
         rng = length_rngs.setdefault(d.order[0], random.Random(f"{s.seed}:lengths:{d.order[0]}"))
+        cap_rng = cap_rngs.setdefault(d.order[0], random.Random(f"{s.seed}:caps:{d.order[0]}"))
         stream = s.workload[d.order[0]]
         rc: RequestClass | None = s.classes.get(d.cls) if d.cls else None
         model = (rc.model if rc else None) or default_model
@@ -138,6 +171,11 @@ def build_workload(s: Scenario) -> list[RequestSpec]:
         n_out = d.n_out if d.n_out is not None else (rc.output.sample(rng) if rc else 1)
         n_out = min(n_out, max_len[model] - 1)
         n_in = max(1, min(n_in, max_len[model] - n_out))
+        wanted = d.cap or (
+            rc.max_tokens.sample(cap_rng) if rc and rc.max_tokens else DEFAULT_MAX_TOKENS
+        )
+        cap = max(1, min(wanted, max_len[model] - n_in))
+        n_out = min(n_out, cap)
         tenant = s.tenant(d.tenant)
         app = tenant.app(d.app)
         agent = app.agent(d.agent) if app else None
@@ -163,6 +201,7 @@ def build_workload(s: Scenario) -> list[RequestSpec]:
                 n_out,
                 slo,
                 tenant.tier,
+                cap,
             )
         )
     return out

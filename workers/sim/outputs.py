@@ -5,10 +5,13 @@ accepted them) on a worker started with seed ``s``:
 
 - exact (``ignore_eos``, or ``min_tokens == max_tokens``): ``max_tokens`` tokens, finish reason
   ``length``;
+- ``min_tokens`` set (and below ``max_tokens``): ``L = min_tokens`` — the model emits EOS as soon
+  as it is allowed to (a legal model behaviour; it is how a replay makes the worker stop at a
+  scenario's true length while sending the client's real ``max_tokens``);
 - otherwise ``L = profile.output_len.sample(random.Random(f"{s}:{k}"), max_tokens)`` (a
-  log-normal draw, see ``workers.engine.profile.OutputLenDist``), raised to ``min_tokens``; the
-  answer ends with EOS (finish ``stop``; the EOS token is counted and its text is empty, as in
-  vLLM) when ``L < max_tokens``, else with ``length``.
+  log-normal draw, see ``workers.engine.profile.OutputLenDist``);
+- the answer ends with EOS (finish ``stop``; the EOS token is counted and its text is empty, as
+  in vLLM) when ``L < max_tokens``, else with ``length``.
 
 ``max_tokens`` is the request's, lowered to the room left in the context (or that room when the
 request gives none). Stop strings then cut the filler text (``workers.sim.tokens``): generation
@@ -59,7 +62,8 @@ def plan_output(req: GenerationRequest, dist: OutputLenDist, seed: int, index: i
     if req.exact:
         n, finish, eos = req.max_tokens, "length", False
     else:
-        n = max(req.min_tokens, draw_length(dist, seed, index, req.max_tokens))
+        drawn = req.min_tokens or draw_length(dist, seed, index, req.max_tokens)
+        n = min(req.max_tokens, drawn)
         eos = n < req.max_tokens
         finish = "stop" if eos else "length"
     if not req.stop:

@@ -45,9 +45,13 @@ def run(scenario: Scenario, policy: str, **params: Any) -> PolicyRun:
     return run_policy(scenario, PolicySpec(policy, policy, params))
 
 
-def write_trace(path: Path, rows: list[tuple[float, int, int, str]]) -> Path:
-    """A CSV trace with columns timestamp, prompt_tokens, output_tokens, tenant."""
-    lines = ["timestamp,prompt_tokens,output_tokens,tenant"]
-    lines += [f"{t},{n_in},{n_out},{tenant}" for t, n_in, n_out, tenant in rows]
+def write_trace(
+    path: Path, rows: list[tuple[float, int, int, str]], *, caps: list[int] | None = None
+) -> Path:
+    """A CSV trace with columns timestamp, prompt_tokens, output_tokens, tenant (and the
+    clients' max_tokens when `caps` gives them)."""
+    lines = ["timestamp,prompt_tokens,output_tokens,tenant" + (",max_tokens" if caps else "")]
+    for k, (t, n_in, n_out, tenant) in enumerate(rows):
+        lines.append(f"{t},{n_in},{n_out},{tenant}" + (f",{caps[k]}" if caps else ""))
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return path

@@ -65,7 +65,7 @@ def test_replay_sends_the_scenario_and_records_what_clients_see(worker_url: str)
     assert len(records) == len(specs) > 10
     for spec, r in zip(specs, records, strict=True):
         assert r.status == "ok", r
-        assert r.n_out == spec.n_out  # min_tokens = max_tokens, ignore_eos
+        assert r.n_out == spec.n_out  # the simulated worker ends at min_tokens
         assert r.first_token is not None and r.finished is not None
         assert spec.arrival <= r.first_token <= r.finished
         assert r.dispatched is not None  # no gateway header: first token stands in

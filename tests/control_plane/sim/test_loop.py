@@ -20,9 +20,11 @@ from tests.control_plane.sim.builders import run, tiny, write_trace
 FINAL = {"ok", "timeout", "withdrawn", "aborted"}
 
 
-def one_at_a_time(tmp_path: Path, rows: list[tuple[float, int, int, str]]) -> dict[str, object]:
+def one_at_a_time(
+    tmp_path: Path, rows: list[tuple[float, int, int, str]], caps: list[int] | None = None
+) -> dict[str, object]:
     """A scenario replaying `rows` on a worker that runs one request at a time."""
-    trace = write_trace(tmp_path / "trace.csv", rows)
+    trace = write_trace(tmp_path / "trace.csv", rows, caps=caps)
     return {
         "cluster": [{"profile": "llama3-8b-a100", "max_num_seqs": 1}],
         "tenants": [{"name": "a"}, {"name": "b"}],
@@ -57,9 +59,10 @@ def test_switching_the_policy_changes_the_order_as_the_policy_says(tmp_path: Pat
 
 def test_sjf_and_priority_follow_their_keys(tmp_path: Path) -> None:
     rows = [(0.0, 50, 5, "a"), (0.01, 100, 400, "a"), (0.01, 100, 20, "b"), (0.01, 100, 80, "a")]
-    scenario = tiny(tmp_path, **one_at_a_time(tmp_path, rows))
-    sjf = [r.max_tokens for r in sorted(run(scenario, "sjf").records, key=dispatched)]
-    assert sjf == [5, 20, 80, 400]
+    # SJF sees the clients' caps (no history yet), never the true lengths: it orders by cap.
+    scenario = tiny(tmp_path, **one_at_a_time(tmp_path, rows, caps=[10, 500, 600, 450]))
+    sjf = [(r.max_tokens, r.n_out) for r in sorted(run(scenario, "sjf").records, key=dispatched)]
+    assert sjf == [(10, 5), (450, 80), (500, 400), (600, 20)]
     tiers = one_at_a_time(tmp_path, rows)
     tiers["tenants"] = [{"name": "a", "tier": 1}, {"name": "b", "tier": 0}]
     prio = run(tiny(tmp_path, **tiers), "priority").records
@@ -101,7 +104,7 @@ def test_every_arrival_ends_exactly_once_even_under_overload() -> None:
     for r in records:
         assert r.finished is not None
         if r.status == "ok":
-            assert r.n_out == r.max_tokens and r.dispatched is not None
+            assert r.n_out == r.length and r.dispatched is not None
             assert r.arrival <= r.dispatched <= r.first_token <= r.finished  # type: ignore[operator]
         if r.status == "timeout":
             assert r.dispatched is None and r.finished - r.arrival >= 8

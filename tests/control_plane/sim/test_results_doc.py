@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from control_plane.sim.results_doc import plan
-from control_plane.sim.results_tables import exfairs_claims, render_markdown
+from control_plane.sim.results_tables import exfairs_claims, headline, render_markdown
 from tests.control_plane.sim.builders import run, tiny
 
 
@@ -51,3 +51,15 @@ def test_claims_are_judged_from_the_numbers() -> None:
     for p in res:
         res[p]["slo_violation_rate"] = 0.0
     assert "vacuous" in exfairs_claims(res)[0]
+
+
+def test_length_prediction_and_the_oracle_comparison_are_rendered() -> None:
+    now = results(("fcfs", "rr", "vtc", "exfairs"))
+    assert now["vtc"]["length_prediction"]["n"] > 0
+    assert now["vtc"]["length_prediction"]["mae"] is not None
+    oracle = headline({"exfairs-I": now})
+    oracle["exfairs-I"]["vtc"]["slo_violation_rate"] = 0.123
+    text = render_markdown({"exfairs-I": now}, oracle)
+    assert "## Length prediction" in text and "| exfairs-I | vtc |" in text
+    assert "## What changed without the oracle" in text and "0.123 → " in text
+    assert "What changed without the oracle" not in render_markdown({"exfairs-I": now})

@@ -32,11 +32,19 @@ def test_exact_requests_get_max_tokens() -> None:
         assert count_tokens(plan.text(0, plan.n_out), bos=False) == 64
 
 
+def test_min_tokens_ends_the_answer_there_with_eos() -> None:
+    for n in (1, 5, 49):
+        plan = plan_output(replace(BASE, min_tokens=n, max_tokens=50), DIST, seed=3, index=n)
+        assert (plan.n_out, plan.finish, plan.eos_last) == (n, "stop", True)
+    plan = plan_output(replace(BASE, min_tokens=50, max_tokens=50), DIST, seed=3, index=0)
+    assert (plan.n_out, plan.finish) == (50, "length")
+
+
 def test_drawn_lengths_are_clipped_and_end_right() -> None:
-    req = replace(BASE, min_tokens=5, max_tokens=50)
+    req = replace(BASE, min_tokens=0, max_tokens=50)
     plans = [plan_output(req, DIST, seed=3, index=i) for i in range(300)]
     lengths = [p.n_out for p in plans]
-    assert all(5 <= n <= 50 for n in lengths)
+    assert all(1 <= n <= 50 for n in lengths)
     assert len(set(lengths)) > 10  # really drawn
     for p in plans:
         assert p.finish == ("length" if p.n_out == 50 else "stop")

@@ -1,0 +1,150 @@
+"""Output-length prediction from history: what the scheduler may know of a request's length.
+
+A live scheduler never knows how long an answer will be; it sees the prompt, the client's
+`max_tokens` cap, the request's tags and the lengths of answers that already ended. This module
+turns the last into a prediction (`Job.predicted_out`) that every policy, admission and
+placement reads through `Job.expected_out`, in the simulator as live.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from sortedcontainers import SortedList
+
+from control_plane.core.job import Job, Outcome
+
+Key = tuple[str, ...]
+
+
+@dataclass(slots=True)
+class _Window:
+    """The last `size` observed lengths of one key, in arrival order and sorted."""
+
+    size: int
+    order: deque[int] = field(default_factory=deque)
+    ranked: SortedList = field(default_factory=SortedList)
+
+    def add(self, n: int) -> None:
+        self.order.append(n)
+        self.ranked.add(n)
+        if len(self.order) > self.size:
+            self.ranked.remove(self.order.popleft())
+
+    def quantile(self, q: float) -> int:
+        ranked = self.ranked
+        return int(ranked[min(len(ranked) - 1, max(0, math.ceil(q * len(ranked)) - 1))])
+
+
+@dataclass(slots=True)
+class PredictionError:
+    """Running error of the predictions whose answers ended `ok`."""
+
+    n: int = 0
+    abs_sum: float = 0.0
+    under: int = 0
+    """Answers longer than their prediction."""
+
+    @property
+    def mae(self) -> float | None:
+        return self.abs_sum / self.n if self.n else None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"n": self.n, "mae": self.mae, "under_rate": self.under / self.n if self.n else None}
+
+
+class LengthPredictor:
+    """Predicts a job's output length as a quantile of the lengths its peers produced.
+
+    Rule: the peers are the last `window` answers (status `ok`) of the same model, from the
+    most specific group with at least `min_samples` of them: `(tenant, app, agent, task)`,
+    `(tenant, app, agent)`, `(tenant, app)`, `(task)`, then the model's whole pool; the
+    prediction is their `quantile` (the median by default). With no such group — a cold start
+    — it is the job's `max_tokens` (the only bound the client gave: conservative for admission
+    and placement).
+    Guarantees: the prediction lies in `[1, max_tokens]`; it uses only answers that already
+    ended (never the job's own length); memory is `window` lengths per key seen.
+    """
+
+    def __init__(self, quantile: float = 0.5, window: int = 256, min_samples: int = 8) -> None:
+        if not 0.0 < quantile <= 1.0:
+            raise ValueError("quantile must be in (0, 1]")
+        if window < 1 or min_samples < 1:
+            raise ValueError("window and min_samples must be >= 1")
+        self.quantile = quantile
+        self.window = window
+        self.min_samples = min(min_samples, window)
+        self._windows: dict[Key, _Window] = {}
+        self.error = PredictionError()
+
+    def predict(self, job: Job) -> int:
+        """The predicted output length of `job` (see the class docstring)."""
+        cap = max(1, job.max_tokens)
+        for key in _keys(job):
+            found = self._windows.get(key)
+            if found is not None and len(found.order) >= self.min_samples:
+                return max(1, min(cap, found.quantile(self.quantile)))
+        return cap
+
+    def label(self, job: Job) -> None:
+        """Set `job.predicted_out` unless something upstream (the gateway) already did."""
+        if job.predicted_out is None:
+            job.predicted_out = self.predict(job)
+
+    def observe(self, job: Job, outcome: Outcome) -> None:
+        """A job ended: learn from its length when it was served in full."""
+        if outcome.status != "ok" or outcome.n_out < 1:
+            return
+        if job.predicted_out is not None:
+            miss = outcome.n_out - job.predicted_out
+            self.error.n += 1
+            self.error.abs_sum += abs(miss)
+            self.error.under += miss > 0
+        for key in _keys(job):
+            window = self._windows.get(key)
+            if window is None:
+                window = self._windows[key] = _Window(self.window)
+            window.add(outcome.n_out)
+
+    def snapshot(self) -> dict[str, Any]:
+        """The windows as JSON (a new leader predicts as the old one did)."""
+        return {
+            "windows": [[list(k), list(w.order)] for k, w in self._windows.items()],
+            "error": [self.error.n, self.error.abs_sum, self.error.under],
+        }
+
+    def restore(self, data: Any) -> None:
+        """Reload `snapshot()`; anything malformed is skipped (a cold start for that key)."""
+        if not isinstance(data, dict):
+            return
+        for item in data.get("windows") or []:
+            if not (isinstance(item, list) and len(item) == 2):
+                continue
+            key, lengths = item
+            if not isinstance(key, list) or not isinstance(lengths, list):
+                continue
+            window = _Window(self.window)
+            for n in lengths[-self.window :]:
+                if isinstance(n, int) and n >= 1:
+                    window.add(n)
+            if window.order:
+                self._windows[tuple(str(k) for k in key)] = window
+        error = data.get("error")
+        if isinstance(error, list) and len(error) == 3:
+            self.error = PredictionError(int(error[0]), float(error[1]), int(error[2]))
+
+
+def _keys(job: Job) -> Iterator[Key]:
+    """The peer groups of `job`, most specific first."""
+    model = job.model
+    if job.task:
+        yield ("agent", model, job.tenant, job.app, job.agent, job.task)
+    yield ("agent", model, job.tenant, job.app, job.agent)
+    yield ("app", model, job.tenant, job.app)
+    if job.task:
+        yield ("task", model, job.task)
+    yield ("pool", model)

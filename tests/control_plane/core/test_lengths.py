@@ -1,0 +1,134 @@
+"""Output-length prediction: history only, most specific peers first, bounded, restorable."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from control_plane.admission.registry import build_admission
+from control_plane.core.dispatcher import Dispatcher
+from control_plane.core.job import Job, Outcome
+from control_plane.core.lengths import LengthPredictor
+from control_plane.core.policy import PolicyContext
+from control_plane.placement.registry import build_placement
+from control_plane.policies.registry import build_policy
+from tests.control_plane.policies.jobs import job
+
+
+def ok(n_out: int) -> Outcome:
+    return Outcome("ok", 10, n_out)
+
+
+def feed(p: LengthPredictor, lengths: list[int], **where: str) -> None:
+    for k, n in enumerate(lengths):
+        j = job(f"h{k}", max_tokens=2048, **where)
+        p.label(j)
+        p.observe(j, ok(n))
+
+
+def test_a_cold_start_predicts_the_clients_cap() -> None:
+    p = LengthPredictor()
+    assert p.predict(job("a", max_tokens=700)) == 700
+    feed(p, [100] * 7)  # below min_samples (8): still cold
+    assert p.predict(job("a", max_tokens=700)) == 700
+
+
+def test_the_prediction_is_the_quantile_of_the_peers_within_the_cap() -> None:
+    p = LengthPredictor(quantile=0.5, min_samples=4)
+    feed(p, [10, 20, 30, 40, 50])
+    assert p.predict(job("a", max_tokens=2048)) == 30
+    assert p.predict(job("a", max_tokens=25)) == 25
+    high = LengthPredictor(quantile=0.9, min_samples=4)
+    feed(high, list(range(1, 101)))
+    assert high.predict(job("a", max_tokens=2048)) == 90
+
+
+def test_the_most_specific_peers_with_enough_samples_win() -> None:
+    p = LengthPredictor(min_samples=4)
+    feed(p, [500] * 4, agent="writer")
+    feed(p, [20] * 4, agent="router")
+    assert p.predict(job("a", agent="writer", max_tokens=2048)) == 500
+    assert p.predict(job("a", agent="router", max_tokens=2048)) == 20
+    # A new agent of the same app: the app's pooled lengths (median of 4×20, 4×500).
+    assert p.predict(job("a", agent="new", max_tokens=2048)) == 20
+    # Another tenant, same model: the model's pool.
+    assert p.predict(job("a", tenant="other", max_tokens=2048)) == 20
+    assert p.predict(job("a", tenant="other", model="big", max_tokens=2048)) == 2048
+
+
+def test_only_answers_served_in_full_teach_and_count_as_errors() -> None:
+    p = LengthPredictor(min_samples=1)
+    j = job("a", max_tokens=100)
+    p.label(j)
+    for status in ("aborted", "error", "timeout"):
+        p.observe(j, Outcome(status, 10, 3))
+    assert p.predict(job("b", max_tokens=100)) == 100 and p.error.n == 0
+    p.observe(j, ok(40))
+    assert p.error.to_json() == {"n": 1, "mae": 60.0, "under_rate": 0.0}
+    assert p.predict(job("c", max_tokens=100)) == 40
+
+
+def test_a_job_that_came_labelled_keeps_its_prediction() -> None:
+    p = LengthPredictor(min_samples=1)
+    feed(p, [5])
+    j = job("a", max_tokens=100, predicted_out=77)
+    p.label(j)
+    assert j.predicted_out == 77
+
+
+@given(st.lists(st.integers(1, 5000), min_size=1, max_size=400), st.integers(1, 4096))
+def test_predictions_stay_within_bounds_and_memory_is_bounded(lengths: list[int], cap: int) -> None:
+    p = LengthPredictor(window=32, min_samples=1)
+    feed(p, lengths)
+    assert 1 <= p.predict(job("x", max_tokens=cap)) <= cap
+    assert all(len(w.order) <= 32 and len(w.ranked) == len(w.order) for w in p._windows.values())
+    window = lengths[-32:]
+    assert p.predict(job("x", max_tokens=10_000)) == sorted(window)[(len(window) + 1) // 2 - 1]
+
+
+def test_snapshot_restores_the_same_predictions_through_json() -> None:
+    p = LengthPredictor(min_samples=3)
+    rng = random.Random(1)
+    for agent in ("a", "b", "c"):
+        feed(p, [rng.randint(1, 900) for _ in range(20)], agent=agent)
+    q = LengthPredictor(min_samples=3)
+    q.restore(json.loads(json.dumps(p.snapshot())))
+    probes = [job("p", agent=a, max_tokens=2048) for a in ("a", "b", "c", "zzz")]
+    assert [q.predict(j) for j in probes] == [p.predict(j) for j in probes]
+    assert q.error.to_json() == p.error.to_json()
+    q.restore({"windows": [["bad"], [["k"], ["x", -1]], 7], "error": "?"})  # skipped, no raise
+    assert [q.predict(j) for j in probes] == [p.predict(j) for j in probes]
+
+
+def test_bad_parameters_are_refused() -> None:
+    with pytest.raises(ValueError, match="quantile"):
+        LengthPredictor(quantile=0.0)
+    with pytest.raises(ValueError, match="window"):
+        LengthPredictor(window=0)
+
+
+def test_the_dispatcher_labels_every_job_before_the_policy_sees_it() -> None:
+    d = Dispatcher(
+        build_policy("sjf", PolicyContext()),
+        build_admission("capacity", None),
+        build_placement("least_loaded"),
+        lengths=LengthPredictor(min_samples=2),
+    )
+    for k in range(2):
+        done = job(f"d{k}", agent="short", max_tokens=1000)
+        d.push(done, 0.0)
+        d.remove(done.id)
+        d.on_finish(done, ok(12), 1.0)
+    long_one, short_one = job("L", model="big", max_tokens=1000), job("S", agent="short")
+    short_one.max_tokens = 1000
+    d.push(long_one, 2.0)
+    d.push(short_one, 2.0)
+    assert (long_one.predicted_out, short_one.predicted_out) == (1000, 12)
+    assert json.loads(json.dumps(d.snapshot()))["lengths"]["windows"]
+    adopted: list[Job] = [job("A", agent="short", max_tokens=500)]
+    d.adopt(adopted, 3.0)
+    assert adopted[0].predicted_out == 12

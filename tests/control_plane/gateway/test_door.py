@@ -1,0 +1,75 @@
+"""The door: the output bound the scheduler plans with is the worker's, and nothing of the body
+beyond what a live scheduler may see reaches the job (no true output length)."""
+
+from __future__ import annotations
+
+import dataclasses
+from types import SimpleNamespace
+from typing import Any, cast
+
+from control_plane.contracts.requests import Envelope, encode_envelope
+from control_plane.core.job import Job
+from control_plane.gateway.deps import GatewayDeps, ModelEntry
+from control_plane.gateway.door import build_flight
+from control_plane.gateway.identity import NodeInfo, TenantInfo
+from control_plane.gateway.knobs import GatewayKnobs
+from control_plane.gateway.schemas import ChatCompletionRequest, CompletionRequest
+from control_plane.gateway.tags import RequestTags
+from control_plane.settings import Settings
+
+NODE = NodeInfo(TenantInfo("acme"), "app", "agent")
+JOB_FIELDS = {
+    "id", "tenant", "arrival", "n_in", "max_tokens", "app", "agent", "model", "seq", "workflow",
+    "upstream", "task", "tier", "slo", "unit_factor", "predicted_out", "workflow_start", "n_out",
+    "dispatched_at", "worker",
+}  # fmt: skip
+
+
+def deps(default_max_tokens: int = 512) -> GatewayDeps:
+    settings = Settings(default_max_tokens=default_max_tokens)
+    return cast(GatewayDeps, SimpleNamespace(settings=settings, knobs=GatewayKnobs()))
+
+
+def flight_of(body: dict[str, Any], max_model_len: int | None = None, chat: bool = False) -> Any:
+    parsed = (
+        ChatCompletionRequest.model_validate(body)
+        if chat
+        else CompletionRequest.model_validate(body)
+    )
+    model = ModelEntry("m", max_model_len, 1.0)
+    return build_flight(deps(), parsed, RequestTags(), NODE, model, 0.0)
+
+
+def test_an_omitted_max_tokens_is_the_default_for_scheduler_and_worker_alike() -> None:
+    flight = flight_of({"model": "m", "prompt": "hello"})
+    assert flight.job.max_tokens == flight.payload["max_tokens"] == 512
+    chat = flight_of({"model": "m", "messages": [{"role": "user", "content": "hi"}]}, chat=True)
+    assert chat.job.max_tokens == chat.payload["max_tokens"] == 512
+
+
+def test_the_default_is_lowered_to_the_room_the_prompt_leaves() -> None:
+    flight = flight_of({"model": "m", "prompt": [1] * 300}, max_model_len=400)
+    assert flight.job.n_in == 300
+    assert flight.job.max_tokens == flight.payload["max_tokens"] == 100
+
+
+def test_a_requested_bound_is_kept_and_not_rewritten() -> None:
+    flight = flight_of({"model": "m", "prompt": "x", "max_tokens": 700}, max_model_len=400)
+    assert flight.job.max_tokens == flight.payload["max_tokens"] == 700
+    chat = flight_of(
+        {"model": "m", "messages": [{"role": "user", "content": "hi"}], "max_completion_tokens": 9},
+        chat=True,
+    )
+    assert chat.job.max_tokens == 9
+    assert "max_tokens" not in chat.payload
+
+
+def test_min_tokens_and_ignore_eos_are_forwarded_but_never_reach_the_job() -> None:
+    body = {"model": "m", "prompt": "x", "max_tokens": 900, "min_tokens": 37, "ignore_eos": False}
+    flight = flight_of(body)
+    assert flight.payload["min_tokens"] == 37 and flight.payload["ignore_eos"] is False
+    assert {f.name for f in dataclasses.fields(Job)} == JOB_FIELDS
+    envelope = encode_envelope(Envelope(flight.job, NODE.weights(), "g"))
+    assert set(envelope["job"]) == JOB_FIELDS
+    assert 37 not in [v for v in envelope["job"].values() if isinstance(v, int)]
+    assert flight.job.predicted_out is None  # the scheduler predicts, from history only
