@@ -130,6 +130,7 @@ class Dispatcher:
             "admission": self.admission.snapshot(),
             "placement": self.placement.snapshot(),
             "lengths": self.lengths.snapshot(),
+            "latency": self.policy.ctx.latency.snapshot(),
         }
 
     def restore(self, snapshot: dict[str, Any]) -> None:
@@ -138,6 +139,7 @@ class Dispatcher:
         self.admission.restore(snapshot["admission"])
         self.placement.restore(snapshot["placement"])
         self.lengths.restore(snapshot.get("lengths"))
+        self.policy.ctx.latency.restore(snapshot.get("latency"))
 
     # -- decisions --------------------------------------------------------------------------
     def next(self, now: float, workers: Sequence[WorkerView]) -> Decision | None:
@@ -220,6 +222,7 @@ class Dispatcher:
         self.on_tokens(job, outcome.n_out - job.n_out, now)
         self.policy.on_finish(job, outcome, now)
         self.lengths.observe(job, outcome)
+        self.policy.ctx.latency.observe(job, outcome)
         self.admission.on_finish(job, outcome, now)
         self.placement.on_finish(job, outcome, now)
         self.policy.ctx.ledger.record_completion(job.path, outcome.violated(job.slo), now)

@@ -1,25 +1,33 @@
 """Service-time and deadline estimates used by the SLO-driven policies (docs/algorithms.md §17).
 
-`T_tot = t̂_ttft + t̂_tpot · l_pred`, `D_r = a_r + SLO_ttft + SLO_tpot · l_pred`. The H-MAS
-prediction agent replaces the default `LinearLatency` in `PolicyContext.latency` with a model
-fitted online; policies compute keys once, at push time, from whatever model is installed then.
+`T_tot = t̂_ttft + t̂_tpot · l_pred`, `D_r = a_r + SLO_ttft + SLO_tpot · l_pred`. The default
+model of `PolicyContext.latency` is `latency_fit.FittedLatency`, fitted online from served
+requests with `LinearLatency`'s constants until it has data; policies compute keys once, at
+push time, from the coefficients of that moment.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
-from control_plane.core.job import Job
+from control_plane.core.job import Job, Outcome
 
 
 class LatencyModel(Protocol):
-    """Predicts a request's time to first token and time per output token, in seconds."""
+    """Predicts a request's time to first token and time per output token, in seconds, and
+    may learn from served requests (`observe`; state kept through `snapshot`/`restore`)."""
 
     def ttft(self, job: Job) -> float: ...
 
     def tpot(self, job: Job) -> float: ...
+
+    def observe(self, job: Job, outcome: Outcome) -> None: ...
+
+    def snapshot(self) -> Any: ...
+
+    def restore(self, data: Any) -> None: ...
 
 
 @dataclass
@@ -37,6 +45,15 @@ class LinearLatency:
 
     def tpot(self, job: Job) -> float:
         return self.c + self.d * self.running_batch
+
+    def observe(self, job: Job, outcome: Outcome) -> None:
+        """Fixed coefficients: nothing to learn."""
+
+    def snapshot(self) -> Any:
+        return None
+
+    def restore(self, data: Any) -> None:
+        """Fixed coefficients: nothing to restore."""
 
 
 def total_time(job: Job, model: LatencyModel) -> float:

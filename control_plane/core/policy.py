@@ -15,7 +15,8 @@ from typing import Any, ClassVar
 from pydantic import BaseModel, ConfigDict
 
 from control_plane.core.job import Job, Outcome
-from control_plane.core.latency import LatencyModel, LinearLatency
+from control_plane.core.latency import LatencyModel
+from control_plane.core.latency_fit import FittedLatency
 from control_plane.core.ledger import CounterPlan, Ledger, Node, OutputCharge
 
 Admit = Callable[[Job], bool]
@@ -100,7 +101,7 @@ class PolicyContext:
     weights: Weights = field(default_factory=Weights)
     cost: CostModel = field(default_factory=CostModel)
     ledger: Ledger = field(default_factory=Ledger)
-    latency: LatencyModel = field(default_factory=LinearLatency)
+    latency: LatencyModel = field(default_factory=FittedLatency)
 
 
 class Policy(ABC):
