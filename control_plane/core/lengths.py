@@ -58,37 +58,43 @@ class PredictionError:
 
 
 class LengthPredictor:
-    """Predicts a job's output length as a quantile of the lengths its peers produced.
+    """Predicts a job's output length from the lengths its peers produced, shrunk toward the
+    broader groups while a group has few answers.
 
-    Rule: the peers are the last `window` answers (status `ok`) of the same model, from the
-    most specific group with at least `min_samples` of them: `(tenant, app, agent, task)`,
-    `(tenant, app, agent)`, `(tenant, app)`, `(task)`, then the model's whole pool; the
-    prediction is their `quantile` (the median by default). With no such group — a cold start
-    — it is the job's `max_tokens` (the only bound the client gave: conservative for admission
-    and placement).
+    Rule: the groups are, from the broadest, the model's pool, `(task)`, `(tenant, app)`,
+    `(tenant, app, agent)` and `(tenant, app, agent, task)`, each keeping the last `window`
+    answers served in full. The estimate starts at the job's `max_tokens` (the only bound the
+    client gave) and each group with `n` answers whose `quantile` (the median by default) is
+    `q` moves it to `(n · q + prior_weight · estimate) / (n + prior_weight)`: a group with no
+    answers leaves it, one with many all but replaces it. So a cold start predicts the cap
+    (conservative for admission and placement), a new agent its application's lengths, and a
+    well-known agent its own.
     Guarantees: the prediction lies in `[1, max_tokens]`; it uses only answers that already
-    ended (never the job's own length); memory is `window` lengths per key seen.
+    ended (never the job's own length); memory is `window` lengths per group seen.
     """
 
-    def __init__(self, quantile: float = 0.5, window: int = 256, min_samples: int = 8) -> None:
+    def __init__(self, quantile: float = 0.5, window: int = 256, prior_weight: int = 20) -> None:
         if not 0.0 < quantile <= 1.0:
             raise ValueError("quantile must be in (0, 1]")
-        if window < 1 or min_samples < 1:
-            raise ValueError("window and min_samples must be >= 1")
+        if window < 1 or prior_weight < 0:
+            raise ValueError("window must be >= 1 and prior_weight >= 0")
         self.quantile = quantile
         self.window = window
-        self.min_samples = min(min_samples, window)
+        self.prior_weight = prior_weight
         self._windows: dict[Key, _Window] = {}
         self.error = PredictionError()
 
     def predict(self, job: Job) -> int:
         """The predicted output length of `job` (see the class docstring)."""
         cap = max(1, job.max_tokens)
-        for key in _keys(job):
+        estimate, m = float(cap), self.prior_weight
+        for key in reversed(list(_keys(job))):
             found = self._windows.get(key)
-            if found is not None and len(found.order) >= self.min_samples:
-                return max(1, min(cap, found.quantile(self.quantile)))
-        return cap
+            if found is None:
+                continue
+            n = len(found.order)
+            estimate = (n * found.quantile(self.quantile) + m * estimate) / (n + m)
+        return max(1, min(cap, round(estimate)))
 
     def label(self, job: Job) -> None:
         """Set `job.predicted_out` unless something upstream (the gateway) already did."""

@@ -33,35 +33,44 @@ def feed(p: LengthPredictor, lengths: list[int], **where: str) -> None:
 def test_a_cold_start_predicts_the_clients_cap() -> None:
     p = LengthPredictor()
     assert p.predict(job("a", max_tokens=700)) == 700
-    feed(p, [100] * 7)  # below min_samples (8): still cold
-    assert p.predict(job("a", max_tokens=700)) == 700
 
 
-def test_the_prediction_is_the_quantile_of_the_peers_within_the_cap() -> None:
-    p = LengthPredictor(quantile=0.5, min_samples=4)
-    feed(p, [10, 20, 30, 40, 50])
-    assert p.predict(job("a", max_tokens=2048)) == 30
-    assert p.predict(job("a", max_tokens=25)) == 25
-    high = LengthPredictor(quantile=0.9, min_samples=4)
-    feed(high, list(range(1, 101)))
-    assert high.predict(job("a", max_tokens=2048)) == 90
+def test_few_answers_move_the_estimate_a_little_and_many_replace_it() -> None:
+    p = LengthPredictor(prior_weight=20)
+    feed(p, [100] * 5)
+    # pool, app, agent each with 5 answers of 100: 2048 → 1658.4 → 1346.7 → 1097.4
+    assert p.predict(job("a", max_tokens=2048)) == 1097
+    feed(p, [100] * 251)
+    assert p.predict(job("a", max_tokens=2048)) == pytest.approx(100, abs=3)
+    assert p.predict(job("a", max_tokens=60)) == 60  # never above the cap
 
 
-def test_the_most_specific_peers_with_enough_samples_win() -> None:
-    p = LengthPredictor(min_samples=4)
-    feed(p, [500] * 4, agent="writer")
-    feed(p, [20] * 4, agent="router")
-    assert p.predict(job("a", agent="writer", max_tokens=2048)) == 500
-    assert p.predict(job("a", agent="router", max_tokens=2048)) == 20
-    # A new agent of the same app: the app's pooled lengths (median of 4×20, 4×500).
-    assert p.predict(job("a", agent="new", max_tokens=2048)) == 20
-    # Another tenant, same model: the model's pool.
-    assert p.predict(job("a", tenant="other", max_tokens=2048)) == 20
+def test_the_quantile_is_the_peers_one() -> None:
+    p = LengthPredictor(quantile=0.9, prior_weight=0)
+    feed(p, list(range(1, 101)))
+    assert p.predict(job("a", max_tokens=2048)) == 90
+    median = LengthPredictor(prior_weight=0)
+    feed(median, [10, 20, 30, 40, 50])
+    assert median.predict(job("a", max_tokens=2048)) == 30
+
+
+def test_each_agent_gets_its_own_lengths_and_a_new_one_its_apps() -> None:
+    p = LengthPredictor(prior_weight=20)
+    feed(p, [500] * 256, agent="writer")
+    feed(p, [20] * 256, agent="router")
+    writer = p.predict(job("a", agent="writer", max_tokens=2048))
+    router = p.predict(job("a", agent="router", max_tokens=2048))
+    assert writer == pytest.approx(500, rel=0.1) and router == pytest.approx(20, abs=15)
+    fresh = p.predict(job("a", agent="new", max_tokens=2048))
+    assert router < fresh < writer  # the app's pooled lengths, not the cap
     assert p.predict(job("a", tenant="other", model="big", max_tokens=2048)) == 2048
+    # A few long answers of a new agent already set it apart from a short app.
+    feed(p, [900] * 5, agent="late")
+    assert p.predict(job("a", agent="late", max_tokens=2048)) > fresh
 
 
 def test_only_answers_served_in_full_teach_and_count_as_errors() -> None:
-    p = LengthPredictor(min_samples=1)
+    p = LengthPredictor(prior_weight=0)
     j = job("a", max_tokens=100)
     p.label(j)
     for status in ("aborted", "error", "timeout"):
@@ -73,7 +82,7 @@ def test_only_answers_served_in_full_teach_and_count_as_errors() -> None:
 
 
 def test_a_job_that_came_labelled_keeps_its_prediction() -> None:
-    p = LengthPredictor(min_samples=1)
+    p = LengthPredictor(prior_weight=0)
     feed(p, [5])
     j = job("a", max_tokens=100, predicted_out=77)
     p.label(j)
@@ -82,7 +91,7 @@ def test_a_job_that_came_labelled_keeps_its_prediction() -> None:
 
 @given(st.lists(st.integers(1, 5000), min_size=1, max_size=400), st.integers(1, 4096))
 def test_predictions_stay_within_bounds_and_memory_is_bounded(lengths: list[int], cap: int) -> None:
-    p = LengthPredictor(window=32, min_samples=1)
+    p = LengthPredictor(window=32, prior_weight=0)
     feed(p, lengths)
     assert 1 <= p.predict(job("x", max_tokens=cap)) <= cap
     assert all(len(w.order) <= 32 and len(w.ranked) == len(w.order) for w in p._windows.values())
@@ -91,11 +100,11 @@ def test_predictions_stay_within_bounds_and_memory_is_bounded(lengths: list[int]
 
 
 def test_snapshot_restores_the_same_predictions_through_json() -> None:
-    p = LengthPredictor(min_samples=3)
+    p = LengthPredictor(prior_weight=3)
     rng = random.Random(1)
     for agent in ("a", "b", "c"):
         feed(p, [rng.randint(1, 900) for _ in range(20)], agent=agent)
-    q = LengthPredictor(min_samples=3)
+    q = LengthPredictor(prior_weight=3)
     q.restore(json.loads(json.dumps(p.snapshot())))
     probes = [job("p", agent=a, max_tokens=2048) for a in ("a", "b", "c", "zzz")]
     assert [q.predict(j) for j in probes] == [p.predict(j) for j in probes]
@@ -116,7 +125,7 @@ def test_the_dispatcher_labels_every_job_before_the_policy_sees_it() -> None:
         build_policy("sjf", PolicyContext()),
         build_admission("capacity", None),
         build_placement("least_loaded"),
-        lengths=LengthPredictor(min_samples=2),
+        lengths=LengthPredictor(prior_weight=0),
     )
     for k in range(2):
         done = job(f"d{k}", agent="short", max_tokens=1000)

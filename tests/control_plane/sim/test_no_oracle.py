@@ -57,7 +57,8 @@ def test_jobs_carry_the_cap_and_the_engine_the_true_length() -> None:
     assert all(j.max_tokens == DEFAULT_MAX_TOKENS for j in seen)
     assert seen[0].predicted_out == DEFAULT_MAX_TOKENS  # cold start: nothing learnt yet
     by_agent = {j.agent: j.predicted_out for j in seen[-10:]}
-    assert by_agent == {"short": 20, "long": 600}  # learnt from answers that ended
+    # learnt from the answers that ended (still shrunk toward the app's while they are few)
+    assert by_agent["short"] < by_agent["long"] < DEFAULT_MAX_TOKENS
     assert {r.n_out for r in records if r.status == "ok"} == {20, 600}
     assert all(r.max_tokens == DEFAULT_MAX_TOKENS for r in records)
     assert setup.dispatcher.lengths.error.n > 0
