@@ -70,6 +70,7 @@ RANKS: dict[str, int] = {
     "policies": 2,
     "admission": 2,
     "placement": 2,
+    "control": 2,
     "settings": 2,
     "state": 2,
     "gateway": 3,

@@ -23,6 +23,16 @@ from control_plane.core.policy import Policy, PolicyContext
 from control_plane.core.worker_view import WorkerView
 
 
+class Controller(Protocol):
+    """Watches arrivals and ends and may switch the policy each cycle (`control.meta`)."""
+
+    def on_arrival(self, job: Job, now: float) -> None: ...
+
+    def on_finish(self, job: Job, outcome: Outcome, now: float) -> None: ...
+
+    def step(self, core: SchedulerCore, now: float) -> object: ...
+
+
 class WorkerProbe(Protocol):
     """What is known of one worker apart from the core's in-flight records."""
 
@@ -70,9 +80,16 @@ class SchedulerCore:
     tokens are charged from cumulative counts, so a repeated progress event charges nothing.
     """
 
-    def __init__(self, dispatcher: Dispatcher, failure_cooldown_s: float = 5.0) -> None:
+    def __init__(
+        self,
+        dispatcher: Dispatcher,
+        failure_cooldown_s: float = 5.0,
+        controller: Controller | None = None,
+    ) -> None:
         self.dispatcher = dispatcher
         self.failure_cooldown_s = failure_cooldown_s
+        self.controller = controller
+        """Switches the policy automatically when set (the `auto` policy)."""
         self.pending: dict[str, Job] = {}
         self.running: dict[str, Running] = {}
         self.workers: dict[str, WorkerSlot] = {}
@@ -96,6 +113,8 @@ class SchedulerCore:
         job.worker = None
         self.pending[job.id] = job
         self.dispatcher.push(job, now)
+        if self.controller is not None and previous is None:
+            self.controller.on_arrival(job, now)
 
     def adopt_pending(self, queued: list[tuple[Job, dict[str, float]]], now: float) -> None:
         """A new leader's queue, handed over at once so restored counters stay as they were."""
@@ -151,6 +170,8 @@ class SchedulerCore:
             return None
         self._release(run)
         self.dispatcher.on_finish(run.job, outcome, now)
+        if self.controller is not None:
+            self.controller.on_finish(run.job, outcome, now)
         return run.job
 
     def worker_failed(self, worker_id: str, now: float) -> None:
@@ -198,6 +219,8 @@ class SchedulerCore:
 
     def tick(self, now: float) -> None:
         self.dispatcher.tick(now)
+        if self.controller is not None:
+            self.controller.step(self, now)
 
     def node_counts(self) -> list[dict[str, Any]]:
         """Queued and in-flight requests per node at every level (tenant, app, agent)."""

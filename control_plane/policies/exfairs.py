@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -29,6 +29,11 @@ class ExfairsParams(BaseModel):
     credit_bound: int = Field(100, ge=1)
     insert_multiplier: float = Field(1.0, ge=0.0)
     p_max: int = Field(32, ge=0)
+    usage: Literal["raises", "lowers"] = "raises"
+    """How usage moves priority in the credit exchange. `raises` (the paper): the exchange
+    ranks clients by SAFI, which grows with usage, so heavy clients can gain priority
+    (docs/algorithms.md §4.5). `lowers`: it ranks them by `α · SLO + (1 − α) · (1 − Usage)`,
+    so light clients gain priority, as under VTC. SAFI itself is the same metric either way."""
 
 
 class ExfairsPolicy(Policy):
@@ -115,9 +120,13 @@ class ExfairsPolicy(Policy):
     def exchange(self, now: float) -> list[Transfer]:
         """Run one credit round now (Algorithm 1) and return its transfers."""
         p = self._p()
-        self._last_safi = safi_scores(self.ctx.ledger, self.active_clients(now), now, p.alpha)
+        clients = self.active_clients(now)
+        self._last_safi = safi_scores(self.ctx.ledger, clients, now, p.alpha)
+        need = self._last_safi
+        if p.usage == "lowers":
+            need = safi_scores(self.ctx.ledger, clients, now, p.alpha, usage_lowers=True)
         self._last_transfers = exchange_credits(
-            self.ctx.ledger, self._last_safi, p.beta, p.exchange_scale, p.credit_bound
+            self.ctx.ledger, need, p.beta, p.exchange_scale, p.credit_bound
         )
         return self._last_transfers
 

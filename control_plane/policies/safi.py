@@ -8,20 +8,29 @@ from control_plane.core.ledger import Ledger, Node
 
 
 def safi_scores(
-    ledger: Ledger, clients: Iterable[Node], now: float, alpha: float = 0.7
+    ledger: Ledger,
+    clients: Iterable[Node],
+    now: float,
+    alpha: float = 0.7,
+    *,
+    usage_lowers: bool = False,
 ) -> dict[Node, float]:
     """`SAFI_i = α · SLO_i + (1 − α) · Usage_i` over the ledger's sliding window.
 
     `SLO_i` = violations / completed (0 when nothing completed); `Usage_i` = windowed service
     (Unified Tokens, `n_in + 2 · n_out` at default prices) over the largest among `clients`
-    (0 when nobody was served). Lower is better.
+    (0 when nobody was served). Lower is better. With `usage_lowers` the usage term is
+    `1 − Usage_i` (ExFairS's `usage: lowers` variant: the exchange then favours light clients).
     """
     windows = {client: ledger.window(client, now) for client in clients}
     top = max((w.service for w in windows.values()), default=0.0)
-    return {
-        client: alpha * w.violation_rate + (1.0 - alpha) * (w.service / top if top > 0 else 0.0)
-        for client, w in windows.items()
-    }
+    out = {}
+    for client, w in windows.items():
+        usage = w.service / top if top > 0 else 0.0
+        if usage_lowers:
+            usage = 1.0 - usage
+        out[client] = alpha * w.violation_rate + (1.0 - alpha) * usage
+    return out
 
 
 def jain(values: Iterable[float]) -> float:

@@ -77,7 +77,7 @@ class Simulator:
     ) -> None:
         self.setup = setup
         self.specs = specs
-        self.core = core or SchedulerCore(setup.dispatcher)
+        self.core = core or SchedulerCore(setup.dispatcher, controller=setup.controller)
         """Over `setup.dispatcher`; given only to observe the run (a recording subclass)."""
         self.workers = setup.workers
         self.by_id = {w.id: w for w in self.workers}

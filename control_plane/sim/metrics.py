@@ -34,6 +34,7 @@ GROUP_KEYS: tuple[str, ...] = (
     "ttft_compliance",
     "tpot_compliance",
     *_LATENCY,
+    "ttft_cv",
     "queue_mean_s",
     "queue_p99_s",
     "tokens_per_s",
@@ -82,6 +83,17 @@ def _compliance(records: Sequence[RequestRecord], kind: str) -> float | None:
     return met / len(with_target)
 
 
+def _cv(values: list[float]) -> float | None:
+    """Coefficient of variation (std / mean), H-MAS's stability measure; None when undefined."""
+    if len(values) < 2:
+        return None
+    mean = sum(values) / len(values)
+    if mean <= 0:
+        return None
+    var = sum((v - mean) ** 2 for v in values) / len(values)
+    return float(var**0.5 / mean)
+
+
 def group_metrics(records: Sequence[RequestRecord], t0: float, t1: float) -> dict[str, Any]:
     """`GROUP_KEYS` over `records`, rates over the window `[t0, t1]`."""
     span = max(t1 - t0, 1e-9)
@@ -103,6 +115,7 @@ def group_metrics(records: Sequence[RequestRecord], t0: float, t1: float) -> dic
     }
     for metric in ("ttft", "tpot", "e2e"):
         out.update(summary((getattr(r, f"{metric}_s") for r in records), metric))
+    out["ttft_cv"] = _cv([r.ttft_s for r in records if r.ttft_s is not None])
     queue = summary((r.queue_s for r in records), "queue")
     out["queue_mean_s"], out["queue_p99_s"] = queue["queue_mean_s"], queue["queue_p99_s"]
     out["tokens_per_s"] = output_tokens_between(records, t0, t1) / span

@@ -1,10 +1,14 @@
 """Regenerate `docs/results.md`: `python -m control_plane.sim.results_doc [--jobs 2]`.
 
-Runs, in the simulator, `exfairs-I` … `exfairs-VI` under fcfs, rr, vtc and exfairs,
-`hmas-stress` under fcfs, edf, sjf, two_lane and wfq (per phase) and `hmfs-multimodal` under
-vtc and hmfs (plus agent-level VTC for contrast), then writes the tables and checks the papers'
-claims against the numbers. Every number in the file comes from these runs; the same seeds
-give the same file.
+Runs, in the simulator, `exfairs-I` … `exfairs-VI` under fcfs, rr, vtc and exfairs;
+`hmas-stress` and `hmas-drift` under every policy of the meta-controller's pool, vLLM's
+default (fcfs, no admission limit) and `auto` with each selector (per phase); and
+`hmfs-multimodal` under vtc and hmfs (plus agent-level VTC for contrast). It then writes the
+tables and checks the papers' claims against the numbers. Each ExFairS scenario is also run
+as a load sweep: at ρ = offered / measured capacity ∈ `SWEEP_RHOS` (the capacity `arbiter sim
+capacity` measures for its own mix; the scenario's `load_scale` set to give that ρ), under
+the same policies and the `usage: lowers` variant of exfairs. Every number in the file comes
+from these runs; the same seeds give the same file.
 """
 
 from __future__ import annotations
@@ -17,46 +21,83 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from control_plane.sim.results_tables import render_markdown
-from control_plane.sim.runner import run_policy
-from control_plane.sim.scenario import load_scenario
+from control_plane.control.meta import AUTO, DEFAULT_POOL
+from control_plane.sim.capacity import pool_loads
+from control_plane.sim.results_hmas import VLLM_DEFAULT
+from control_plane.sim.results_tables import SWEEP_MARK, render_markdown
+from control_plane.sim.runner import PluginChoice, run_policy
+from control_plane.sim.scenario import Scenario, load_scenario
 from control_plane.sim.setup import PolicySpec
 from control_plane.sim.workload import build_workload
 
 EXFAIRS = tuple(f"exfairs-{n}" for n in ("I", "II", "III", "IV", "V", "VI"))
 EXFAIRS_POLICIES = ("fcfs", "rr", "vtc", "exfairs")
-HMAS_POLICIES = ("fcfs", "edf", "sjf", "two_lane", "wfq")
+HMAS_POLICIES = (
+    *(PolicySpec(p, p) for p in DEFAULT_POOL),
+    PolicySpec(VLLM_DEFAULT, "fcfs"),
+    PolicySpec("auto", AUTO, {"selector": "rules"}),
+    PolicySpec("auto-bandit", AUTO, {"selector": "bandit"}),
+    PolicySpec("auto-noguard", AUTO, {"selector": "rules", "guards": False}),
+)
+HMAS_SCENARIOS = ("hmas-stress", "hmas-drift")
+PLUGINS = {
+    VLLM_DEFAULT: PluginChoice(
+        admission="capacity", admission_params={"skip_waiting": False, "kv_usage_max": 1.0}
+    )
+}
+"""Admission overrides by run label: vLLM's default sends everything to the engine."""
 HMFS_POLICIES = (
     PolicySpec("vtc", "vtc"),
     PolicySpec("hmfs", "hmfs"),
     PolicySpec("vtc-agent", "vtc", {"level": 3}),
 )
+SWEEP_RHOS = (0.6, 0.8, 1.0, 1.2)
+SWEEP_POLICIES = (
+    *(PolicySpec(p, p) for p in EXFAIRS_POLICIES),
+    PolicySpec("exfairs-lowers", "exfairs", {"usage": "lowers"}),
+)
 DOC = Path(__file__).resolve().parents[2] / "docs" / "results.md"
 ORACLE = DOC.with_name("results-oracle.json")
 """Headline numbers of the last release with the length oracle, for the comparison."""
 
-Job = tuple[str, tuple[PolicySpec, ...]]
+Job = tuple[str, tuple[PolicySpec, ...], float | None]
+"""(scenario, policies, ρ of a load sweep or None for the scenario as shipped)."""
 
 
-def plan() -> list[Job]:
-    jobs: list[Job] = [(s, tuple(PolicySpec(p, p) for p in EXFAIRS_POLICIES)) for s in EXFAIRS]
-    jobs.append(("hmas-stress", tuple(PolicySpec(p, p) for p in HMAS_POLICIES)))
-    jobs.append(("hmfs-multimodal", HMFS_POLICIES))
+def plan(sweep: bool = True) -> list[Job]:
+    jobs: list[Job] = [
+        (s, tuple(PolicySpec(p, p) for p in EXFAIRS_POLICIES), None) for s in EXFAIRS
+    ]
+    jobs += [(s, HMAS_POLICIES, None) for s in HMAS_SCENARIOS]
+    jobs.append(("hmfs-multimodal", HMFS_POLICIES, None))
+    if sweep:
+        jobs += [(s, SWEEP_POLICIES, rho) for s in EXFAIRS for rho in SWEEP_RHOS]
     return jobs
 
 
+def at_rho(scenario: Scenario, rho: float) -> Scenario:
+    """`scenario` with the `load_scale` that offers `rho` times its pool's measured capacity."""
+    unit = scenario.with_overrides(load_scale=1.0)
+    (load,) = pool_loads(unit)
+    return scenario.with_overrides(load_scale=rho / load.rho)
+
+
 def run_job(job: Job) -> tuple[str, dict[str, Any], float]:
-    """One scenario under its policies: (name, {label: results}, CPU seconds)."""
-    name, policies = job
+    """One scenario under its policies: (label, {policy label: results}, CPU seconds); a sweep
+    point's label is `<scenario>@<rho>`, and its results carry the `load_scale` used."""
+    name, policies, rho = job
     scenario = load_scenario(name)
+    if rho is not None:
+        scenario = at_rho(scenario, rho)
     specs = build_workload(scenario)
     results: dict[str, Any] = {}
     cpu = 0.0
     for policy in policies:
-        run = run_policy(scenario, policy, specs)
-        results[policy.label] = run.results
+        run = run_policy(scenario, policy, specs, plugins=PLUGINS.get(policy.label))
+        results[policy.label] = {**run.results, "load_scale": scenario.load_scale}
         cpu += run.cpu_s
-    return name, results, cpu
+    label = name if rho is None else f"{name}{SWEEP_MARK}{rho}"
+    return label, results, cpu
 
 
 def run_all(jobs: Sequence[Job], workers: int) -> dict[str, dict[str, Any]]:
@@ -77,8 +118,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--jobs", type=int, default=1, help="parallel processes")
     parser.add_argument("--out", type=Path, default=DOC, help="markdown file to write")
     parser.add_argument("--json-dir", type=Path, help="also write <dir>/<scenario>.json")
+    parser.add_argument("--no-sweep", action="store_true", help="skip the ExFairS load sweeps")
     args = parser.parse_args(argv)
-    results = run_all(plan(), args.jobs)
+    results = run_all(plan(sweep=not args.no_sweep), args.jobs)
     if args.json_dir is not None:
         args.json_dir.mkdir(parents=True, exist_ok=True)
         for name, res in results.items():

@@ -95,6 +95,7 @@ def run_policy(
         "admission": setup.dispatcher.admission.snapshot(),
         "placement": setup.dispatcher.placement.snapshot(),
         "length_prediction": length_prediction(setup.dispatcher.lengths, records),
+        "switches": [s.to_json() for s in setup.controller.switches] if setup.controller else [],
         **results,
     }
     return PolicyRun(policy, records, info, cpu_s, results)

@@ -227,13 +227,21 @@ class Scenario(_Strict):
             raise ValueError(f"unknown tenant {name!r}")
         return found
 
-    def with_overrides(self, seed: int | None = None, duration_s: float | None = None) -> Scenario:
-        """A copy with the CLI's `--seed` / `--duration` applied (profiles and base dir kept)."""
+    def with_overrides(
+        self,
+        seed: int | None = None,
+        duration_s: float | None = None,
+        load_scale: float | None = None,
+    ) -> Scenario:
+        """A copy with the CLI's `--seed` / `--duration` (or a load sweep's `load_scale`)
+        applied; profiles and base dir kept."""
         update: dict[str, Any] = {}
         if seed is not None:
             update["seed"] = seed
         if duration_s is not None:
             update["duration_s"] = duration_s
+        if load_scale is not None:
+            update["load_scale"] = load_scale
         return self._copy(update)
 
     def as_live(self, speed: float) -> Scenario:

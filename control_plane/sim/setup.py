@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from control_plane.admission.registry import build_admission
+from control_plane.control.meta import AUTO, MetaController, build_controller
 from control_plane.core.dispatcher import Dispatcher
 from control_plane.core.ledger import Ledger
 from control_plane.core.policy import PolicyContext, Weights
@@ -42,6 +43,8 @@ class SimSetup:
     gap_sample_s: float = 0.1
     queue_caps: dict[str, int] = field(default_factory=dict)
     """Tenant → most requests it may have queued (absent: unbounded)."""
+    controller: MetaController | None = None
+    """The meta-controller of an `auto` run."""
 
 
 def queue_caps(scenario: Scenario) -> dict[str, int]:
@@ -83,8 +86,14 @@ def build_setup(
     ctx = PolicyContext(
         weights=scenario_weights(scenario), ledger=Ledger(window_s=sched.ledger_window_s)
     )
+    controller = None
+    if policy.name == AUTO:
+        controller = build_controller(policy.params, lambda name: build_policy(name, ctx))
+        first = build_policy(controller.current, ctx)
+    else:
+        first = build_policy(policy.name, ctx, policy.params)
     dispatcher = Dispatcher(
-        build_policy(policy.name, ctx, policy.params),
+        first,
         build_admission(
             admission or sched.admission,
             admission_params if admission_params is not None else sched.admission_params,
@@ -105,4 +114,5 @@ def build_setup(
         queue_timeout_s=sched.queue_timeout_s,
         gap_sample_s=gap_sample_s,
         queue_caps=queue_caps(scenario),
+        controller=controller,
     )

@@ -204,6 +204,28 @@ def test_a_round_runs_every_round_s_and_only_over_active_clients() -> None:
     assert policy.active_clients(20.0) == [("c",)]  # a and b fell out of the window
 
 
+def test_usage_raises_priority_in_the_paper_and_lowers_it_in_the_variant() -> None:
+    def after_one_round(usage: str) -> tuple[int, int]:
+        ctx = PolicyContext(ledger=Ledger(window_s=60.0))
+        policy = build_policy("exfairs", ctx, {"round_s": 1.0, "usage": usage})
+        ctx.ledger.charge_input(("heavy", "x", "y"), 9000, 9000.0, now=0.0)
+        ctx.ledger.charge_input(("light", "x", "y"), 1000, 1000.0, now=0.0)
+        for client in ("heavy", "light"):  # both violate alike: usage decides
+            ctx.ledger.record_completion((client, "x", "y"), True, now=0.0)
+        policy.tick(0.0)
+        policy.tick(1.0)
+        return policy.priority(job("h", "heavy")), policy.priority(job("l", "light"))
+
+    heavy, light = after_one_round("raises")
+    assert heavy < light  # the paper's rule: the heavy client gains priority (§4.5)
+    heavy, light = after_one_round("lowers")
+    assert light < heavy  # the variant: usage counts against priority
+    ledger = Ledger(window_s=60.0)
+    ledger.charge_input(("a", "x", "y"), 100, 100.0, now=0.0)
+    lowered = safi_scores(ledger, [("a",), ("b",)], 1.0, alpha=0.5, usage_lowers=True)
+    assert lowered == {("a",): 0.0, ("b",): 0.5}
+
+
 @settings(max_examples=200, deadline=None)
 @given(
     st.lists(

@@ -4,8 +4,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from control_plane.sim.results_doc import plan
-from control_plane.sim.results_tables import exfairs_claims, headline, render_markdown
+import pytest
+
+from control_plane.sim.capacity import pool_loads
+from control_plane.sim.results_doc import at_rho, plan
+from control_plane.sim.results_tables import (
+    SWEEP_MARK,
+    exfairs_claims,
+    headline,
+    render_markdown,
+)
 from tests.control_plane.sim.builders import run, tiny
 
 
@@ -15,10 +23,16 @@ def results(policies: tuple[str, ...], **overrides: Any) -> dict[str, Any]:
 
 
 def test_the_plan_covers_the_issue_s_experiments() -> None:
-    jobs = {name: [p.label for p in policies] for name, policies in plan()}
+    jobs = {name: [p.label for p in policies] for name, policies, rho in plan() if rho is None}
+    sweeps = {(name, rho): [p.label for p in policies] for name, policies, rho in plan() if rho}
     for n in ("I", "II", "III", "IV", "V", "VI"):
         assert jobs[f"exfairs-{n}"] == ["fcfs", "rr", "vtc", "exfairs"]
-    assert jobs["hmas-stress"] == ["fcfs", "edf", "sjf", "two_lane", "wfq"]
+        swept = ["fcfs", "rr", "vtc", "exfairs", "exfairs-lowers"]
+        assert all(sweeps[(f"exfairs-{n}", rho)] == swept for rho in (0.6, 0.8, 1.0, 1.2))
+    assert not any(rho for _, _, rho in plan(sweep=False))
+    hmas = ["fcfs", "edf", "sjf", "two_lane", "wfq", "vtc", "hmfs", "exfairs", "vllm-default"]
+    hmas += ["auto", "auto-bandit", "auto-noguard"]
+    assert jobs["hmas-stress"] == jobs["hmas-drift"] == hmas
     assert jobs["hmfs-multimodal"][:2] == ["vtc", "hmfs"]
 
 
@@ -63,3 +77,36 @@ def test_length_prediction_and_the_oracle_comparison_are_rendered() -> None:
     assert "## Length prediction" in text and "| exfairs-I | vtc |" in text
     assert "## What changed without the oracle" in text and "0.123 → " in text
     assert "What changed without the oracle" not in render_markdown({"exfairs-I": now})
+
+
+def test_a_sweep_point_offers_the_asked_share_of_the_measured_capacity() -> None:
+    scenario = tiny(duration_s=60)
+    for rho in (0.6, 1.2):
+        (load,) = pool_loads(at_rho(scenario, rho))
+        assert load.rho == pytest.approx(rho, rel=0.1)  # arrivals are random: about rho
+
+
+def test_sweep_tables_and_verdicts_are_rendered() -> None:
+    now = results(("fcfs", "rr", "vtc", "exfairs"))
+    points = {f"exfairs-I{SWEEP_MARK}{rho}": now for rho in (1.2, 0.6)}
+    text = render_markdown({"exfairs-I": now, **points})
+    assert "## ExFairS load sweeps" in text and "| ρ | load_scale | fcfs |" in text
+    assert text.index("| 0.6 |") < text.index("| 1.2 |")
+    assert "- ρ = 0.6: lowest violation rate" in text
+    assert "| exfairs-I@" not in text  # sweep points stay out of the other tables
+
+
+def test_hmas_claims_are_judged_for_every_auto_run() -> None:
+    phases = [
+        {"name": "early", "start_s": 0, "end_s": 10},
+        {"name": "mid", "start_s": 10, "end_s": 15},
+        {"name": "late", "start_s": 15, "end_s": 20},
+    ]
+    res = results(("fcfs", "sjf", "wfq"), phases=phases)
+    res["vllm-default"] = res["fcfs"]
+    scenario = tiny(phases=phases)
+    res["auto"] = run(scenario, "auto", selector="rules", period_s=5.0).results
+    text = render_markdown({"hmas-drift": res})
+    assert "## H-MAS: hmas-drift, per phase" in text and "| late | auto |" in text
+    assert "- auto: goodput" in text and "vllm-default — ≥ 1.2×" in text
+    assert "within 5 % of the best fixed" in text and "Switches of auto:" in text

@@ -59,7 +59,7 @@ def test_steps_past_due_are_run_before_a_late_add_and_returned_later() -> None:
 def test_ttft_of_a_lone_request_is_one_prefill_step() -> None:
     e = make_engine("llama3-8b-h100")
     s = summarize(run(e, at(2.0, req("a", 1000, 1))))
-    assert s.first_at["a"] - 2.0 == pytest.approx(0.030 + 0.25e-3 * 1000, rel=1e-3)
+    assert s.first_at["a"] - 2.0 == pytest.approx(0.030 + 0.0406e-3 * 1000, rel=1e-3)
 
 
 def _decode_throughput(batch: int, n_in: int = 16, n_out: int = 101) -> tuple[float, float]:

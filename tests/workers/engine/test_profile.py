@@ -79,8 +79,11 @@ def test_llama3_8b_a100_reproduces_its_calibration_points() -> None:
 def test_llama3_8b_h100_reproduces_its_calibration_points() -> None:
     m = LatencyModel(load_profile("llama3-8b-h100"))
     for n in (128, 1000, 4000):
-        assert m.step_time(n, 0, 0) == pytest.approx((30 + 0.25 * n) * MS, rel=1e-3)
+        assert m.step_time(n, 0, 0) == pytest.approx((30 + 0.0406 * n) * MS, rel=1e-3)
     assert m.step_time(0, 1, 0) == pytest.approx(12 * MS, rel=1e-3)
+    a100 = LatencyModel(load_profile("llama3-8b-a100"))
+    prefill = [x.step_time(4096, 0, 0) - x.step_time(2048, 0, 0) for x in (m, a100)]
+    assert prefill[0] < prefill[1]  # an H100 prefills faster than an A100
 
 
 def test_tiny_cpu_is_fitted_and_plausible() -> None:
