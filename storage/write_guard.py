@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
 
 from sqlalchemy import exc as sa_exc
 
@@ -67,3 +69,32 @@ def probe_writes(db: Database) -> None:
             repos.requests.count(since=float("inf"))
     except Exception as exc:
         raise StorageUnavailable(f"database probe failed: {type(exc).__name__}: {exc}") from exc
+
+
+@dataclass(frozen=True, slots=True)
+class AuditDraft:
+    """An audit entry to append (`AuditRepo.append`'s arguments)."""
+
+    actor: str
+    action: str
+    target: str
+    old: Any
+    new: Any
+    reason: str
+    at: float
+
+
+def write_audit(db: Database, drafts: Sequence[AuditDraft]) -> int:
+    """Append `drafts` in one transaction; → how many. Raises as `write_requests` does."""
+    with classified(), db.repos() as repos:
+        for d in drafts:
+            repos.audit.append(
+                actor=d.actor,
+                action=d.action,
+                target=d.target,
+                old=d.old,
+                new=d.new,
+                reason=d.reason,
+                at=d.at,
+            )
+        return len(drafts)

@@ -133,12 +133,29 @@ class WorkerFailed:
     t: float
 
 
-Event = Progress | Complete | Withdrawn | WorkerFailed
+@dataclass(frozen=True, slots=True)
+class PolicySwitched:
+    """The leader's meta-controller switched the ordering policy (an audit row to write).
+
+    `view` is the `V_long` it decided on, as a JSON text; `id` names the switch uniquely.
+    """
+
+    id: str
+    t: float
+    old: str
+    new: str
+    reason: str
+    selector: str
+    view: str = "{}"
+
+
+Event = Progress | Complete | Withdrawn | WorkerFailed | PolicySwitched
 TYPES: dict[type[Any], str] = {
     Progress: "progress",
     Complete: "complete",
     Withdrawn: "withdrawn",
     WorkerFailed: "worker_failed",
+    PolicySwitched: "policy_switched",
 }
 
 
@@ -262,9 +279,22 @@ def _worker_failed(f: Fields) -> WorkerFailed:
     )
 
 
+def _policy_switched(f: Fields) -> PolicySwitched:
+    return PolicySwitched(
+        id=f.text("id", required=True),
+        t=f.number("t", 0.0),
+        old=f.text("old", ""),
+        new=f.text("new", required=True),
+        reason=f.text("reason", ""),
+        selector=f.text("selector", ""),
+        view=f.text("view", "{}"),
+    )
+
+
 _READERS: dict[str, Callable[[Fields], Event]] = {
     "progress": _progress,
     "complete": _complete,
     "withdrawn": _withdrawn,
     "worker_failed": _worker_failed,
+    "policy_switched": _policy_switched,
 }

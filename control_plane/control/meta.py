@@ -102,6 +102,7 @@ class MetaController:
     _bypass_until: float = 0.0
     _bypass_quiet_until: float = 0.0
     _banned: dict[str, int] = field(default_factory=dict)
+    _unsent: list[Switch] = field(default_factory=list)
 
     # -- inputs (from the core) ----------------------------------------------------------------
     def attach(self, core: SchedulerCore) -> None:
@@ -204,7 +205,18 @@ class MetaController:
         self.current = policy
         self.switches.append(record)
         del self.switches[: -self.max_records]
+        self._unsent.append(record)
+        del self._unsent[: -self.max_records]
         return record
+
+    def take_unsent(self) -> list[Switch]:
+        """The switches not yet handed out (the live scheduler publishes them as audit rows)."""
+        out, self._unsent = self._unsent, []
+        return out
+
+    def put_back(self, switches: list[Switch]) -> None:
+        """Switches that could not be published: handed out again next time."""
+        self._unsent[:0] = switches
 
     def snapshot(self) -> dict[str, Any]:
         return {

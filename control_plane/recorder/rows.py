@@ -1,9 +1,11 @@
-"""Turning `complete` events into request rows (pure: no I/O)."""
+"""Turning `complete` events into request rows and `policy_switched` events into audit
+entries (pure: no I/O)."""
 
 from __future__ import annotations
 
-from control_plane.contracts.events import Complete
+from control_plane.contracts.events import Complete, PolicySwitched
 from storage.records import REQUEST_STATUSES, RequestRecord
+from storage.write_guard import AuditDraft
 
 W_P, W_Q = 1.0, 2.0
 
@@ -56,4 +58,17 @@ def request_row(event: Complete, policy: str | None) -> RequestRecord | None:
         policy=event.policy or policy,
         error=event.error,
         attempts=event.attempts + 1,
+    )
+
+
+def audit_draft(event: PolicySwitched) -> AuditDraft:
+    """The audit entry of an automatic policy switch: what, why, and the view it decided on."""
+    return AuditDraft(
+        actor="controller",
+        action="policy.switch",
+        target="policy",
+        old={"name": event.old},
+        new={"name": event.new},
+        reason=f"{event.selector}: {event.reason or 'switch'}; view {event.view}",
+        at=event.t,
     )

@@ -1,4 +1,5 @@
-"""The recorder: `complete` events → request rows (and per-minute rollups) in SQL.
+"""The recorder: `complete` events → request rows (and per-minute rollups) in SQL, and the
+meta-controller's `policy_switched` events → audit rows (actor `controller`).
 
 Guarantee: an event is acknowledged only after the transaction holding its row committed, or
 after it was set aside in the dead-letter stream; inserts are idempotent on the request id, so
@@ -21,15 +22,16 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from control_plane.contracts.events import Complete, Event, encode
+from control_plane.contracts.events import Complete, Event, PolicySwitched, encode
 from control_plane.contracts.knobs import PluginChoice
 from control_plane.recorder.isolate import write_isolating
 from control_plane.recorder.metrics import RecorderMetrics
-from control_plane.recorder.rows import request_row
+from control_plane.recorder.rows import audit_draft, request_row
 from control_plane.state import StateStores, StateUnavailable
 from storage.db import Database
+from storage.errors import RowsRejected, StorageUnavailable
 from storage.records import RequestRecord
-from storage.write_guard import probe_writes, write_requests
+from storage.write_guard import probe_writes, write_audit, write_requests
 
 log = logging.getLogger(__name__)
 GROUP = "recorder"
@@ -132,6 +134,7 @@ class Recorder:
         if not entries:
             return
         batch = to_batch(entries, await self._active_policy())
+        await self._write_audit([(eid, e) for eid, e in entries if isinstance(e, PolicySwitched)])
         refused = await self._write_until_decided(batch.rows)
         events = dict(entries)
         for entry_id, event, reason in batch.unconvertible:
@@ -165,6 +168,26 @@ class Recorder:
                     exc,
                     backoff,
                 )
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, MAX_BACKOFF_S)
+
+    async def _write_audit(self, switches: list[tuple[str, PolicySwitched]]) -> None:
+        """Audit rows for the controller's switches: retried through an outage, dead-lettered
+        when the database refuses them."""
+        if not switches:
+            return
+        drafts = [audit_draft(e) for _, e in switches]
+        backoff = 0.5
+        while True:
+            try:
+                await asyncio.to_thread(write_audit, self.db, drafts)
+                return
+            except RowsRejected as exc:
+                for entry_id, event in switches:
+                    await self._dead_letter("write", entry_id, encode(event), str(exc))
+                return
+            except StorageUnavailable as exc:
+                log.warning("recorder: audit write failed (%s); retrying in %.1fs", exc, backoff)
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, MAX_BACKOFF_S)
 

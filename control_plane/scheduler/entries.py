@@ -11,7 +11,7 @@ import logging
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
-from control_plane.contracts.events import Complete, Event, Progress, Withdrawn
+from control_plane.contracts.events import Complete, Event, Progress, Withdrawn, WorkerFailed
 from control_plane.contracts.requests import RecordError, RequestRecord
 from control_plane.core.job import Job
 from control_plane.core.scheduler_core import SchedulerCore
@@ -33,9 +33,9 @@ def apply_event(core: SchedulerCore, event: Event, now: float) -> Job | None:
         return core.complete(event.id, event.outcome(), now)
     elif isinstance(event, Withdrawn):
         core.withdraw(event.id)
-    elif event.worker:
+    elif isinstance(event, WorkerFailed) and event.worker:
         core.worker_failed(event.worker, now)
-    return None
+    return None  # PolicySwitched: the leader's own record, for the recorder
 
 
 def _reason(exc: Exception) -> str:

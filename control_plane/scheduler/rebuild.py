@@ -9,6 +9,7 @@ from control_plane.admission.registry import build_admission
 from control_plane.contracts.checkpoints import LeaderState
 from control_plane.contracts.knobs import JsonValue, KnobValue, NodeWeights, PluginChoice, knob_of
 from control_plane.contracts.requests import RecordError, RequestRecord
+from control_plane.control.meta import AUTO, AutoParams
 from control_plane.core.dispatcher import Dispatcher
 from control_plane.core.job import Job
 from control_plane.core.ledger import Ledger
@@ -48,7 +49,10 @@ def build_core(
     adm = knob_of(knobs, "admission", PluginChoice) or DEFAULT_ADMISSION
     plc = knob_of(knobs, "placement", PluginChoice) or DEFAULT_PLACEMENT
     try:
-        policy = build_policy(pol.name, ctx, dict(pol.params))
+        if pol.name == AUTO:  # the controller starts from its initial policy (service.py)
+            policy = build_policy(AutoParams.model_validate(dict(pol.params)).initial, ctx)
+        else:
+            policy = build_policy(pol.name, ctx, dict(pol.params))
     except ValueError:
         log.exception("policy knob %r is invalid; using %s", pol, default_policy)
         policy = build_policy(default_policy, ctx)

@@ -18,12 +18,14 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from control_plane.admission.registry import ADMISSIONS
 from control_plane.api.admin.deps import FieldErrors
+from control_plane.control.meta import AUTO, AutoParams
 from control_plane.core.plugins import PluginParamsError, PluginRegistry, UnknownPluginError
 from control_plane.core.policy import PolicyContext
 from control_plane.gateway.bounds import INT32_MAX, Millis
 from control_plane.gateway.errors import ApiError
 from control_plane.placement.registry import PLACEMENTS
 from control_plane.policies.registry import PolicyParamsError, UnknownPolicyError, build_policy
+from control_plane.policies.registry import names as registry_names
 
 KNOB_NAME = re.compile(r"[a-z][a-z0-9_.\-]{0,63}")
 """Knob names (matched in full: a trailing newline is not part of a name)."""
@@ -71,7 +73,10 @@ def _model(model: type[BaseModel], value: Any, prefix: str = "value.") -> BaseMo
 
 
 def validate_policy(name: str, params: dict[str, Any] | None) -> dict[str, Any]:
-    """`{"name", "params"}` with params validated (and defaults filled) by the policy's model."""
+    """`{"name", "params"}` with params validated (and defaults filled) by the policy's model;
+    `auto` (the meta-controller) by `AutoParams`, every policy of its pool registered."""
+    if name == AUTO:
+        return {"name": AUTO, "params": _auto_params(params)}
     try:
         policy = build_policy(name, PolicyContext(), params)
     except UnknownPolicyError as exc:
@@ -169,3 +174,17 @@ def validate_knob(name: str, value: Any) -> Any:
 def known_knobs() -> dict[str, dict[str, Any]]:
     """Description and JSON schema of every known knob."""
     return {name: {"description": r.description, "schema": r.schema()} for name, r in RULES.items()}
+
+
+def _auto_params(params: dict[str, Any] | None) -> dict[str, Any]:
+    try:
+        auto = AutoParams.model_validate(params or {})
+    except ValidationError as exc:
+        raise FieldErrors(
+            [{"loc": e["loc"], "msg": e["msg"]} for e in exc.errors()], prefix="params."
+        ) from exc
+    unknown = [p for p in [*auto.pool, auto.initial] if p not in registry_names()]
+    if unknown:
+        msg = f"not registered policies: {', '.join(unknown)}"
+        raise FieldErrors([{"loc": ("pool",), "msg": msg}], prefix="params.")
+    return auto.model_dump(mode="json")

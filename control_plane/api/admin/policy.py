@@ -16,6 +16,7 @@ from control_plane.api.admin.knobs import active_policy, set_knob
 from control_plane.api.admin.schemas import PolicyChange
 from control_plane.api.auth import Admin
 from control_plane.contracts.knobs import JsonValue, KnobValue
+from control_plane.control.meta import AUTO, AutoParams
 from control_plane.core.plugins import PluginRegistry
 from control_plane.placement.registry import PLACEMENTS
 from control_plane.policies import registry
@@ -40,8 +41,19 @@ def _entry(name: str, cls: Any) -> dict[str, Any]:
 
 
 def policy_catalog() -> list[dict[str, Any]]:
-    """Every registered policy: name, summary, params JSON schema and default params."""
-    return [_entry(name, registry.policy_class(name)) for name in registry.names()]
+    """Every registered policy: name, summary, params JSON schema and default params; then
+    `auto`, which hands the choice to the meta-controller."""
+    entries = [_entry(name, registry.policy_class(name)) for name in registry.names()]
+    entries.append(
+        {
+            "name": AUTO,
+            "summary": "The H-MAS meta-controller chooses the policy from the pool every period,"
+            " with an emergency bypass and a rollback guard (docs/algorithms.md §18).",
+            "params_schema": AutoParams.model_json_schema(),
+            "defaults": AutoParams().model_dump(mode="json"),
+        }
+    )
+    return entries
 
 
 def plugin_catalog(plugins: PluginRegistry[Any]) -> list[dict[str, Any]]:

@@ -12,6 +12,7 @@ from control_plane.contracts.events import (
     Complete,
     Event,
     EventError,
+    PolicySwitched,
     Progress,
     Sender,
     Withdrawn,
@@ -58,6 +59,7 @@ EVENTS: list[Event] = [
     Complete("r3", "withdrawn", finished=6.0, gateway_lost="gw-2", sender=Sender("acme")),
     Withdrawn("r4", "queue_timeout", tenant="acme", seq=9, at=7.0),
     WorkerFailed("r5", "w2", "connection reset", 8.0),
+    PolicySwitched("switch-9.0-edf", 9.0, "fcfs", "edf", "deadlines", "rules", '{"queued":3}'),
 ]
 
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from control_plane.contracts.events import Complete, decode
-from control_plane.recorder.rows import request_row
+from control_plane.contracts.events import Complete, PolicySwitched, decode
+from control_plane.recorder.rows import audit_draft, request_row
 
 
 def _event(**over: object) -> Complete:
@@ -46,3 +46,28 @@ def test_met_slo_and_orphans() -> None:
     ok = request_row(_event(slo={"ttft_s": 5.0}), None)
     assert ok is not None and not ok.slo_violated
     assert request_row(Complete("x", "aborted", finished=1.0, orphan=True), None) is None
+
+
+def test_a_controller_switch_becomes_an_audit_entry() -> None:
+    event = decode(
+        {
+            "type": "policy_switched",
+            "id": "switch-1",
+            "t": 12.5,
+            "old": "fcfs",
+            "new": "edf",
+            "reason": "deadlines",
+            "selector": "rules",
+            "view": '{"violation_rate":0.4}',
+        }
+    )
+    assert isinstance(event, PolicySwitched)
+    draft = audit_draft(event)
+    assert (draft.actor, draft.action, draft.target, draft.at) == (
+        "controller",
+        "policy.switch",
+        "policy",
+        12.5,
+    )
+    assert draft.old == {"name": "fcfs"} and draft.new == {"name": "edf"}
+    assert draft.reason == 'rules: deadlines; view {"violation_rate":0.4}'

@@ -128,3 +128,26 @@ async def test_fairness_knob_reaches_exfairs_params(api: AdminApi) -> None:
     )
     assert resp.json()["policy"] is None  # fcfs has no α: only the knob changes
     assert getattr(await api.stores.knobs.get("policy"), "name", None) == "fcfs"
+
+
+async def test_auto_is_offered_validated_and_set_like_a_policy(api: AdminApi) -> None:
+    catalogue = (await api.client.get("/admin/policy")).json()["policies"]
+    auto = next(p for p in catalogue if p["name"] == "auto")
+    assert auto["defaults"]["selector"] == "rules" and "edf" in auto["defaults"]["pool"]
+    bad = await api.client.put(
+        "/admin/policy",
+        json={"name": "auto", "params": {"selector": "oracle", "period_s": 0}, "reason": "r"},
+    )
+    assert bad.status_code == 422
+    assert {e["param"] for e in bad.json()["errors"]} == {"params.selector", "params.period_s"}
+    unknown = await api.client.put(
+        "/admin/policy", json={"name": "auto", "params": {"pool": ["fcfs", "nope"]}, "reason": "r"}
+    )
+    assert unknown.status_code == 422 and unknown.json()["error"]["param"] == "params.pool"
+    ok = await api.client.put(
+        "/admin/policy", json={"name": "auto", "params": {"selector": "bandit"}, "reason": "r"}
+    )
+    assert ok.status_code == 200
+    knob = await api.stores.knobs.get("policy")
+    assert isinstance(knob, PluginChoice) and knob.name == "auto"
+    assert knob.params["selector"] == "bandit" and knob.params["period_s"] == 30.0
