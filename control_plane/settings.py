@@ -44,6 +44,10 @@ class Settings(BaseSettings):
     """Per-tenant cap on queued requests unless the tenant record sets one."""
     strict_hierarchy: bool = False
     """When true, unknown applications/agents in headers are rejected instead of created."""
+    tag_tasks: bool = True
+    """Tag requests without `X-Arbiter-Task` with the rule tagger's task type (gateway)."""
+    task_slo: bool = False
+    """Give requests H-MAS Table 6's targets for their task where nothing else sets one."""
     default_max_tokens: int = 512
     """Output bound assumed for scheduling when a request sets no `max_tokens`."""
     progress_interval_s: float = 0.1

@@ -71,6 +71,7 @@ RANKS: dict[str, int] = {
     "admission": 2,
     "placement": 2,
     "control": 2,
+    "perception": 2,
     "settings": 2,
     "state": 2,
     "gateway": 3,

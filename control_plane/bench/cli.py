@@ -1,6 +1,7 @@
-"""`arbiter bench overhead|faults|soak|decisions`: what Arbiter adds to a request, evidence
-that a deployment survives faults and holds steady under hours of load (these three drive a
-real `arbiter up` over HTTP), and what one scheduling decision costs (in process)."""
+"""`arbiter bench overhead|faults|soak|decisions|perception`: what Arbiter adds to a request,
+evidence that a deployment survives faults and holds steady under hours of load (these three
+drive a real `arbiter up` over HTTP), what one scheduling decision costs and what tagging a
+prompt costs (in process)."""
 
 from __future__ import annotations
 
@@ -201,14 +202,50 @@ def bench_decisions(
     write(rows, out)
 
 
+def bench_perception(
+    rounds: Annotated[int, Opt(help="Timed tags per prompt.", min=100)] = 20_000,
+    out: Annotated[Path | None, Opt(help="Write results JSON here.")] = Path(
+        "out/bench-perception.json"
+    ),
+) -> None:
+    """Time the rule tagger (short and 2,048-token prompts) and measure its accuracy on the
+    labelled sample (dev and held-out halves)."""
+    from rich.table import Table
+
+    from control_plane.bench.perception import run, write
+
+    result = run(rounds)
+    timing = Table(title="Rule tagger cost (µs)")
+    for col in ("prompt", "chars", "p50", "p99"):
+        timing.add_column(col, justify="right")
+    for name, t in result["timing"].items():
+        timing.add_row(name, f"{t['chars']:.0f}", f"{t['p50_us']:.1f}", f"{t['p99_us']:.1f}")
+    acc = Table(title="Rule tagger accuracy")
+    for col in ("task type", "dev", "held-out"):
+        acc.add_column(col, justify="right")
+    for task, value in result["held_out"]["per_type"].items():
+        dev = result["dev"]["per_type"].get(task)
+        acc.add_row(task, _pct(dev), _pct(value))
+    acc.add_row("all", _pct(result["dev"]["accuracy"]), _pct(result["held_out"]["accuracy"]))
+    Console().print(timing)
+    Console().print(acc)
+    write(result, out)
+
+
+def _pct(value: float | None) -> str:
+    return "—" if value is None else f"{100 * value:.0f} %"
+
+
 def register(group: typer.Typer, aliases: typer.Typer | None = None) -> None:
-    """Add `overhead`, `faults`, `soak` and `decisions` to `group`; old flat names to `aliases`."""
+    """Add `overhead`, `faults`, `soak`, `decisions` and `perception` to `group`; old flat
+    names to `aliases`."""
     for name, command in (
         ("overhead", bench_overhead),
         ("faults", bench_faults),
         ("soak", bench_soak),
         ("decisions", bench_decisions),
+        ("perception", bench_perception),
     ):
         group.command(name)(command)
-        if aliases is not None and name != "decisions":
+        if aliases is not None and name not in ("decisions", "perception"):
             aliases.command(f"bench-{name}", hidden=True)(command)

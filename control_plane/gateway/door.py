@@ -7,7 +7,9 @@ default, the tier clamped to the tenant's, and SLO targets that a request may on
 is sent to the worker with the default the scheduler assumed (lowered to the room its prompt
 leaves in the model's context), so the bound the scheduler plans with is the worker's too.
 Nothing else of the body reaches the job: `min_tokens`, `ignore_eos` and the like are only
-forwarded.
+forwarded. A request without an `X-Arbiter-Task` tag gets the rule tagger's task type
+(`perception.tagger`, tens of microseconds) when `ARBITER_TAG_TASKS` is on (the default), and,
+with `ARBITER_TASK_SLO`, H-MAS Table 6's targets as the last level of the SLO precedence.
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ from control_plane.gateway.proxy import upstream_payload
 from control_plane.gateway.schemas import ChatCompletionRequest, CompletionRequest
 from control_plane.gateway.tags import RequestTags, clamp_tier, relax, strip_tags
 from control_plane.gateway.tokens import estimate_prompt_tokens
+from control_plane.perception.tagger import prompt_text, tag
+from control_plane.perception.tasks import task_slo
 
 Body = ChatCompletionRequest | CompletionRequest
 
@@ -38,6 +42,14 @@ def build_flight(
     n_in = estimate_prompt_tokens(body)
     requested = body.requested_max_tokens()
     max_tokens = requested or _default_max_tokens(d.settings.default_max_tokens, model, n_in)
+    raw = body.model_dump(exclude_none=True, exclude_unset=True)
+    task = tags.task
+    if task is None and d.settings.tag_tasks:
+        text = prompt_text(raw)
+        task = tag(text) if text else None
+    slo = _slo(node.slo.over(d.knobs.slo_defaults), tags)
+    if task is not None and d.settings.task_slo:
+        slo = _with_task_slo(slo, task)
     rid = f"req-{uuid.uuid4().hex}"
     job = Job(
         id=rid,
@@ -50,12 +62,11 @@ def build_flight(
         max_tokens=max_tokens,
         workflow=tags.workflow or f"wf-{uuid.uuid4().hex[:16]}",
         upstream=tags.upstream,
-        task=tags.task,
+        task=task,
         tier=clamp_tier(node.tier, tags.priority),
-        slo=_slo(node.slo.over(d.knobs.slo_defaults), tags),
+        slo=slo,
         unit_factor=model.unit_factor,
     )
-    raw = body.model_dump(exclude_none=True, exclude_unset=True)
     raw["metadata"] = strip_tags(body.metadata)
     if requested is None:
         raw["max_tokens"] = max_tokens
@@ -75,6 +86,18 @@ def _default_max_tokens(default: int, model: ModelEntry, n_in: int) -> int:
     if model.max_model_len is None:
         return default
     return max(1, min(default, model.max_model_len - n_in))
+
+
+def _with_task_slo(slo: Slo, task: str) -> Slo:
+    """Table 6's targets where neither the request, its node nor the operator set one."""
+    base = task_slo(task)
+    if base is None:
+        return slo
+    return Slo(
+        ttft_s=slo.ttft_s if slo.ttft_s is not None else base.ttft_s,
+        tpot_s=slo.tpot_s if slo.tpot_s is not None else base.tpot_s,
+        e2e_s=slo.e2e_s,
+    )
 
 
 def _slo(defaults: SloDefaults, tags: RequestTags) -> Slo:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -23,12 +22,13 @@ import httpx
 
 from control_plane.admission.registry import build_admission
 from control_plane.contracts.checkpoints import LeaderState
-from control_plane.contracts.events import Complete, Event, PolicySwitched, encode
+from control_plane.contracts.events import Complete, Event, encode
 from control_plane.contracts.knobs import KnobValue, NodeWeights, PluginChoice
-from control_plane.control.meta import AUTO, MetaController, Switch, build_controller
+from control_plane.control.meta import AUTO
 from control_plane.core.scheduler_core import SchedulerCore
 from control_plane.placement.registry import build_placement
 from control_plane.policies.registry import PolicyParamsError, UnknownPolicyError, build_policy
+from control_plane.scheduler.autopilot import hand_over, publish_switches
 from control_plane.scheduler.entries import (
     apply_each,
     apply_event,
@@ -313,37 +313,8 @@ class SchedulerService:
                 core.ctx.weights.set(node, weight)
 
     def _hand_to_controller(self, params: dict[str, Any]) -> None:
-        """`auto`: the meta-controller chooses from now on, starting from its `initial` policy."""
-        core = self._core
-        current = core.controller
-        if isinstance(current, MetaController) and self._auto_params == params:
-            return
-        try:
-            controller = build_controller(params, lambda n: build_policy(n, core.ctx))
-        except ValueError:
-            log.exception("ignoring invalid auto policy knob %r", params)
-            return
-        if core.dispatcher.policy.name != controller.current:
-            core.switch_policy(build_policy(controller.current, core.ctx), time.time())
-        controller.attach(core)
-        core.controller, self._auto_params = controller, params
-        log.info("policy handed to the meta-controller (%s)", params.get("selector", "rules"))
-
-    async def _publish_switches(self) -> None:
-        """The controller's switches as `policy_switched` events (the recorder audits them)."""
-        controller = self._core.controller
-        if not isinstance(controller, MetaController):
-            return
-        switches = controller.take_unsent()
-        if not switches:
-            return
-        try:
-            await self.stores.events.publish([_switch_event(s) for s in switches])
-        except StateUnavailable:
-            controller.put_back(switches)
-            raise
-        for s in switches:
-            log.info("controller switched %s -> %s (%s)", s.old, s.new, s.reason)
+        if hand_over(self._core, params, self._auto_params):
+            self._auto_params = params
 
     def _swap_plugin(self, kind: str, value: PluginChoice) -> None:
         """Replace admission or placement live; the policy and its queue are untouched."""
@@ -361,7 +332,7 @@ class SchedulerService:
         while True:
             await asyncio.sleep(self.settings.tick_interval_s)
             self._core.tick(time.time())
-            await self._publish_switches()
+            await publish_switches(self._core, self.stores.events)
 
     async def _sweep_loop(self) -> None:
         """Release what lost gateway replicas left; the first pass runs right after rebuild.
@@ -418,10 +389,3 @@ async def _resilient(fn: Callable[[], Awaitable[None]], term: LeaderTerm) -> Non
             log.warning("%s: Redis unavailable (%s); retrying in %.1fs", fn.__name__, exc, backoff)
             await asyncio.sleep(backoff)
             backoff = min(backoff * 2, 2.0)
-
-
-def _switch_event(s: Switch) -> PolicySwitched:
-    view = json.dumps(s.view, sort_keys=True, separators=(",", ":"))
-    return PolicySwitched(
-        f"switch-{s.t:.6f}-{s.new}", s.t, s.old, s.new, s.reason, s.selector, view
-    )

@@ -73,3 +73,28 @@ def test_min_tokens_and_ignore_eos_are_forwarded_but_never_reach_the_job() -> No
     assert set(envelope["job"]) == JOB_FIELDS
     assert 37 not in [v for v in envelope["job"].values() if isinstance(v, int)]
     assert flight.job.predicted_out is None  # the scheduler predicts, from history only
+
+
+def test_an_untagged_request_gets_the_rule_taggers_task() -> None:
+    chat = {"model": "m", "messages": [{"role": "user", "content": "Translate 'hi' into German"}]}
+    parsed = ChatCompletionRequest.model_validate(chat)
+    model = ModelEntry("m", None, 1.0)
+    assert build_flight(deps(), parsed, RequestTags(), NODE, model, 0.0).job.task == "Translation"
+    tagged = build_flight(deps(), parsed, RequestTags(task="QA"), NODE, model, 0.0)
+    assert tagged.job.task == "QA"  # the client's tag wins
+    assert flight_of({"model": "m", "prompt": [1, 2, 3]}).job.task is None  # no text to read
+    off = cast(
+        GatewayDeps,
+        SimpleNamespace(settings=Settings(tag_tasks=False), knobs=GatewayKnobs()),
+    )
+    assert build_flight(off, parsed, RequestTags(), NODE, model, 0.0).job.task is None
+
+
+def test_table_6_targets_are_the_last_resort_when_enabled() -> None:
+    body = CompletionRequest.model_validate({"model": "m", "prompt": "Summarize this memo: ..."})
+    model = ModelEntry("m", None, 1.0)
+    on = cast(GatewayDeps, SimpleNamespace(settings=Settings(task_slo=True), knobs=GatewayKnobs()))
+    job = build_flight(on, body, RequestTags(), NODE, model, 0.0).job
+    assert job.task == "Summarization"
+    assert (job.slo.ttft_s, job.slo.tpot_s) == (7.0, 0.11)  # importance 0.75: factor 1
+    assert not build_flight(deps(), body, RequestTags(), NODE, model, 0.0).job.slo.is_set()
