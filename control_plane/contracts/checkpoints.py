@@ -103,6 +103,9 @@ class LiveView:
     nodes: Sequence[NodeCount] = ()
     weights: Mapping[str, float] = field(default_factory=dict)
     workers: Sequence[WorkerLive] = ()
+    controller: JsonValue = None
+    """The meta-controller when the policy is `auto` (selector, pool, current policy, last
+    `V_long`, latest switches); None when a policy is pinned."""
 
     def to_json(self) -> dict[str, Any]:
         out = asdict(self)
@@ -133,6 +136,7 @@ def decode_live_view(data: object) -> LiveView:
         nodes=tuple(_node(n) for n in _list(f, "nodes")),
         weights={str(k): f.inner("weights").number(str(k), 0.0) for k in f.inner("weights").data},
         workers=tuple(_worker(w) for w in _list(f, "workers")),
+        controller=f.data.get("controller"),
     )
 
 

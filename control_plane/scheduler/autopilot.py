@@ -13,9 +13,12 @@ from control_plane.contracts.events import PolicySwitched
 from control_plane.control.meta import MetaController, Switch, build_controller
 from control_plane.core.scheduler_core import SchedulerCore
 from control_plane.policies.registry import build_policy
+from control_plane.scheduler.metrics import SchedulerMetrics
 from control_plane.state import EventStream, StateUnavailable
 
 log = logging.getLogger(__name__)
+RECENT = 20
+"""Switches the live view carries (the audit log has them all)."""
 
 
 def hand_over(core: SchedulerCore, params: dict[str, Any], current: dict[str, Any] | None) -> bool:
@@ -36,7 +39,39 @@ def hand_over(core: SchedulerCore, params: dict[str, Any], current: dict[str, An
     return True
 
 
-async def publish_switches(core: SchedulerCore, events: EventStream) -> None:
+def export(core: SchedulerCore, metrics: SchedulerMetrics) -> None:
+    """The controller's state as gauges: whether it runs, and its last `V_long`."""
+    controller = core.controller
+    active = isinstance(controller, MetaController)
+    metrics.controller_active.set(1.0 if active else 0.0)
+    view = controller.last_view if isinstance(controller, MetaController) else None
+    if view is None:
+        return
+    for name, value in view.to_json().items():
+        if isinstance(value, int | float) and not isinstance(value, bool) and name != "t":
+            metrics.controller_view.labels(name).set(float(value))
+
+
+def state(core: SchedulerCore) -> dict[str, Any] | None:
+    """The controller for the live view: selector, pool, current policy, its last `V_long`
+    and its latest switches; None when a policy is pinned."""
+    controller = core.controller
+    if not isinstance(controller, MetaController):
+        return None
+    view = controller.last_view
+    return {
+        "selector": controller.selector.name,
+        "pool": list(controller.pool),
+        "period_s": controller.period_s,
+        "current": controller.current,
+        "view": view.to_json() if view is not None else None,
+        "switches": [s.to_json() for s in controller.switches[-RECENT:]],
+    }
+
+
+async def publish_switches(
+    core: SchedulerCore, events: EventStream, metrics: SchedulerMetrics | None = None
+) -> None:
     """The controller's new switches as events; kept for the next call when Redis is down."""
     controller = core.controller
     if not isinstance(controller, MetaController):
@@ -44,6 +79,9 @@ async def publish_switches(core: SchedulerCore, events: EventStream) -> None:
     switches = controller.take_unsent()
     if not switches:
         return
+    if metrics is not None:
+        for s in switches:
+            metrics.controller_switches.labels(s.new, s.reason.split(":")[0]).inc()
     try:
         await events.publish([switch_event(s) for s in switches])
     except StateUnavailable:

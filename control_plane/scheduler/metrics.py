@@ -121,3 +121,18 @@ class SchedulerMetrics:
         )
         self.fairness = FairnessCollector()
         r.register(self.fairness)
+        self.controller_active = Gauge(
+            "arbiter_controller_active", "1 while the meta-controller chooses (auto)", registry=r
+        )
+        self.controller_view = Gauge(
+            "arbiter_controller_view",
+            "The meta-controller's last V_long, one series per field",
+            ["field"],
+            registry=r,
+        )
+        self.controller_switches = Counter(
+            "arbiter_controller_switches",
+            "Automatic policy switches",
+            ["to", "reason"],
+            registry=r,
+        )

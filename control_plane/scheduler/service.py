@@ -28,7 +28,7 @@ from control_plane.control.meta import AUTO
 from control_plane.core.scheduler_core import SchedulerCore
 from control_plane.placement.registry import build_placement
 from control_plane.policies.registry import PolicyParamsError, UnknownPolicyError, build_policy
-from control_plane.scheduler.autopilot import hand_over, publish_switches
+from control_plane.scheduler.autopilot import export, hand_over, publish_switches
 from control_plane.scheduler.entries import (
     apply_each,
     apply_event,
@@ -332,7 +332,8 @@ class SchedulerService:
         while True:
             await asyncio.sleep(self.settings.tick_interval_s)
             self._core.tick(time.time())
-            await publish_switches(self._core, self.stores.events)
+            export(self._core, self.metrics)
+            await publish_switches(self._core, self.stores.events, self.metrics)
 
     async def _sweep_loop(self) -> None:
         """Release what lost gateway replicas left; the first pass runs right after rebuild.

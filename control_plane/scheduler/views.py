@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from control_plane.contracts.checkpoints import LiveView, NodeCount, PolicyState, WorkerLive
 from control_plane.core.scheduler_core import SchedulerCore
+from control_plane.scheduler.autopilot import state as controller_state
 from control_plane.scheduler.workers import probe_of
 
 
@@ -45,4 +46,5 @@ def live_view(core: SchedulerCore, holder: str, now: float) -> LiveView:
         nodes=[NodeCount(tuple(n["path"]), n["queued"], n["inflight"]) for n in core.node_counts()],
         weights={"/".join(node): w for node, w in sorted(core.ctx.weights.table.items())},
         workers=workers,
+        controller=controller_state(core),
     )

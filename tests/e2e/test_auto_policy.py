@@ -55,16 +55,24 @@ def _put_policy(url: str, token: str, name: str, params: dict[str, Any]) -> http
     )
 
 
-def _running(url: str, token: str) -> str:
+def _policy(url: str, token: str) -> dict[str, Any]:
     resp = httpx.get(f"{url}/admin/policy", headers={"Authorization": f"Bearer {token}"})
-    running = resp.json()["running"]
+    assert resp.status_code == 200, resp.text
+    data: dict[str, Any] = resp.json()
+    return data
+
+
+def _running(url: str, token: str) -> str:
+    running = _policy(url, token)["running"]
     return str(running["name"]) if running else ""
 
 
 def test_the_controller_switches_live_and_audits_every_switch(cluster: Cluster) -> None:
     keys = cluster.tenants(["a", "b"])
     cluster.start_worker(speed=1.0, max_num_seqs=2)
-    cluster.start_scheduler()
+    scheduler = cluster.start_scheduler()
+    assert scheduler.health_url is not None
+    metrics_url = scheduler.health_url.replace("/healthz", "/metrics")
     url = cluster.start_gateway()
     token = cluster.admin_token
 
@@ -91,6 +99,13 @@ def test_the_controller_switches_live_and_audits_every_switch(cluster: Cluster) 
     view = json.loads(first.reason.split("; view ", 1)[1])
     assert view["violation_rate"] > 0.2 and view["slo_share"] >= 0.5
     assert _running(url, token) in {"edf", "fcfs"}  # edf, or fcfs while a bypass runs
+    controller = _policy(url, token)["controller"]
+    assert controller["selector"] == "rules" and controller["pool"] == ["fcfs", "edf", "sjf"]
+    assert controller["switches"][0]["to"] == "edf" and controller["view"] is not None
+    scraped = httpx.get(metrics_url).text
+    assert "arbiter_controller_active 1.0" in scraped
+    assert 'arbiter_controller_view{field="violation_rate"}' in scraped
+    assert 'arbiter_controller_switches_total{reason="deadlines",to="edf"}' in scraped
 
     assert _put_policy(url, token, "sjf", {}).status_code == 200  # pinned: the controller stops
     time.sleep(1.0)
@@ -99,3 +114,5 @@ def test_the_controller_switches_live_and_audits_every_switch(cluster: Cluster) 
     time.sleep(1.0)
     assert _running(url, token) == "sjf"
     assert len(_controller_rows(cluster)) == before
+    assert _policy(url, token)["controller"] is None
+    assert "arbiter_controller_active 0.0" in httpx.get(metrics_url).text

@@ -70,6 +70,7 @@ async def get_policy(ctx: Ctx, _: Admin) -> dict[str, Any]:
     return {
         "active": await active_policy(ctx),
         "running": live.to_json()["policy"] if live else None,
+        "controller": live.controller if live else None,
         "admission": (live and live.admission) or _json(knobs.get("admission")),
         "placement": (live and live.placement) or _json(knobs.get("placement")),
         "policies": policy_catalog(),
