@@ -11,6 +11,7 @@ import streamlit as st
 
 from console import session
 from console.admin_client import AdminApiError, AdminClient
+from console.controller_views import switch_rows, timeline_figure
 from console.form_specs import audit_frame, field_specs, node_keys
 from console.forms import errors_of, params_field, reason_field, show_flash, submit
 from console.session import field_error
@@ -47,11 +48,31 @@ def _plugin_form(
     return name, params, reason, submitted
 
 
+def controller_section(policy: dict[str, Any]) -> None:
+    """With `auto`: the policy the controller runs, its last view and its switch timeline."""
+    controller = policy.get("controller")
+    if not controller:
+        st.info("The meta-controller starts with the scheduler leader's next checkpoint.")
+        return
+    st.markdown(
+        f"The meta-controller (**{controller['selector']}**, every {controller['period_s']:g} s, "
+        f"pool {', '.join(controller['pool'])}) runs **{controller['current']}**."
+    )
+    switches = controller.get("switches") or []
+    if switches:
+        st.plotly_chart(timeline_figure(switches), key="controller_timeline")
+        st.dataframe(switch_rows(switches), hide_index=True, key="controller_switches")
+    else:
+        st.caption("No automatic switch yet.")
+
+
 def policy_section(api: AdminClient, policy: dict[str, Any]) -> None:
     active = policy["active"]
     st.subheader(f"Active policy: {active['name']}")
     running = policy.get("running") or {}
-    if running and running.get("name") != active["name"]:
+    if active["name"] == "auto":
+        controller_section(policy)
+    elif running and running.get("name") != active["name"]:
         st.info(f"The scheduler leader still runs {running.get('name')!r}; it switches shortly.")
     st.json(active["params"], expanded=False)
     name, params, reason, submitted = _plugin_form("policy", policy["policies"], active, "params.")

@@ -26,11 +26,19 @@ class ConformalLengthBound:
         self.bucket_base = bucket_base
         self._errors: dict[int, deque[int]] = {}
         self._quantile: dict[int, float | None] = {}
+        self.scored = 0
+        """Answers that met a calibrated bound (one computed from earlier errors only)..."""
+        self.covered = 0
+        """...and those of them that stayed within it: `covered / scored` ≈ 1 − ε."""
 
     def bucket(self, n_in: int) -> int:
         return max(0, (max(n_in, 1) // self.bucket_base).bit_length())
 
     def observe(self, n_in: int, predicted: int, real: int) -> None:
+        q = self.quantile(n_in)
+        if q is not None:  # the bound this answer would have had: coverage, measured online
+            self.scored += 1
+            self.covered += real - predicted <= q
         b = self.bucket(n_in)
         errors = self._errors.get(b)
         if errors is None:
@@ -53,6 +61,18 @@ class ConformalLengthBound:
         if q is None:
             return max(1, job.max_tokens)
         return max(1, min(job.max_tokens, math.ceil(job.expected_out + q)))
+
+    def coverage(self) -> dict[str, Any]:
+        """How often answers stayed within their calibrated bound (target `1 − epsilon`)."""
+        rate = self.covered / self.scored if self.scored else None
+        return {"scored": self.scored, "covered": self.covered, "rate": rate,
+                "target": 1.0 - self.epsilon}  # fmt: skip
+
+    def load_coverage(self, data: Any) -> None:
+        """Reload `coverage()`'s counts (anything malformed leaves them at zero)."""
+        if isinstance(data, dict):
+            self.scored = int(data.get("scored") or 0)
+            self.covered = int(data.get("covered") or 0)
 
     def to_json(self) -> dict[str, Any]:
         return {str(b): list(errors) for b, errors in sorted(self._errors.items())}

@@ -128,6 +128,7 @@ class StateraAdmission(Admission):
             "errors": list(self._errors),
             "last_update": self._last_update,
             "length_errors": self.bound.to_json(),
+            "length_coverage": self.bound.coverage(),
         }
 
     def restore(self, snapshot: dict[str, Any]) -> None:
@@ -139,3 +140,4 @@ class StateraAdmission(Admission):
         self._errors.extend(snapshot["errors"])
         self._last_update = snapshot["last_update"]
         self.bound.load_json(snapshot["length_errors"])
+        self.bound.load_coverage(snapshot.get("length_coverage"))

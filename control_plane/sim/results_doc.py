@@ -24,7 +24,7 @@ from typing import Any
 from control_plane.control.meta import AUTO, DEFAULT_POOL
 from control_plane.sim.capacity import pool_loads
 from control_plane.sim.results_hmas import VLLM_DEFAULT
-from control_plane.sim.results_tables import SWEEP_MARK, render_markdown
+from control_plane.sim.results_tables import COVERAGE_MARK, SWEEP_MARK, render_markdown
 from control_plane.sim.runner import PluginChoice, run_policy
 from control_plane.sim.scenario import Scenario, load_scenario
 from control_plane.sim.setup import PolicySpec
@@ -40,10 +40,14 @@ HMAS_POLICIES = (
     PolicySpec("auto-noguard", AUTO, {"selector": "rules", "guards": False}),
 )
 HMAS_SCENARIOS = ("hmas-stress", "hmas-drift")
+STATERA = "fcfs+statera"
+COVERAGE_SCENARIOS = ("exfairs-I", "hmas-stress", "hmas-drift")
+"""Run once more with Statera's admission, for the coverage of its conformal length bound."""
 PLUGINS = {
     VLLM_DEFAULT: PluginChoice(
         admission="capacity", admission_params={"skip_waiting": False, "kv_usage_max": 1.0}
-    )
+    ),
+    STATERA: PluginChoice(admission="statera", admission_params={}),
 }
 """Admission overrides by run label: vLLM's default sends everything to the engine."""
 HMFS_POLICIES = (
@@ -72,6 +76,7 @@ def plan(sweep: bool = True) -> list[Job]:
     jobs.append(("hmfs-multimodal", HMFS_POLICIES, None))
     if sweep:
         jobs += [(s, SWEEP_POLICIES, rho) for s in EXFAIRS for rho in SWEEP_RHOS]
+    jobs += [(s, (PolicySpec(STATERA, "fcfs"),), None) for s in COVERAGE_SCENARIOS]
     return jobs
 
 
@@ -97,6 +102,8 @@ def run_job(job: Job) -> tuple[str, dict[str, Any], float]:
         results[policy.label] = {**run.results, "load_scale": scenario.load_scale}
         cpu += run.cpu_s
     label = name if rho is None else f"{name}{SWEEP_MARK}{rho}"
+    if policies == (PolicySpec(STATERA, "fcfs"),):
+        label = f"{name}{COVERAGE_MARK}"
     return label, results, cpu
 
 

@@ -27,6 +27,9 @@ each request's true length.
 
 SWEEP_MARK = "@"
 """A load-sweep point's results are keyed `<scenario>@<rho>`."""
+COVERAGE_MARK = "#statera"
+"""A scenario's run under Statera's admission (for the conformal coverage) is keyed
+`<scenario>#statera`."""
 
 HEADLINE = ("slo_violation_rate", "goodput_rps", "mean_safi")
 """The metrics the oracle comparison shows (`headline` keeps them for the next comparison)."""
@@ -205,7 +208,7 @@ def _sweep_verdicts(points: list[tuple[float, Results]]) -> list[str]:
     return lines
 
 
-def length_section(results: Mapping[str, Results]) -> str:
+def length_section(results: Mapping[str, Results], coverage: Mapping[str, Results]) -> str:
     parts = [
         "## Length prediction",
         "",
@@ -230,7 +233,25 @@ def length_section(results: Mapping[str, Results]) -> str:
                     fmt(m.get("mean_cap")),
                 ]
             )
-    return "\n".join([*parts, table(header, rows)])
+    parts.append(table(header, rows))
+    if coverage:
+        parts += [
+            "",
+            "Coverage of Statera's conformal bound `l_pred + q_{1−ε}` (ε = 0.05, per prompt-length",
+            "bucket, docs/algorithms.md §12.3), measured online: each served answer against the",
+            "bound its bucket's earlier errors gave (fcfs with Statera's admission).",
+            "",
+        ]
+        rows = []
+        for key, res in coverage.items():
+            for policy, r in res.items():
+                c = (r.get("admission") or {}).get("length_coverage") or {}
+                rows.append(
+                    [key.replace(COVERAGE_MARK, ""), policy, fmt(c.get("scored")),
+                     fmt(c.get("rate")), fmt(c.get("target"))]
+                )  # fmt: skip
+        parts.append(table(["scenario", "run", "answers scored", "coverage", "target"], rows))
+    return "\n".join(parts)
 
 
 def headline(results: Mapping[str, Results]) -> dict[str, dict[str, dict[str, float | None]]]:
@@ -267,7 +288,8 @@ def oracle_section(results: Mapping[str, Results], oracle: Mapping[str, Any]) ->
 
 def render_markdown(results: Mapping[str, Results], oracle: Mapping[str, Any] | None = None) -> str:
     sweep = {k: v for k, v in results.items() if SWEEP_MARK in k}
-    results = {k: v for k, v in results.items() if SWEEP_MARK not in k}
+    coverage = {k: v for k, v in results.items() if COVERAGE_MARK in k}
+    results = {k: v for k, v in results.items() if SWEEP_MARK not in k and k not in coverage}
     exfairs = {k: v for k, v in results.items() if k.startswith("exfairs-")}
     sections = [HEADER, exfairs_section(exfairs)]
     if sweep:
@@ -277,7 +299,7 @@ def render_markdown(results: Mapping[str, Results], oracle: Mapping[str, Any] | 
             sections.append(hmas_section(name, results[name]))
     if "hmfs-multimodal" in results:
         sections.append(hmfs_section(results["hmfs-multimodal"]))
-    sections.append(length_section(results))
+    sections.append(length_section(results, coverage))
     if oracle:
         sections.append(oracle_section(results, oracle))
     sections.append(READING)

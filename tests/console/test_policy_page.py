@@ -74,3 +74,17 @@ def test_weight_and_knob_forms(admin_server: AdminServer, app_test: AppTest) -> 
     assert "slo_defaults" not in knobs
     actions = list(at.dataframe[-1].value["action"])
     assert "tenant.update" in actions and "knob.set" in actions
+
+
+def test_auto_is_chosen_like_any_policy(admin_server: AdminServer, app_test: AppTest) -> None:
+    at = signed_in(app_test, "app_pages/policy.py")
+    at.selectbox(key="policy_name").select("auto").run()
+    assert not at.exception, at.exception
+    at.text_input(key="policy_reason").input("let the controller choose")
+    at.button(key="policy_submit").click().run()
+    assert not at.exception, at.exception
+    assert at.subheader[0].value == "Active policy: auto"
+    assert any("meta-controller" in i.value for i in at.info)  # no leader in this test
+    with admin_server.http() as http:
+        knob = http.get("/admin/knobs").json()["knobs"]["policy"]
+    assert knob["name"] == "auto" and knob["params"]["selector"] == "rules"

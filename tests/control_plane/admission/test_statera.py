@@ -49,6 +49,19 @@ def test_conformal_bound_covers_new_lengths_with_probability_one_minus_epsilon()
     assert 0.87 <= coverage <= 0.95
 
 
+def test_online_coverage_is_counted_against_the_bound_before_each_answer() -> None:
+    rng = random.Random(3)
+    bound = ConformalLengthBound(epsilon=0.05, window=500)
+    for _ in range(18):
+        bound.observe(200, 100, 100)  # too few for a bound: nothing scored
+    assert bound.coverage()["scored"] == 0
+    for _ in range(5000):
+        bound.observe(200, 100, int(rng.expovariate(1 / 100)))
+    cov = bound.coverage()
+    assert cov["scored"] >= 4990 and cov["target"] == pytest.approx(0.95)
+    assert 0.93 <= cov["rate"] <= 0.97  # exchangeable errors: about 1 − ε
+
+
 def test_fence_reserves_prompt_plus_upper_bound_under_the_budget() -> None:
     admission = statera(delta_frag=0.1)
     j = job("x", n_in=1000, max_tokens=4000)

@@ -23,7 +23,10 @@ def results(policies: tuple[str, ...], **overrides: Any) -> dict[str, Any]:
 
 
 def test_the_plan_covers_the_issue_s_experiments() -> None:
-    jobs = {name: [p.label for p in policies] for name, policies, rho in plan() if rho is None}
+    main = [(n, ps) for n, ps, rho in plan() if rho is None and ps[0].label != "fcfs+statera"]
+    jobs = {name: [p.label for p in policies] for name, policies in main}
+    statera = [n for n, ps, _ in plan() if ps[0].label == "fcfs+statera"]
+    assert statera == ["exfairs-I", "hmas-stress", "hmas-drift"]
     sweeps = {(name, rho): [p.label for p in policies] for name, policies, rho in plan() if rho}
     for n in ("I", "II", "III", "IV", "V", "VI"):
         assert jobs[f"exfairs-{n}"] == ["fcfs", "rr", "vtc", "exfairs"]

@@ -1,0 +1,59 @@
+"""The meta-controller on the policy page: what it runs and why, and its switches against the
+violation rate and queue each one saw (pure: data in, figure out)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import plotly.graph_objects as go
+
+
+def switch_rows(switches: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One row per switch: when, from, to, why, and the violation rate and queue it saw."""
+    rows = []
+    for s in switches:
+        view = s.get("view") or {}
+        rows.append(
+            {
+                "t": s.get("t"),
+                "from": s.get("from"),
+                "to": s.get("to"),
+                "reason": s.get("reason"),
+                "violation_rate": view.get("violation_rate"),
+                "queued": view.get("queued"),
+            }
+        )
+    return rows
+
+
+def timeline_figure(switches: Sequence[dict[str, Any]]) -> go.Figure:
+    """Violation rate (left axis) and queue (right axis) at each switch, labelled with the
+    policy switched to; time in seconds since the first switch shown."""
+    rows = switch_rows(switches)
+    t0 = min((r["t"] for r in rows if r["t"] is not None), default=0.0)
+    xs = [(r["t"] or t0) - t0 for r in rows]
+    fig = go.Figure()
+    fig.add_trace(
+        go.Scatter(
+            x=xs,
+            y=[r["violation_rate"] for r in rows],
+            mode="lines+markers+text",
+            text=[f"→ {r['to']}" for r in rows],
+            textposition="top center",
+            name="violation rate",
+        )
+    )
+    fig.add_trace(
+        go.Scatter(
+            x=xs, y=[r["queued"] for r in rows], mode="lines+markers", name="queued", yaxis="y2"
+        )
+    )
+    fig.update_layout(
+        xaxis={"title": "seconds since the first switch shown"},
+        yaxis={"title": "violation rate", "range": [0, 1.05]},
+        yaxis2={"title": "queued", "overlaying": "y", "side": "right"},
+        height=320,
+        margin={"t": 30, "b": 40},
+    )
+    return fig
