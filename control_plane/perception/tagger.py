@@ -128,6 +128,7 @@ _TABLE += [
     ("EssayGeneration", 5, "editorial"),
     ("EssayGeneration", 3, "column opinion"),
     ("LongFormGeneration", 4, "cuento histoire geschichte handbook three-act stage_play"),
+    ("LongFormGeneration", 2, "palabras mots wörter parole"),
     ("LongFormGeneration", 2, "guide play adventure meal_plan whole complete"),
     ("ResearchAndCommunication", 4, "synthèse note_de"),
     (
@@ -174,7 +175,6 @@ _SHAPES: list[tuple[str, re.Pattern[str] | None, str, float]] = [
     ("", re.compile(r"\d\s*[+*×÷^=]\s*\(?\d|\d\s[-/]\s\d"), "MathReasoning", 4),
     ("%", re.compile(r"\d\s?%"), "MathReasoning", 2),
     ("->", re.compile(r"\b[a-z]{2}\s?->\s?[a-z]{2}\b"), "Translation", 4),
-    ("", re.compile(r"\b\d{3,5}\s(palabras|mots|wörter|parole)\b"), "LongFormGeneration", 3),
     ("?", re.compile(r"^\s*(what|who|when|where|which|why|how)\b[^?]{0,160}\?"), "QA", 4),
     ("word", re.compile(r"\b\d{3,5}[- ]words?\b"), "LongFormGeneration", 2),
 ]
@@ -192,26 +192,41 @@ def scores(prompt: str) -> dict[str, float]:
     text = _window(prompt)
     hits: dict[str, int] = {}
     out: dict[str, float] = {}
+    words_get, firsts, stem_heads = _WORDS.get, _FIRSTS, _STEM_HEADS
     previous = ""
     for i, word in enumerate(_TOKEN.findall(text)):
-        keys = (word, f"{previous} {word}") if previous in _FIRSTS else (word,)
-        double = i < LEAD
-        for key in keys:
-            found = _WORDS.get(key)
-            if found is not None and hits.get(key, 0) < 3:
-                hits[key] = hits.get(key, 0) + 1
-                for task, weight in found:
-                    out[task] = out.get(task, 0.0) + (2.0 * weight if double else weight)
-        if word[:4] in _STEM_HEADS:
+        scale = 2.0 if i < LEAD else 1.0
+        found = words_get(word)
+        if found is not None:
+            _add(out, hits, word, found, scale)
+        if previous in firsts:
+            pair = f"{previous} {word}"
+            found = words_get(pair)
+            if found is not None:
+                _add(out, hits, pair, found, scale)
+        if word[:4] in stem_heads:
             for stem, task, weight in _STEMS:
-                if word.startswith(stem) and hits.get(stem, 0) < 3:
-                    hits[stem] = hits.get(stem, 0) + 1
-                    out[task] = out.get(task, 0.0) + (2.0 * weight if double else weight)
+                if word.startswith(stem):
+                    _add(out, hits, stem, ((task, weight),), scale)
         previous = word
     for needle, pattern, task, weight in _SHAPES:
         if needle in text and (pattern is None or pattern.search(text)):
             out[task] = out.get(task, 0.0) + weight
     return out
+
+
+def _add(
+    out: dict[str, float],
+    hits: dict[str, int],
+    cue: str,
+    found: Sequence[tuple[str, float]],
+    scale: float,
+) -> None:
+    n = hits.get(cue, 0)
+    if n < 3:
+        hits[cue] = n + 1
+        for task, weight in found:
+            out[task] = out.get(task, 0.0) + weight * scale
 
 
 def tag(prompt: str) -> str:
