@@ -27,12 +27,15 @@ class LeaderState:
     ledger: Mapping[str, JsonValue] | None = None
     dispatcher: JsonValue = None
     running_n_out: Mapping[str, int] = field(default_factory=dict)
+    controller: JsonValue = None
+    """The meta-controller's params and state when the policy is `auto` (else None)."""
 
     def to_json(self) -> dict[str, Any]:
         return {
             "ledger": None if self.ledger is None else dict(self.ledger),
             "dispatcher": self.dispatcher,
             "running_n_out": dict(self.running_n_out),
+            "controller": self.controller,
         }
 
 
@@ -46,6 +49,7 @@ def decode_leader_state(data: object) -> LeaderState:
         ledger=None if ledger is None else dict(ledger),
         dispatcher=f.data.get("dispatcher"),
         running_n_out={str(k): n_out.integer(str(k), 0) for k in n_out.data},
+        controller=f.data.get("controller"),
     )
 
 

@@ -94,6 +94,8 @@ class MetaController:
     max_records: int = 1000
     views: ViewKeeper | None = None
     current: str = "fcfs"
+    params: dict[str, Any] = field(default_factory=dict)
+    """The `auto` params it was built from (the live knob's value)."""
     switches: list[Switch] = field(default_factory=list)
     last_view: LongView | None = None
     _next_at: float | None = None
@@ -274,4 +276,5 @@ def build_controller(
             enabled=p.guards,
         ),
         current=p.initial,
+        params=dict(params or {}),
     )

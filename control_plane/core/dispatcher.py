@@ -138,8 +138,14 @@ class Dispatcher:
         self.policy.restore(snapshot["policy"])
         self.admission.restore(snapshot["admission"])
         self.placement.restore(snapshot["placement"])
-        self.lengths.restore(snapshot.get("lengths"))
-        self.policy.ctx.latency.restore(snapshot.get("latency"))
+        self.restore_learning(snapshot)
+
+    def restore_learning(self, snapshot: Any) -> None:
+        """Reload only what was learnt from history (lengths, latency fit): it does not
+        depend on which policy ran, so a new leader keeps it whatever policy it starts with."""
+        if isinstance(snapshot, dict):
+            self.lengths.restore(snapshot.get("lengths"))
+            self.policy.ctx.latency.restore(snapshot.get("latency"))
 
     # -- decisions --------------------------------------------------------------------------
     def next(self, now: float, workers: Sequence[WorkerView]) -> Decision | None:

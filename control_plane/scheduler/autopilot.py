@@ -21,10 +21,11 @@ RECENT = 20
 """Switches the live view carries (the audit log has them all)."""
 
 
-def hand_over(core: SchedulerCore, params: dict[str, Any], current: dict[str, Any] | None) -> bool:
+def hand_over(core: SchedulerCore, params: dict[str, Any]) -> bool:
     """Attach a controller built from `params` to `core`, starting from its `initial` policy;
-    False when the same controller already runs or the params are invalid (logged)."""
-    if isinstance(core.controller, MetaController) and current == params:
+    False when a controller of the same params already runs (e.g. the one a new leader
+    restored) or the params are invalid (logged)."""
+    if isinstance(core.controller, MetaController) and core.controller.params == params:
         return False
     try:
         controller = build_controller(params, lambda n: build_policy(n, core.ctx))
@@ -96,3 +97,11 @@ def switch_event(s: Switch) -> PolicySwitched:
     return PolicySwitched(
         f"switch-{s.t:.6f}-{s.new}", s.t, s.old, s.new, s.reason, s.selector, view
     )
+
+
+def controller_snapshot(core: SchedulerCore) -> dict[str, Any] | None:
+    """What a new leader restores of the controller (None when a policy is pinned)."""
+    controller = core.controller
+    if not isinstance(controller, MetaController):
+        return None
+    return {"params": controller.params, "state": controller.snapshot()}

@@ -9,7 +9,7 @@ from control_plane.admission.registry import build_admission
 from control_plane.contracts.checkpoints import LeaderState
 from control_plane.contracts.knobs import JsonValue, KnobValue, NodeWeights, PluginChoice, knob_of
 from control_plane.contracts.requests import RecordError, RequestRecord
-from control_plane.control.meta import AUTO, AutoParams
+from control_plane.control.meta import AUTO, MetaController, build_controller
 from control_plane.core.dispatcher import Dispatcher
 from control_plane.core.job import Job
 from control_plane.core.ledger import Ledger
@@ -42,15 +42,23 @@ def build_core(
     ledger: Ledger,
     default_policy: str,
     failure_cooldown_s: float = 5.0,
+    saved: LeaderState | None = None,
 ) -> SchedulerCore:
-    """A core with the policy/admission/placement the knobs name (invalid knobs → defaults)."""
+    """A core with the policy/admission/placement the knobs name (invalid knobs → defaults).
+
+    Under `auto` the core gets the controller back: built from the knob's params, its state
+    restored from `saved` when those params are the same, running the policy the previous
+    leader ran (if it is in the controller's pool), else the controller's `initial` one.
+    """
     ctx = PolicyContext(ledger=ledger)
     pol = knob_of(knobs, "policy", PluginChoice) or PluginChoice(default_policy)
     adm = knob_of(knobs, "admission", PluginChoice) or DEFAULT_ADMISSION
     plc = knob_of(knobs, "placement", PluginChoice) or DEFAULT_PLACEMENT
+    controller: MetaController | None = None
     try:
-        if pol.name == AUTO:  # the controller starts from its initial policy (service.py)
-            policy = build_policy(AutoParams.model_validate(dict(pol.params)).initial, ctx)
+        if pol.name == AUTO:
+            controller = build_controller(dict(pol.params), lambda n: build_policy(n, ctx))
+            policy = build_policy(_resumed(controller, saved), ctx)
         else:
             policy = build_policy(pol.name, ctx, dict(pol.params))
     except ValueError:
@@ -62,10 +70,28 @@ def build_core(
         build_placement(plc.name, dict(plc.params)),
     )
     core = SchedulerCore(dispatcher, failure_cooldown_s)
+    if controller is not None and saved is not None:
+        _restore_controller(controller, saved.controller)
+    if controller is not None:
+        controller.attach(core)
+        core.controller = controller
     weights = knob_of(knobs, "weights", NodeWeights)
     for node, weight in (weights.table if weights else {}).items():
         ctx.weights.set(node, weight)
     return core
+
+
+def _resumed(controller: MetaController, saved: LeaderState | None) -> str:
+    """The policy a restored controller runs: the previous leader's, when in the pool."""
+    snapshot = saved.dispatcher if saved is not None else None
+    policy = snapshot.get("policy") if isinstance(snapshot, dict) else None
+    name = policy.get("name") if isinstance(policy, dict) else None
+    return name if isinstance(name, str) and name in controller.pool else controller.current
+
+
+def _restore_controller(controller: MetaController, saved: JsonValue) -> None:
+    if isinstance(saved, dict) and saved.get("params") == controller.params:
+        controller.restore(saved.get("state"))
 
 
 def _restore(core: SchedulerCore, saved: JsonValue) -> None:
@@ -87,7 +113,9 @@ async def rebuild(
     """Ledger from the checkpoint, knobs, workers, in-flight and queued requests from Redis."""
     saved = await stores.checkpoints.load_leader() or LeaderState()
     ledger = Ledger() if saved.ledger is None else Ledger.from_snapshot(dict(saved.ledger))
-    core = build_core(await stores.knobs.get_all(), ledger, default_policy, failure_cooldown_s)
+    knobs = await stores.knobs.get_all()
+    core = build_core(knobs, ledger, default_policy, failure_cooldown_s, saved)
+    core.dispatcher.restore_learning(saved.dispatcher)  # before in-flight jobs are labelled
     sync_workers(core, await stores.workers.list())
     n_out_seen = saved.running_n_out
     inflight = await stores.requests.inflight()

@@ -28,7 +28,12 @@ from control_plane.control.meta import AUTO
 from control_plane.core.scheduler_core import SchedulerCore
 from control_plane.placement.registry import build_placement
 from control_plane.policies.registry import PolicyParamsError, UnknownPolicyError, build_policy
-from control_plane.scheduler.autopilot import export, hand_over, publish_switches
+from control_plane.scheduler.autopilot import (
+    controller_snapshot,
+    export,
+    hand_over,
+    publish_switches,
+)
 from control_plane.scheduler.entries import (
     apply_each,
     apply_event,
@@ -74,8 +79,6 @@ class SchedulerService:
         self._serving = False
         self._dirty = asyncio.Event()
         self._redis_run_id = ""
-        self._auto_params: dict[str, Any] | None = None
-        """The params of the `auto` knob the running controller was built from."""
 
     @property
     def leading(self) -> bool:
@@ -261,6 +264,7 @@ class SchedulerService:
             ledger=core.ctx.ledger.snapshot(),
             dispatcher=core.dispatcher.snapshot(),
             running_n_out={i: r.job.n_out for i, r in core.running.items()},
+            controller=controller_snapshot(core),
         )
         saved = await self.stores.checkpoints.save_leader(state, fencing_token=self.fencing_token)
         if not saved:
@@ -313,8 +317,7 @@ class SchedulerService:
                 core.ctx.weights.set(node, weight)
 
     def _hand_to_controller(self, params: dict[str, Any]) -> None:
-        if hand_over(self._core, params, self._auto_params):
-            self._auto_params = params
+        hand_over(self._core, params)
 
     def _swap_plugin(self, kind: str, value: PluginChoice) -> None:
         """Replace admission or placement live; the policy and its queue are untouched."""

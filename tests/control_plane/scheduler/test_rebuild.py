@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from control_plane.contracts.knobs import PluginChoice
 from control_plane.contracts.requests import Envelope
 from control_plane.contracts.workers import WorkerEntry, WorkerSample
+from control_plane.control.meta import MetaController
 from control_plane.core.job import Job, Outcome
 from control_plane.core.scheduler_core import SchedulerCore
+from control_plane.policies.registry import build_policy
 from control_plane.scheduler.rebuild import rebuild
 from control_plane.scheduler.service import SchedulerService
 from control_plane.scheduler.workers import observe
@@ -62,3 +65,32 @@ async def test_takeover_continues_the_same_order(redis_url: str) -> None:
 
 def _ok() -> Outcome:
     return Outcome("ok", 50, 30)
+
+
+async def test_a_new_leader_keeps_the_controller_and_what_was_learnt(redis_url: str) -> None:
+    stores = StateStores.open(redis_url, "auto")
+    await stores.workers.upsert(WORKER)
+    params = {"selector": "bandit", "period_s": 5.0, "pool": ["fcfs", "sjf", "wfq"]}
+    await stores.knobs.set("policy", PluginChoice("auto", params))
+    old = await _leader(stores)
+    assert isinstance(old.controller, MetaController) and old.dispatcher.policy.name == "fcfs"
+    old.switch_policy(build_policy("wfq", old.ctx), 100.0)  # as if the controller had chosen
+    old.controller.current = "wfq"
+    old.controller.selector.restore({"stats": {"sof": {"wfq": [9.0, 1.0]}}})
+    for k in range(30):  # answers the length predictor learns from
+        j = Job(id=f"d{k}", tenant="a", arrival=1.0, n_in=10, max_tokens=900, model="m")
+        old.dispatcher.lengths.observe(j, Outcome("ok", 10, 77))
+    svc = SchedulerService(Settings(redis_url=redis_url, cluster="auto"), stores, "old")
+    svc.core = old
+    await svc.checkpoint()
+
+    new = await _leader(stores)
+    assert isinstance(new.controller, MetaController)
+    assert new.dispatcher.policy.name == "wfq" and new.controller.current == "wfq"
+    assert new.controller.selector.snapshot() == {"stats": {"sof": {"wfq": [9.0, 1.0]}}}
+    probe = Job(id="p", tenant="a", arrival=1.0, n_in=10, max_tokens=900, model="m")
+    assert new.dispatcher.lengths.predict(probe) == old.dispatcher.lengths.predict(probe) < 900
+    svc.core = new
+    svc.apply_knob("policy", PluginChoice("auto", params))  # the knob replayed: kept as is
+    assert new.controller.selector.snapshot() == {"stats": {"sof": {"wfq": [9.0, 1.0]}}}
+    await stores.aclose()
