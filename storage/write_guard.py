@@ -85,9 +85,15 @@ class AuditDraft:
 
 
 def write_audit(db: Database, drafts: Sequence[AuditDraft]) -> int:
-    """Append `drafts` in one transaction; → how many. Raises as `write_requests` does."""
+    """Append `drafts` in one transaction, skipping any already there (same actor, action,
+    time and new value: a replayed event); → how many were new. Raises as `write_requests`."""
+    written = 0
     with classified(), db.repos() as repos:
         for d in drafts:
+            seen = repos.audit.list(action=d.action, since=d.at, limit=100)
+            if any(e.at == d.at and e.actor == d.actor and e.new == d.new for e in seen):
+                continue
+            written += 1
             repos.audit.append(
                 actor=d.actor,
                 action=d.action,
@@ -97,4 +103,4 @@ def write_audit(db: Database, drafts: Sequence[AuditDraft]) -> int:
                 reason=d.reason,
                 at=d.at,
             )
-        return len(drafts)
+    return written

@@ -71,8 +71,9 @@ class ConformalLengthBound:
     def load_coverage(self, data: Any) -> None:
         """Reload `coverage()`'s counts (anything malformed leaves them at zero)."""
         if isinstance(data, dict):
-            self.scored = int(data.get("scored") or 0)
-            self.covered = int(data.get("covered") or 0)
+            scored, covered = data.get("scored"), data.get("covered")
+            if isinstance(scored, int) and isinstance(covered, int):
+                self.scored, self.covered = scored, covered
 
     def to_json(self) -> dict[str, Any]:
         return {str(b): list(errors) for b, errors in sorted(self._errors.items())}

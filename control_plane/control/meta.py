@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from control_plane.control.selectors import Selector, build_selector
 from control_plane.control.views import LongView, ViewKeeper
@@ -226,6 +226,7 @@ class MetaController:
             "selector": self.selector.snapshot(),
             "banned": dict(self._banned),
             "bypass_from": self._bypass_from,
+            "bypass_until": self._bypass_until,
         }
 
     def restore(self, data: Any) -> None:
@@ -237,6 +238,8 @@ class MetaController:
             self._banned = {str(k): int(v) for k, v in banned.items() if isinstance(v, int)}
         bypass = data.get("bypass_from")
         self._bypass_from = bypass if isinstance(bypass, str) else None
+        until = data.get("bypass_until")
+        self._bypass_until = float(until) if isinstance(until, int | float) else 0.0
 
 
 class AutoParams(BaseModel):
@@ -254,6 +257,12 @@ class AutoParams(BaseModel):
     rollback_ratio: float = Field(1.5, gt=1)
     guards: bool = True
     """False turns off the emergency bypass and the rollback (an ablation)."""
+
+    @model_validator(mode="after")
+    def _initial_in_pool(self) -> AutoParams:
+        if self.initial not in self.pool:
+            raise ValueError(f"initial: {self.initial!r} is not in the pool")
+        return self
 
 
 AUTO = "auto"

@@ -124,6 +124,8 @@ class BanditSelector:
         self._rng = random.Random(self.seed)
 
     def choose(self, view: LongView, current: str, pool: Sequence[str]) -> Choice:
+        if not pool:
+            return Choice(current, "empty pool: keep")
         ctx = context_of(view)
         stats = self._stats.setdefault(ctx, {})
         untried = [p for p in pool if p not in stats]
@@ -150,12 +152,21 @@ class BanditSelector:
         return {"stats": self._stats}
 
     def restore(self, data: Any) -> None:
-        if isinstance(data, dict) and isinstance(data.get("stats"), dict):
-            self._stats = {
-                str(c): {str(p): [float(v[0]), float(v[1])] for p, v in arms.items()}
-                for c, arms in data["stats"].items()
-                if isinstance(arms, dict)
-            }
+        if not (isinstance(data, dict) and isinstance(data.get("stats"), dict)):
+            return
+        stats: dict[str, dict[str, list[float]]] = {}
+        for c, arms in data["stats"].items():
+            if not isinstance(arms, dict):
+                continue
+            for p, v in arms.items():
+                ok = (
+                    isinstance(v, list)
+                    and len(v) == 2
+                    and all(isinstance(x, int | float) for x in v)
+                )
+                if ok and v[1] >= 1:
+                    stats.setdefault(str(c), {})[str(p)] = [float(v[0]), float(v[1])]
+        self._stats = stats
 
 
 def build_selector(name: str, seed: int = 0) -> Selector:

@@ -11,6 +11,7 @@ intercept is at least 1 ms.
 
 from __future__ import annotations
 
+import math
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
@@ -129,7 +130,7 @@ class FittedLatency:
                 if _numbers(pair):
                     samples.add(int(pair[0]), float(pair[1]), None)
             for t in entry.get("tpot") or []:
-                if isinstance(t, int | float):
+                if _finite(t):
                     samples.add(0, None, float(t))
             samples.fresh = 0
             self._samples[str(model)] = samples
@@ -152,8 +153,8 @@ class FittedLatency:
 
 
 def _numbers(pair: Any) -> bool:
-    return (
-        isinstance(pair, list)
-        and len(pair) == 2
-        and all(isinstance(v, int | float) and not isinstance(v, bool) for v in pair)
-    )
+    return isinstance(pair, list) and len(pair) == 2 and all(_finite(v) for v in pair)
+
+
+def _finite(v: Any) -> bool:
+    return isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)

@@ -8,8 +8,9 @@ placement reads through `Job.expected_out`, in the simulator as live.
 
 from __future__ import annotations
 
+import contextlib
 import math
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -70,10 +71,19 @@ class LengthPredictor:
     (conservative for admission and placement), a new agent its application's lengths, and a
     well-known agent its own.
     Guarantees: the prediction lies in `[1, max_tokens]`; it uses only answers that already
-    ended (never the job's own length); memory is `window` lengths per group seen.
+    ended (never the job's own length); memory is at most `max_keys` groups of `window`
+    lengths (the groups least recently answered are forgotten first: clients name their own
+    tasks and agents); a snapshot keeps the last `snapshot_tail` lengths of each group.
     """
 
-    def __init__(self, quantile: float = 0.5, window: int = 256, prior_weight: int = 20) -> None:
+    def __init__(
+        self,
+        quantile: float = 0.5,
+        window: int = 256,
+        prior_weight: int = 20,
+        max_keys: int = 1024,
+        snapshot_tail: int = 64,
+    ) -> None:
         if not 0.0 < quantile <= 1.0:
             raise ValueError("quantile must be in (0, 1]")
         if window < 1 or prior_weight < 0:
@@ -81,7 +91,9 @@ class LengthPredictor:
         self.quantile = quantile
         self.window = window
         self.prior_weight = prior_weight
-        self._windows: dict[Key, _Window] = {}
+        self.max_keys = max_keys
+        self.snapshot_tail = snapshot_tail
+        self._windows: OrderedDict[Key, _Window] = OrderedDict()
         self.error = PredictionError()
 
     def predict(self, job: Job) -> int:
@@ -114,12 +126,18 @@ class LengthPredictor:
             window = self._windows.get(key)
             if window is None:
                 window = self._windows[key] = _Window(self.window)
+            else:
+                self._windows.move_to_end(key)
             window.add(outcome.n_out)
+        while len(self._windows) > self.max_keys:
+            self._windows.popitem(last=False)
 
     def snapshot(self) -> dict[str, Any]:
         """The windows as JSON (a new leader predicts as the old one did)."""
         return {
-            "windows": [[list(k), list(w.order)] for k, w in self._windows.items()],
+            "windows": [
+                [list(k), list(w.order)[-self.snapshot_tail :]] for k, w in self._windows.items()
+            ],
             "error": [self.error.n, self.error.abs_sum, self.error.under],
         }
 
@@ -141,7 +159,8 @@ class LengthPredictor:
                 self._windows[tuple(str(k) for k in key)] = window
         error = data.get("error")
         if isinstance(error, list) and len(error) == 3:
-            self.error = PredictionError(int(error[0]), float(error[1]), int(error[2]))
+            with contextlib.suppress(TypeError, ValueError, OverflowError):  # malformed: afresh
+                self.error = PredictionError(int(error[0]), float(error[1]), int(error[2]))
 
 
 def _keys(job: Job) -> Iterator[Key]:

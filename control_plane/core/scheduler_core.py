@@ -90,6 +90,8 @@ class SchedulerCore:
         self.failure_cooldown_s = failure_cooldown_s
         self.controller = controller
         """Switches the policy automatically when set (the `auto` policy)."""
+        self.controller_error: str | None = None
+        """Why the controller was detached: an error in it never stops scheduling."""
         self.pending: dict[str, Job] = {}
         self.running: dict[str, Running] = {}
         self.workers: dict[str, WorkerSlot] = {}
@@ -114,7 +116,7 @@ class SchedulerCore:
         self.pending[job.id] = job
         self.dispatcher.push(job, now)
         if self.controller is not None and previous is None:
-            self.controller.on_arrival(job, now)
+            self._guarded(self.controller.on_arrival, job, now)
 
     def adopt_pending(self, queued: list[tuple[Job, dict[str, float]]], now: float) -> None:
         """A new leader's queue, handed over at once so restored counters stay as they were."""
@@ -144,6 +146,14 @@ class SchedulerCore:
             return None
         return self.dispatcher.remove(job_id)
 
+    def time_out(self, job_id: str, now: float) -> Job | None:
+        """A queued request gave up waiting (the queue timeout): withdrawn, and an end the
+        controller counts (a violation when the request carries an SLO)."""
+        job = self.withdraw(job_id)
+        if job is not None and self.controller is not None:
+            self._guarded(self.controller.on_finish, job, Outcome("timeout", job.n_in, 0), now)
+        return job
+
     def progress(self, job_id: str, n_out: int, now: float) -> None:
         """`n_out` output tokens so far (cumulative: a repeated report charges nothing)."""
         run = self.running.get(job_id)
@@ -171,7 +181,7 @@ class SchedulerCore:
         self._release(run)
         self.dispatcher.on_finish(run.job, outcome, now)
         if self.controller is not None:
-            self.controller.on_finish(run.job, outcome, now)
+            self._guarded(self.controller.on_finish, run.job, outcome, now)
         return run.job
 
     def worker_failed(self, worker_id: str, now: float) -> None:
@@ -220,7 +230,7 @@ class SchedulerCore:
     def tick(self, now: float) -> None:
         self.dispatcher.tick(now)
         if self.controller is not None:
-            self.controller.step(self, now)
+            self._guarded(self.controller.step, self, now)
 
     def node_counts(self) -> list[dict[str, Any]]:
         """Queued and in-flight requests per node at every level (tenant, app, agent)."""
@@ -246,6 +256,15 @@ class SchedulerCore:
         for run in self.running.values():
             out.setdefault(run.job.tenant, _empty())["inflight"] += 1
         return out
+
+    def _guarded(self, call: Any, *args: Any) -> None:
+        """Run a controller hook; on any error detach the controller (the policy it chose
+        keeps running) and keep the reason in `controller_error` for the owner to report."""
+        try:
+            call(*args)
+        except Exception as exc:  # a controller bug must not stop scheduling
+            self.controller_error = f"{type(exc).__name__}: {exc}"
+            self.controller = None
 
     def _release(self, run: Running) -> None:
         slot = self.workers.get(run.worker)

@@ -4,8 +4,11 @@ Rule: the job carries the prompt tokens as estimated at the door (the worker's o
 replaces it when the answer reports usage), the requested `max_tokens` or the deployment's
 default, the tier clamped to the tenant's, and SLO targets that a request may only relax
 (`tags.relax`) from its node's defaults over the operator's. A request without `max_tokens`
-is sent to the worker with the default the scheduler assumed (lowered to the room its prompt
-leaves in the model's context), so the bound the scheduler plans with is the worker's too.
+is sent to the worker with the default the scheduler assumed (at least its `min_tokens`), so
+the bound the scheduler plans with is the worker's too — unless the prompt may come near the
+end of the model's context (a text prompt's count is an estimate: one that could be four times
+longer than estimated): then nothing is injected, the worker fills the room as vLLM does, and
+the scheduler assumes that room.
 Nothing else of the body reaches the job: `min_tokens`, `ignore_eos` and the like are only
 forwarded. A request without an `X-Arbiter-Task` tag gets the rule tagger's task type
 (`perception.tagger`, tens of microseconds) when `ARBITER_TAG_TASKS` is on (the default), and,
@@ -41,7 +44,9 @@ def build_flight(
     """The flight of an accepted request: its job (see the module docstring) and payload."""
     n_in = estimate_prompt_tokens(body)
     requested = body.requested_max_tokens()
-    max_tokens = requested or _default_max_tokens(d.settings.default_max_tokens, model, n_in)
+    default = max(d.settings.default_max_tokens, body.min_tokens or 0)
+    room = _room(model, n_in, exact=_token_ids(body))
+    max_tokens = requested or (default if room is None or room >= default else max(1, room))
     raw = body.model_dump(exclude_none=True, exclude_unset=True)
     task = tags.task
     if task is None and d.settings.tag_tasks:
@@ -68,7 +73,7 @@ def build_flight(
         unit_factor=model.unit_factor,
     )
     raw["metadata"] = strip_tags(body.metadata)
-    if requested is None:
+    if requested is None and (room is None or room >= default):
         raw["max_tokens"] = max_tokens
     options = body.stream_options.model_dump(exclude_none=True) if body.stream_options else None
     return Flight(
@@ -81,11 +86,17 @@ def build_flight(
     )
 
 
-def _default_max_tokens(default: int, model: ModelEntry, n_in: int) -> int:
-    """The deployment's default, within the room the prompt leaves (vLLM's own default)."""
+def _room(model: ModelEntry, n_in: int, exact: bool) -> int | None:
+    """Output tokens the context surely has left after the prompt (None: unknown model
+    length); an estimated prompt counts four times its estimate."""
     if model.max_model_len is None:
-        return default
-    return max(1, min(default, model.max_model_len - n_in))
+        return None
+    return model.max_model_len - (n_in if exact else 4 * n_in)
+
+
+def _token_ids(body: Body) -> bool:
+    prompt = getattr(body, "prompt", None)
+    return isinstance(prompt, list) and bool(prompt) and not isinstance(prompt[0], str)
 
 
 def _with_task_slo(slo: Slo, task: str) -> Slo:

@@ -47,6 +47,8 @@ def export(core: SchedulerCore, metrics: SchedulerMetrics) -> None:
     metrics.controller_active.set(1.0 if active else 0.0)
     view = controller.last_view if isinstance(controller, MetaController) else None
     if view is None:
+        if not active:
+            metrics.controller_view.clear()  # no stale view once a policy is pinned
         return
     for name, value in view.to_json().items():
         if isinstance(value, int | float) and not isinstance(value, bool) and name != "t":
@@ -80,14 +82,14 @@ async def publish_switches(
     switches = controller.take_unsent()
     if not switches:
         return
-    if metrics is not None:
-        for s in switches:
-            metrics.controller_switches.labels(s.new, s.reason.split(":")[0]).inc()
     try:
         await events.publish([switch_event(s) for s in switches])
     except StateUnavailable:
         controller.put_back(switches)
         raise
+    if metrics is not None:
+        for s in switches:
+            metrics.controller_switches.labels(s.new, s.reason.split(":")[0]).inc()
     for s in switches:
         log.info("controller switched %s -> %s (%s)", s.old, s.new, s.reason)
 

@@ -31,6 +31,8 @@ def apply_event(core: SchedulerCore, event: Event, now: float) -> Job | None:
         core.progress(event.id, event.n_out, now)
     elif isinstance(event, Complete):
         return core.complete(event.id, event.outcome(), now)
+    elif isinstance(event, Withdrawn) and event.reason == "queue_timeout":
+        core.time_out(event.id, now)
     elif isinstance(event, Withdrawn):
         core.withdraw(event.id)
     elif isinstance(event, WorkerFailed) and event.worker:

@@ -91,7 +91,10 @@ def _resumed(controller: MetaController, saved: LeaderState | None) -> str:
 
 def _restore_controller(controller: MetaController, saved: JsonValue) -> None:
     if isinstance(saved, dict) and saved.get("params") == controller.params:
-        controller.restore(saved.get("state"))
+        try:
+            controller.restore(saved.get("state"))
+        except (KeyError, ValueError, TypeError, OverflowError):
+            log.warning("could not restore the previous leader's controller; starting it fresh")
 
 
 def _restore(core: SchedulerCore, saved: JsonValue) -> None:
@@ -115,7 +118,10 @@ async def rebuild(
     ledger = Ledger() if saved.ledger is None else Ledger.from_snapshot(dict(saved.ledger))
     knobs = await stores.knobs.get_all()
     core = build_core(knobs, ledger, default_policy, failure_cooldown_s, saved)
-    core.dispatcher.restore_learning(saved.dispatcher)  # before in-flight jobs are labelled
+    try:  # before in-flight jobs are labelled
+        core.dispatcher.restore_learning(saved.dispatcher)
+    except (KeyError, ValueError, TypeError, OverflowError):
+        log.warning("could not restore what the previous leader had learnt; starting fresh")
     sync_workers(core, await stores.workers.list())
     n_out_seen = saved.running_n_out
     inflight = await stores.requests.inflight()

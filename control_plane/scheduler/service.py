@@ -335,6 +335,9 @@ class SchedulerService:
         while True:
             await asyncio.sleep(self.settings.tick_interval_s)
             self._core.tick(time.time())
+            if self._core.controller_error is not None:
+                log.error("meta-controller detached: %s", self._core.controller_error)
+                self._core.controller_error = None
             export(self._core, self.metrics)
             await publish_switches(self._core, self.stores.events, self.metrics)
 

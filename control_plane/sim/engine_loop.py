@@ -185,7 +185,7 @@ class Simulator:
         while self._timeouts and self._timeouts[0][0] <= t:
             _, job_id = self._timeouts.popleft()
             record = self.pending.pop(job_id, None)
-            if record is not None and self.core.withdraw(job_id) is not None:
+            if record is not None and self.core.time_out(job_id, t) is not None:
                 record.status = "timeout"
                 record.finished = t
                 self.backlog.queued(record.tenant, -1)

@@ -37,3 +37,19 @@ def test_append_and_list(db: Database) -> None:
 def test_a_change_needs_a_reason(db: Database) -> None:
     with db.repos() as r, pytest.raises(InvalidValueError):
         r.audit.append(actor="a", action="x", target="t", old=1, new=2, reason="  ")
+
+
+def test_written_switches_are_not_written_twice(db: Database) -> None:
+    from storage.write_guard import AuditDraft, write_audit
+
+    drafts = [
+        AuditDraft("controller", "policy.switch", "policy", {"name": "fcfs"}, {"name": "edf"},
+                   "rules: deadlines; view {}", 1795521660.719571),
+        AuditDraft("controller", "policy.switch", "policy", {"name": "edf"}, {"name": "fcfs"},
+                   "rules: rollback; view {}", 1795521690.25),
+    ]  # fmt: skip
+    assert write_audit(db, drafts) == 2
+    assert write_audit(db, drafts) == 0  # a replayed batch
+    with db.reader() as r:
+        rows = r.audit.list(action="policy.switch")
+    assert sorted(e.at for e in rows) == [1795521660.719571, 1795521690.25]

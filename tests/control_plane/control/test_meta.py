@@ -140,3 +140,45 @@ def test_guards_off_means_no_bypass_and_params_are_validated() -> None:
     assert core.dispatcher.policy.name == "sjf" and not ctl.switches
     with pytest.raises(ValueError, match="selector"):
         AutoParams.model_validate({"selector": "oracle"})
+
+
+@dataclass
+class Broken:
+    name: str = "broken"
+
+    def choose(self, view: LongView, current: str, pool: list[str]) -> Choice:
+        raise RuntimeError("a selector bug")
+
+    def reward(self, view: LongView) -> None: ...
+
+    def snapshot(self) -> None:
+        return None
+
+    def restore(self, data: object) -> None: ...
+
+
+def test_a_failing_controller_is_detached_and_scheduling_goes_on() -> None:
+    ctl = MetaController(selector=Broken(), build=unset, period_s=1.0)
+    core = core_with(ctl)
+    core.arrive(job("q0", slo=SLO), None, 0.0)
+    core.tick(0.0)
+    core.tick(1.0)  # the selector raises inside the core
+    assert core.controller is None and "a selector bug" in (core.controller_error or "")
+    assert core.dispatcher.policy.name == "fcfs" and "q0" in core.pending
+    core.tick(2.0)  # nothing left to fail
+
+
+def test_a_queue_timeout_is_an_end_the_views_count() -> None:
+    ctl = scripted()
+    core = core_with(ctl)
+    core.tick(0.0)
+    core.arrive(job("late", slo=SLO), None, 1.0)
+    assert core.time_out("late", 5.0) is not None and "late" not in core.pending
+    assert ctl.views is not None
+    assert ctl.views.short(5.0, 0, 0).violation_rate == 1.0
+    assert core.time_out("late", 6.0) is None
+
+
+def test_initial_must_be_in_the_pool() -> None:
+    with pytest.raises(ValueError, match="not in the pool"):
+        AutoParams.model_validate({"pool": ["edf"], "initial": "fcfs"})

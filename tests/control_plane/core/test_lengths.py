@@ -141,3 +141,11 @@ def test_the_dispatcher_labels_every_job_before_the_policy_sees_it() -> None:
     adopted: list[Job] = [job("A", agent="short", max_tokens=500)]
     d.adopt(adopted, 3.0)
     assert adopted[0].predicted_out == 12
+
+
+def test_memory_is_bounded_to_the_most_recently_answered_groups() -> None:
+    p = LengthPredictor(max_keys=10, snapshot_tail=4)
+    for k in range(50):  # clients naming a new agent each time
+        feed(p, [k + 1] * 6, agent=f"a{k}")
+    assert len(p._windows) == 10
+    assert all(len(lengths) <= 4 for _, lengths in p.snapshot()["windows"])

@@ -47,10 +47,22 @@ def test_an_omitted_max_tokens_is_the_default_for_scheduler_and_worker_alike() -
     assert chat.job.max_tokens == chat.payload["max_tokens"] == 512
 
 
-def test_the_default_is_lowered_to_the_room_the_prompt_leaves() -> None:
-    flight = flight_of({"model": "m", "prompt": [1] * 300}, max_model_len=400)
-    assert flight.job.n_in == 300
-    assert flight.job.max_tokens == flight.payload["max_tokens"] == 100
+def test_near_the_end_of_the_context_the_worker_fills_the_room() -> None:
+    exact = flight_of({"model": "m", "prompt": [1] * 300}, max_model_len=400)
+    assert exact.job.n_in == 300 and exact.job.max_tokens == 100  # what vLLM will allow
+    assert "max_tokens" not in exact.payload  # nothing injected that vLLM could refuse
+    roomy = flight_of({"model": "m", "prompt": [1] * 300}, max_model_len=4096)
+    assert roomy.job.max_tokens == roomy.payload["max_tokens"] == 512
+    # a text prompt's count is an estimate: it is given four times its estimate of room
+    text = flight_of({"model": "m", "prompt": "word " * 800}, max_model_len=2048)
+    assert "max_tokens" not in text.payload and text.job.max_tokens < 512
+    fits = flight_of({"model": "m", "prompt": "word " * 100}, max_model_len=4096)
+    assert fits.job.max_tokens == fits.payload["max_tokens"] == 512
+
+
+def test_an_injected_default_is_never_below_min_tokens() -> None:
+    flight = flight_of({"model": "m", "prompt": "x", "min_tokens": 900})
+    assert flight.job.max_tokens == flight.payload["max_tokens"] == 900
 
 
 def test_a_requested_bound_is_kept_and_not_rewritten() -> None:
