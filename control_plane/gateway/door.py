@@ -46,7 +46,8 @@ def build_flight(
     requested = body.requested_max_tokens()
     default = max(d.settings.default_max_tokens, body.min_tokens or 0)
     room = _room(model, n_in, exact=_token_ids(body))
-    max_tokens = requested or (default if room is None or room >= default else max(1, room))
+    inject = requested is None and (room is None or room >= default)
+    max_tokens = requested or (default if inject else _fill(model, n_in))
     raw = body.model_dump(exclude_none=True, exclude_unset=True)
     task = tags.task
     if task is None and d.settings.tag_tasks:
@@ -73,7 +74,7 @@ def build_flight(
         unit_factor=model.unit_factor,
     )
     raw["metadata"] = strip_tags(body.metadata)
-    if requested is None and (room is None or room >= default):
+    if inject:
         raw["max_tokens"] = max_tokens
     options = body.stream_options.model_dump(exclude_none=True) if body.stream_options else None
     return Flight(
@@ -92,6 +93,12 @@ def _room(model: ModelEntry, n_in: int, exact: bool) -> int | None:
     if model.max_model_len is None:
         return None
     return model.max_model_len - (n_in if exact else 4 * n_in)
+
+
+def _fill(model: ModelEntry, n_in: int) -> int:
+    """What vLLM generates at most when no bound is sent: the room after the prompt."""
+    assert model.max_model_len is not None  # only called when the room is known
+    return max(1, model.max_model_len - n_in)
 
 
 def _token_ids(body: Body) -> bool:
