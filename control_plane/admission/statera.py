@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-from collections import deque
 from collections.abc import Sequence
 from typing import Any, ClassVar, Literal
 
@@ -11,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from control_plane.admission.conformal import ConformalLengthBound
 from control_plane.core.admission import Admission
+from control_plane.core.dual_loop import DualLoop
 from control_plane.core.job import Job, Outcome
 from control_plane.core.worker_view import WorkerView
 
@@ -56,14 +56,23 @@ class StateraAdmission(Admission):
         assert isinstance(self.params, StateraParams)
         self._cfg: StateraParams = self.params
         p = self._cfg
-        if p.u_low > p.u_high or p.budget_min > p.budget_max or p.n_min > p.n_max:
-            raise ValueError("statera: each lower bound must not exceed its upper bound")
+        try:
+            self.loop = DualLoop(
+                u_low=p.u_low, u_high=p.u_high, period_s=p.period_s, window=p.window,
+                budget_min=p.budget_min, budget_max=p.budget_max, eta_b=p.eta_b,
+                n_min=p.n_min, n_max=p.n_max, eta_n=p.eta_n,
+            )  # fmt: skip
+        except ValueError as e:
+            raise ValueError(f"statera: {e}") from None
         self.bound = ConformalLengthBound(p.epsilon, p.error_window)
-        self.budget = p.budget_max
-        self.n_run = float(p.n_max)
-        self._samples: deque[float] = deque(maxlen=p.window)
-        self._errors: deque[float] = deque(maxlen=p.window)
-        self._last_update: float | None = None
+
+    @property
+    def budget(self) -> float:
+        return self.loop.budget
+
+    @property
+    def n_run(self) -> float:
+        return self.loop.n_run
 
     def _p(self) -> StateraParams:
         return self._cfg
@@ -101,43 +110,27 @@ class StateraAdmission(Admission):
         )
 
     def observe(self, now: float, workers: Sequence[WorkerView]) -> None:
-        p = self._p()
-        if self._last_update is not None and now - self._last_update < p.period_s:
+        if not self.loop.due(now):
             return
         u = self.utilisation(workers)
-        if u is None:
-            return
-        self._last_update = now
-        self._samples.append(u)
-        u_bar = sum(self._samples) / len(self._samples)
-        error = u_bar - min(max(u_bar, p.u_low), p.u_high)
-        self._errors.append(error)
-        self.budget = min(max(self.budget - p.eta_b * error, p.budget_min), p.budget_max)
-        mean_error = sum(self._errors) / len(self._errors)
-        self.n_run = min(max(self.n_run - p.eta_n * mean_error, p.n_min), p.n_max)
+        if u is not None:
+            self.loop.update(u, now)
 
     def on_finish(self, job: Job, outcome: Outcome, now: float) -> None:
         if outcome.status == "ok":
             self.bound.observe(job.n_in, job.expected_out, outcome.n_out)
 
     def snapshot(self) -> dict[str, Any]:
-        return super().snapshot() | {
-            "budget": self.budget,
-            "n_run": self.n_run,
-            "samples": list(self._samples),
-            "errors": list(self._errors),
-            "last_update": self._last_update,
-            "length_errors": self.bound.to_json(),
-            "length_coverage": self.bound.coverage(),
-        }
+        return (
+            super().snapshot()
+            | self.loop.snapshot()
+            | {
+                "length_errors": self.bound.to_json(),
+                "length_coverage": self.bound.coverage(),
+            }
+        )
 
     def restore(self, snapshot: dict[str, Any]) -> None:
-        self.budget = float(snapshot["budget"])
-        self.n_run = float(snapshot["n_run"])
-        self._samples.clear()
-        self._samples.extend(snapshot["samples"])
-        self._errors.clear()
-        self._errors.extend(snapshot["errors"])
-        self._last_update = snapshot["last_update"]
+        self.loop.restore(snapshot)
         self.bound.load_json(snapshot["length_errors"])
         self.bound.load_coverage(snapshot.get("length_coverage"))

@@ -14,7 +14,9 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from control_plane.control.selectors import Selector, build_selector
+from control_plane.control.execution import ExecutionControl, ExecutionParams
+from control_plane.control.llm_selector import LlmParams, LlmSelector
+from control_plane.control.selectors import RulesSelector, Selector, build_selector
 from control_plane.control.views import LongView, ViewKeeper
 from control_plane.core.job import Job, Outcome
 from control_plane.core.policy import Policy
@@ -96,6 +98,8 @@ class MetaController:
     current: str = "fcfs"
     params: dict[str, Any] = field(default_factory=dict)
     """The `auto` params it was built from (the live knob's value)."""
+    execution: ExecutionControl | None = None
+    """The execution loop (per-worker prefill cap, dual loop); None = limits untouched."""
     switches: list[Switch] = field(default_factory=list)
     last_view: LongView | None = None
     _next_at: float | None = None
@@ -111,6 +115,8 @@ class MetaController:
         """Start watching `core`, whose policy is the current one."""
         self.views = self.views or ViewKeeper(core.ctx.latency, long_s=self.period_s)
         self.current = core.dispatcher.policy.name
+        if self.execution is not None:
+            core.dispatcher.limits = self.execution.limits
 
     def on_arrival(self, job: Job, now: float) -> None:
         if self.views is not None:
@@ -128,10 +134,20 @@ class MetaController:
         assert self.views is not None
         queued, inflight = len(core.pending), len(core.running)
         self.views.note_queue(now, queued)
+        if self.execution is not None:
+            self._execute(core, now, queued, inflight)
+        late = self.selector.late(now)  # resolved during a bypass: dropped
         if self.guards.enabled:
             bypass = self._bypass(core, now, queued, inflight)
             if bypass is not None or self._bypass_from is not None:
                 return bypass
+        if late is not None and self._may_take(late.policy):
+            view = self.last_view
+            assert view is not None
+            self._trial = _Trial(
+                self.current, view.ttft_p99_s, view.violation_rate, view.arrival_rps
+            )
+            return self._switch(core, late.policy, late.reason, view, now)
         if self._next_at is None:
             self._next_at = now + self.period_s
         if now < self._next_at:
@@ -150,6 +166,21 @@ class MetaController:
             return None
         self._trial = _Trial(self.current, view.ttft_p99_s, view.violation_rate, view.arrival_rps)
         return self._switch(core, choice.policy, choice.reason, view, now)
+
+    def _may_take(self, policy: str) -> bool:
+        """A late choice is taken when it changes the policy to one of the pool not barred."""
+        ok = policy != self.current and policy in self.pool and policy not in self._banned
+        return ok and self.last_view is not None
+
+    def _execute(self, core: SchedulerCore, now: float, queued: int, inflight: int) -> None:
+        assert self.views is not None and self.execution is not None
+        views = self.views
+        if self.execution.step(
+            now,
+            lambda: views.short(now, queued, inflight),
+            lambda: [slot.view() for slot in core.workers.values()],
+        ):
+            core.dispatcher.limits = self.execution.limits
 
     def _bypass(self, core: SchedulerCore, now: float, queued: int, inflight: int) -> Switch | None:
         assert self.views is not None
@@ -227,6 +258,7 @@ class MetaController:
             "banned": dict(self._banned),
             "bypass_from": self._bypass_from,
             "bypass_until": self._bypass_until,
+            "execution": self.execution.snapshot() if self.execution is not None else None,
         }
 
     def restore(self, data: Any) -> None:
@@ -240,6 +272,8 @@ class MetaController:
         self._bypass_from = bypass if isinstance(bypass, str) else None
         until = data.get("bypass_until")
         self._bypass_until = float(until) if isinstance(until, int | float) else 0.0
+        if self.execution is not None:
+            self.execution.restore(data.get("execution"))
 
 
 class AutoParams(BaseModel):
@@ -247,7 +281,7 @@ class AutoParams(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    selector: Literal["rules", "bandit"] = "rules"
+    selector: Literal["rules", "bandit", "llm"] = "rules"
     pool: list[str] = Field(default_factory=lambda: list(DEFAULT_POOL), min_length=1)
     initial: str = "fcfs"
     """The policy the controller starts from (vLLM's default order)."""
@@ -257,11 +291,17 @@ class AutoParams(BaseModel):
     rollback_ratio: float = Field(1.5, gt=1)
     guards: bool = True
     """False turns off the emergency bypass and the rollback (an ablation)."""
+    llm: LlmParams | None = None
+    """The `llm` selector's model (required with `selector: llm`)."""
+    execution: ExecutionParams = Field(default_factory=ExecutionParams)
+    """The execution loop; `{"enabled": false}` leaves dispatch limits alone (an ablation)."""
 
     @model_validator(mode="after")
     def _initial_in_pool(self) -> AutoParams:
         if self.initial not in self.pool:
             raise ValueError(f"initial: {self.initial!r} is not in the pool")
+        if self.selector == "llm" and self.llm is None:
+            raise ValueError("llm: the llm selector needs its model (llm.model)")
         return self
 
 
@@ -274,8 +314,15 @@ def build_controller(
 ) -> MetaController:
     """A controller from `auto` params; `build` makes registry policies over the core's context."""
     p = AutoParams.model_validate(params or {})
+    selector: Selector = (
+        LlmSelector(p.llm, p.period_s, RulesSelector(home=p.initial))
+        if p.selector == "llm" and p.llm is not None
+        else build_selector(p.selector, p.seed)
+    )
+    if isinstance(selector, RulesSelector):
+        selector.home = p.initial
     return MetaController(
-        selector=build_selector(p.selector, p.seed),
+        selector=selector,
         build=build,
         pool=tuple(p.pool),
         period_s=p.period_s,
@@ -286,4 +333,5 @@ def build_controller(
         ),
         current=p.initial,
         params=dict(params or {}),
+        execution=ExecutionControl(p.execution) if p.execution.enabled else None,
     )

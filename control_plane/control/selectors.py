@@ -30,6 +30,10 @@ class Selector(Protocol):
 
     def reward(self, view: LongView) -> None: ...
 
+    def late(self, now: float) -> Choice | None:
+        """A choice resolved after the period's `choose` (the `llm` selector's answer)."""
+        ...
+
     def snapshot(self) -> Any: ...
 
     def restore(self, data: Any) -> None: ...
@@ -40,7 +44,9 @@ class RulesSelector:
     """The rules of H-MAS §4.4, first match wins (thresholds are knobs):
 
     1. calm — queue not growing and violation rate below `calm_violations`: keep the policy
-       (every order serves everyone; switching would only cost).
+       (every order serves everyone; switching would only cost) — except that after
+       `calm_periods` calm periods in a row it returns to `home` (the operator's `initial`
+       policy: the pressure that moved it away has passed).
     2. unfair — two or more tenants and Jain's index of completions per arrival below
        `jain_floor`: `wfq` (weighted fair share).
     3. mixed lengths — CV of predicted service time above `cv_high`, TTFT misses above
@@ -58,12 +64,20 @@ class RulesSelector:
     ttft_miss_high: float = 0.2
     long_fraction: float = 0.1
     violation_high: float = 0.2
+    calm_periods: int = 2
+    home: str | None = None
     name: str = "rules"
+    _calm: int = field(default=0, repr=False)
 
     def choose(self, view: LongView, current: str, pool: Sequence[str]) -> Choice:
         growing = view.queue_growth_rps > 0.0
         if not growing and view.violation_rate < self.calm_violations:
+            self._calm += 1
+            home = self.home
+            if home and current != home and home in pool and self._calm >= self.calm_periods:
+                return Choice(home, f"calm: back to {home}")
             return Choice(current, "calm")
+        self._calm = 0
         rules = (
             (view.tenants >= 2 and view.jain_service < self.jain_floor, "wfq", "unfair"),
             (
@@ -88,11 +102,15 @@ class RulesSelector:
     def reward(self, view: LongView) -> None:
         """Rules do not learn."""
 
-    def snapshot(self) -> Any:
+    def late(self, now: float) -> Choice | None:
         return None
 
+    def snapshot(self) -> Any:
+        return {"calm": self._calm}
+
     def restore(self, data: Any) -> None:
-        """Rules keep no state."""
+        calm = data.get("calm") if isinstance(data, dict) else None
+        self._calm = calm if isinstance(calm, int) and calm >= 0 else 0
 
 
 def context_of(view: LongView) -> str:
@@ -148,6 +166,9 @@ class BanditSelector:
         total[1] += 1.0
         self._pending = None
 
+    def late(self, now: float) -> Choice | None:
+        return None
+
     def snapshot(self) -> Any:
         return {"stats": self._stats}
 
@@ -170,7 +191,7 @@ class BanditSelector:
 
 
 def build_selector(name: str, seed: int = 0) -> Selector:
-    """`rules` or `bandit` (the `llm` selector of H-MAS is not built: it needs I/O)."""
+    """`rules` or `bandit` (`llm` needs its model's params: `control.meta.build_controller`)."""
     if name == "rules":
         return RulesSelector()
     if name == "bandit":

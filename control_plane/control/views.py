@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -50,6 +51,10 @@ class ShortView:
     violation_rate: float
     ttft_mean_s: float | None
     completions: int
+    ttft_only_rate: float = 0.0
+    """Ends with an SLO that met TPOT but missed TTFT, over all ends with an SLO."""
+    tpot_only_rate: float = 0.0
+    """Ends with an SLO that met TTFT but missed TPOT, over all ends with an SLO."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,6 +165,8 @@ class ViewKeeper:
             violation_rate=sum(e.violated for e in with_slo) / len(with_slo) if with_slo else 0.0,
             ttft_mean_s=float(np.mean(ttfts)) if ttfts else None,
             completions=len(recent),
+            ttft_only_rate=_share(with_slo, lambda e: e.ttft_miss and not e.tpot_miss),
+            tpot_only_rate=_share(with_slo, lambda e: e.tpot_miss and not e.ttft_miss),
         )
 
     def long(self, now: float, queued: int) -> LongView:
@@ -218,6 +225,10 @@ class ViewKeeper:
                 q.popleft()
         while len(self._queue_at) > 1 and self._queue_at[1][0] <= horizon:
             self._queue_at.popleft()
+
+
+def _share(ends: list[_End], test: Callable[[_End], bool]) -> float:
+    return sum(test(e) for e in ends) / len(ends) if ends else 0.0
 
 
 def _rate(ends: list[_End], field: str) -> float:

@@ -6,7 +6,7 @@ are recorded the same way whatever policy is active and whichever clock drives i
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -14,6 +14,7 @@ from control_plane.core.admission import Admission
 from control_plane.core.job import Job, Outcome
 from control_plane.core.ledger import OutputCharge
 from control_plane.core.lengths import LengthPredictor
+from control_plane.core.limits import ExecutionLimits
 from control_plane.core.placement import Placement
 from control_plane.core.policy import Policy, StopPop, TokenReport, switch_policy
 from control_plane.core.worker_view import WorkerView
@@ -28,7 +29,7 @@ class PoolGate:
     policies use it to skip them (`policies.base.refusals`).
     """
 
-    __slots__ = ("_admission", "_held", "_hol", "_now", "_pools")
+    __slots__ = ("_admit", "_held", "_hol", "_now", "_pools")
 
     def __init__(
         self,
@@ -36,8 +37,9 @@ class PoolGate:
         pools: dict[str, list[WorkerView]],
         now: float,
         hol_blocking: bool,
+        limits: ExecutionLimits | None = None,
     ) -> None:
-        self._admission = admission
+        self._admit = admitter(admission, limits)
         self._pools = pools
         self._now = now
         self._hol = hol_blocking
@@ -49,7 +51,7 @@ class PoolGate:
     def __call__(self, job: Job) -> bool:
         if job.model in self._held or job.model not in self._pools:
             return False
-        admit, now = self._admission.admit, self._now
+        admit, now = self._admit, self._now
         if any(admit(job, w, now) for w in self._pools[job.model]):
             return True
         if self._hol:
@@ -57,6 +59,20 @@ class PoolGate:
             if len(self._held) == len(self._pools):
                 raise StopPop  # every pool is held: scanning further cannot succeed
         return False
+
+
+def admitter(
+    admission: Admission, limits: ExecutionLimits | None
+) -> Callable[[Job, WorkerView, float], bool]:
+    """`admission.admit`, and the execution limits when any is set."""
+    if limits is None or limits.off:
+        return admission.admit
+    admit, reserve, within = admission.admit, admission.reserve, limits.admit
+
+    def both(job: Job, worker: WorkerView, now: float) -> bool:
+        return within(job, worker, reserve(job)) and admit(job, worker, now)
+
+    return both
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,6 +115,8 @@ class Dispatcher:
         self.placement = placement
         self.hol_blocking = hol_blocking
         self.lengths = lengths or LengthPredictor()
+        self.limits = ExecutionLimits()
+        """Per-worker caps the meta-controller's execution loop tunes (none by default)."""
 
     # -- queue ------------------------------------------------------------------------------
     def push(self, job: Job, now: float) -> None:
@@ -151,19 +169,24 @@ class Dispatcher:
     def next(self, now: float, workers: Sequence[WorkerView]) -> Decision | None:
         """The next dispatch, or None when nothing admissible is pending."""
         self.admission.observe(now, workers)
+        limits = None if self.limits.off else self.limits
+        room = self.admission.has_room
         by_model: dict[str, list[WorkerView]] = {}
         for w in workers:
-            if w.healthy and not w.draining and self.admission.has_room(w, now):
+            ready = w.healthy and not w.draining and room(w, now)
+            if ready and (limits is None or limits.has_room(w)):
                 by_model.setdefault(w.model, []).append(w)
         if not by_model:
             return None
+        gate = PoolGate(self.admission, by_model, now, self.hol_blocking, limits)
         try:
-            job = self.policy.pop(now, PoolGate(self.admission, by_model, now, self.hol_blocking))
+            job = self.policy.pop(now, gate)
         except StopPop:
             return None
         if job is None:
             return None
-        admitting = [w for w in by_model[job.model] if self.admission.admit(job, w, now)]
+        admit = admitter(self.admission, limits)
+        admitting = [w for w in by_model[job.model] if admit(job, w, now)]
         worker = self.placement.choose(job, admitting, now)
         decision = Decision(job, worker, self.admission.reserve(job))
         self._dispatched(decision, now)
@@ -179,7 +202,8 @@ class Dispatcher:
             decision = self.next(now, list(views.values()))
             if decision is None:
                 break
-            views[decision.worker.id] = decision.worker.with_dispatch(decision.reserved_tokens)
+            worker = decision.worker
+            views[worker.id] = worker.with_dispatch(decision.reserved_tokens, decision.job.n_in)
             decisions.append(decision)
         return decisions
 

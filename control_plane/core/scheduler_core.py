@@ -19,6 +19,7 @@ from typing import Any, Protocol
 
 from control_plane.core.dispatcher import Decision, Dispatcher
 from control_plane.core.job import Job, Outcome
+from control_plane.core.limits import ExecutionLimits
 from control_plane.core.policy import Policy, PolicyContext
 from control_plane.core.worker_view import WorkerView
 
@@ -56,20 +57,37 @@ class WorkerSlot:
     inflight: dict[str, int] = field(default_factory=dict)
     """Job id → KV tokens admission reserved for it."""
     inflight_tokens: int = 0
+    prefill: dict[str, int] = field(default_factory=dict)
+    """Job id → prompt tokens, for in-flight jobs with no output token reported yet."""
+    prefill_tokens: int = 0
     failed: bool = False
     """Marked by a `worker_failed` report; cleared by `worker_recovered` after the cool-down."""
     failed_until: float = 0.0
 
     def view(self) -> WorkerView:
         view = self.probe.view(len(self.inflight), self.inflight_tokens)
+        if self.prefill:
+            view = dataclasses.replace(
+                view, prefilling=len(self.prefill), prefill_tokens=self.prefill_tokens
+            )
         return dataclasses.replace(view, healthy=False) if self.failed else view
 
-    def hold(self, job_id: str, reserved: int) -> None:
+    def hold(self, job_id: str, reserved: int, n_in: int | None = None) -> None:
+        """Count the job against this worker; `n_in` given: it is still before its first
+        output token."""
         self.inflight_tokens += reserved - self.inflight.get(job_id, 0)
         self.inflight[job_id] = reserved
+        if n_in is not None and job_id not in self.prefill:
+            self.prefill[job_id] = n_in
+            self.prefill_tokens += n_in
+
+    def prefilled(self, job_id: str) -> None:
+        """The job reported an output token: its prefill is done."""
+        self.prefill_tokens -= self.prefill.pop(job_id, 0)
 
     def release(self, job_id: str) -> None:
         self.inflight_tokens -= self.inflight.pop(job_id, 0)
+        self.prefilled(job_id)
 
 
 class SchedulerCore:
@@ -139,7 +157,7 @@ class SchedulerCore:
         self.running[job.id] = Running(job, worker_id, reserved)
         slot = self.workers.get(worker_id)
         if slot is not None:
-            slot.hold(job.id, reserved)
+            slot.hold(job.id, reserved, job.n_in if job.n_out == 0 else None)
 
     def withdraw(self, job_id: str) -> Job | None:
         if self.pending.pop(job_id, None) is None:
@@ -158,6 +176,7 @@ class SchedulerCore:
         """`n_out` output tokens so far (cumulative: a repeated report charges nothing)."""
         run = self.running.get(job_id)
         if run is not None and n_out > run.job.n_out:
+            self._first_token(run)
             self.dispatcher.on_tokens(run.job, n_out - run.job.n_out, now)
 
     def progress_batch(self, reports: Sequence[tuple[str, int]], now: float) -> None:
@@ -167,6 +186,8 @@ class SchedulerCore:
         for job_id, n_out in reports:
             run = running.get(job_id)
             if run is not None and n_out > run.job.n_out:
+                if run.job.n_out == 0:
+                    self._first_token(run)
                 deltas.append((run.job, n_out - run.job.n_out))
         if deltas:
             self.dispatcher.on_tokens_batch(deltas, now)
@@ -214,7 +235,7 @@ class SchedulerCore:
         for d in decisions:
             self.pending.pop(d.job.id, None)
             self.running[d.job.id] = Running(d.job, d.worker.id, d.reserved_tokens)
-            self.workers[d.worker.id].hold(d.job.id, d.reserved_tokens)
+            self.workers[d.worker.id].hold(d.job.id, d.reserved_tokens, d.job.n_in)
         return decisions
 
     def undo(self, decision: Decision) -> None:
@@ -264,7 +285,17 @@ class SchedulerCore:
             call(*args)
         except Exception as exc:  # a controller bug must not stop scheduling
             self.controller_error = f"{type(exc).__name__}: {exc}"
-            self.controller = None
+            self.detach_controller()
+
+    def detach_controller(self) -> None:
+        """No more automatic control: the policy stays, the execution limits are lifted."""
+        self.controller = None
+        self.dispatcher.limits = ExecutionLimits()
+
+    def _first_token(self, run: Running) -> None:
+        slot = self.workers.get(run.worker)
+        if slot is not None and slot.prefill:
+            slot.prefilled(run.job.id)
 
     def _release(self, run: Running) -> None:
         slot = self.workers.get(run.worker)

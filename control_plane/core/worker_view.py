@@ -31,15 +31,24 @@ class WorkerView:
     """Scraped KV-cache usage, 0..1."""
     preemptions: int = 0
     last_preemption_at: float | None = None
+    prefilling: int = 0
+    """In-flight requests that have not yet reported a first output token (in prefill, or
+    queued in the engine before it)."""
+    prefill_tokens: int = 0
+    """Their prompt tokens: the prefill work this worker still has in front of it."""
 
     def serves(self, model: str) -> bool:
         """Healthy, not draining, and serving `model`."""
         return self.healthy and not self.draining and self.model == model
 
-    def with_dispatch(self, reserved_tokens: int) -> WorkerView:
+    def with_dispatch(self, reserved_tokens: int, n_in: int = 0) -> WorkerView:
         """This view after one more dispatch (so the next decision of a cycle sees it)."""
         return replace(
-            self, inflight=self.inflight + 1, inflight_tokens=self.inflight_tokens + reserved_tokens
+            self,
+            inflight=self.inflight + 1,
+            inflight_tokens=self.inflight_tokens + reserved_tokens,
+            prefilling=self.prefilling + 1,
+            prefill_tokens=self.prefill_tokens + n_in,
         )
 
     def load(self) -> float:

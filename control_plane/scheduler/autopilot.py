@@ -10,6 +10,7 @@ import time
 from typing import Any
 
 from control_plane.contracts.events import PolicySwitched
+from control_plane.control.llm_selector import LlmSelector
 from control_plane.control.meta import MetaController, Switch, build_controller
 from control_plane.core.scheduler_core import SchedulerCore
 from control_plane.policies.registry import build_policy
@@ -45,6 +46,10 @@ def export(core: SchedulerCore, metrics: SchedulerMetrics) -> None:
     controller = core.controller
     active = isinstance(controller, MetaController)
     metrics.controller_active.set(1.0 if active else 0.0)
+    metrics.controller_limit.clear()
+    for name, value in core.dispatcher.limits.to_json().items():
+        if value is not None:
+            metrics.controller_limit.labels(name).set(float(value))
     view = controller.last_view if isinstance(controller, MetaController) else None
     if view is None:
         if not active:
@@ -61,7 +66,7 @@ def state(core: SchedulerCore) -> dict[str, Any] | None:
     controller = core.controller
     if not isinstance(controller, MetaController):
         return None
-    view = controller.last_view
+    view, execution = controller.last_view, controller.execution
     return {
         "selector": controller.selector.name,
         "pool": list(controller.pool),
@@ -69,6 +74,20 @@ def state(core: SchedulerCore) -> dict[str, Any] | None:
         "current": controller.current,
         "view": view.to_json() if view is not None else None,
         "switches": [s.to_json() for s in controller.switches[-RECENT:]],
+        "limits": core.dispatcher.limits.to_json(),
+        "llm": _llm_state(controller),
+        "limit_changes": [c.to_json() for c in execution.changes[-RECENT:]] if execution else [],
+    }
+
+
+def _llm_state(controller: MetaController) -> dict[str, Any] | None:
+    selector = controller.selector
+    if not isinstance(selector, LlmSelector):
+        return None
+    return {
+        "model": selector.params.model,
+        "stats": selector.stats,
+        "last_error": selector.last_error,
     }
 
 

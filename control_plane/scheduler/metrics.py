@@ -130,6 +130,12 @@ class SchedulerMetrics:
             ["field"],
             registry=r,
         )
+        self.controller_limit = Gauge(
+            "arbiter_controller_limit",
+            "Per-worker dispatch caps the execution loop set (absent = uncapped)",
+            ["limit"],
+            registry=r,
+        )
         self.controller_switches = Counter(
             "arbiter_controller_switches",
             "Automatic policy switches",

@@ -28,6 +28,7 @@ from control_plane.control.meta import AUTO
 from control_plane.core.scheduler_core import SchedulerCore
 from control_plane.placement.registry import build_placement
 from control_plane.policies.registry import PolicyParamsError, UnknownPolicyError, build_policy
+from control_plane.scheduler.advisor import Advisor
 from control_plane.scheduler.autopilot import (
     controller_snapshot,
     export,
@@ -72,6 +73,7 @@ class SchedulerService:
         self.stores = stores
         self.holder = holder
         self.http = http or httpx.AsyncClient(timeout=2.0)
+        self.advisor = Advisor(self.http)
         self.metrics = SchedulerMetrics()
         self.core: SchedulerCore | None = None
         self.term: LeaderTerm | None = None
@@ -130,6 +132,7 @@ class SchedulerService:
             self._serving = False
             self.metrics.fairness.clear()
             await stop_tasks(tasks)
+            await self.advisor.close()
 
     async def _take_over(self) -> None:
         self._redis_run_id = await server_run_id(self.stores.redis)
@@ -300,7 +303,7 @@ class SchedulerService:
         if name == "policy" and isinstance(value, PluginChoice) and value.name == AUTO:
             self._hand_to_controller(dict(value.params))
         elif name == "policy" and isinstance(value, PluginChoice):
-            core.controller = None  # a pinned policy: the operator decides again
+            core.detach_controller()  # a pinned policy: the operator decides again
             current = core.dispatcher.policy
             if current.name == value.name and dict(value.params) == current.params.model_dump():
                 return
@@ -335,6 +338,7 @@ class SchedulerService:
         while True:
             await asyncio.sleep(self.settings.tick_interval_s)
             self._core.tick(time.time())
+            self.advisor.poll(self._core)
             if self._core.controller_error is not None:
                 log.error("meta-controller detached: %s", self._core.controller_error)
                 self._core.controller_error = None

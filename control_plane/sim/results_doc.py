@@ -38,6 +38,7 @@ HMAS_POLICIES = (
     PolicySpec("auto", AUTO, {"selector": "rules"}),
     PolicySpec("auto-bandit", AUTO, {"selector": "bandit"}),
     PolicySpec("auto-noguard", AUTO, {"selector": "rules", "guards": False}),
+    PolicySpec("auto-noexec", AUTO, {"selector": "rules", "execution": {"enabled": False}}),
 )
 HMAS_SCENARIOS = ("hmas-stress", "hmas-drift")
 STATERA = "fcfs+statera"

@@ -31,8 +31,10 @@ def hmas_section(name: str, res: Results) -> str:
         "Fixed policies of the controller's pool; `vllm-default` = fcfs with no admission limit",
         "(every request goes to the engine up to `max_num_seqs`, which queues and preempts on",
         "its own); `auto*` = the meta-controller (docs/algorithms.md §18): `auto` with the rules",
-        "selector and the guards, `auto-bandit` with the contextual bandit, `auto-noguard` the",
-        "rules without the emergency bypass and rollback.",
+        "selector, the guards and execution control, `auto-bandit` with the contextual bandit,",
+        "`auto-noguard` the rules without the emergency bypass and rollback, `auto-noexec` the",
+        "rules without execution control (no prefill cap, no dual loop; docs/algorithms.md",
+        "§18.3).",
     ]
     header = ["phase", "policy", "goodput (req/s)", "violation rate", "TTFT ok", "TPOT ok",
               "p99 TTFT (s)", "ESG/s", "CV TTFT"]  # fmt: skip

@@ -36,6 +36,9 @@ class Scripted:
 
     def reward(self, view: LongView) -> None: ...
 
+    def late(self, now: float) -> Choice | None:
+        return None
+
     def snapshot(self) -> None:
         return None
 
@@ -150,6 +153,9 @@ class Broken:
         raise RuntimeError("a selector bug")
 
     def reward(self, view: LongView) -> None: ...
+
+    def late(self, now: float) -> Choice | None:
+        return None
 
     def snapshot(self) -> None:
         return None

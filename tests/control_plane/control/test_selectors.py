@@ -35,6 +35,21 @@ def test_each_rule_fires_on_its_symptom_first_match_wins() -> None:
     rules.reward(CALM)  # rules do not learn
 
 
+def test_after_calm_periods_in_a_row_the_rules_return_home() -> None:
+    rules = RulesSelector(home="fcfs", calm_periods=2)
+    hot = view(queue_growth_rps=1.0, violation_rate=0.1)
+    assert rules.choose(hot, "fcfs", POOL).policy == "sjf"
+    assert rules.choose(CALM, "sjf", POOL).reason == "calm"  # one calm period: keep
+    assert rules.choose(hot, "sjf", POOL).policy == "sjf"  # pressure again: the count restarts
+    assert rules.choose(CALM, "sjf", POOL).policy == "sjf"
+    back = rules.choose(CALM, "sjf", POOL)
+    assert (back.policy, back.reason) == ("fcfs", "calm: back to fcfs")
+    again = RulesSelector(home="fcfs")
+    again.restore(rules.snapshot())
+    assert again.choose(CALM, "edf", POOL).policy == "fcfs"  # the count survives a checkpoint
+    assert RulesSelector(home="fcfs").choose(CALM, "edf", ["edf"]).policy == "edf"  # not in pool
+
+
 def test_the_bandit_tries_every_arm_then_exploits_the_best_mean() -> None:
     bandit = BanditSelector(epsilon=0.0, seed=1)
     rewards = {"fcfs": 1.0, "edf": 0.5, "sjf": 3.0, "two_lane": 2.0, "wfq": 0.1}

@@ -34,7 +34,7 @@ def test_the_plan_covers_the_issue_s_experiments() -> None:
         assert all(sweeps[(f"exfairs-{n}", rho)] == swept for rho in (0.6, 0.8, 1.0, 1.2))
     assert not any(rho for _, _, rho in plan(sweep=False))
     hmas = ["fcfs", "edf", "sjf", "two_lane", "wfq", "vtc", "hmfs", "exfairs", "vllm-default"]
-    hmas += ["auto", "auto-bandit", "auto-noguard"]
+    hmas += ["auto", "auto-bandit", "auto-noguard", "auto-noexec"]
     assert jobs["hmas-stress"] == jobs["hmas-drift"] == hmas
     assert jobs["hmfs-multimodal"][:2] == ["vtc", "hmfs"]
 

@@ -1,0 +1,171 @@
+"""The meta-controller through `arbiter up`, driven by the real `openai` client.
+
+One deployment (one simulated worker with 2 slots, one scheduler, the recorder, the gateway).
+The operator hands the policy to `auto` over the admin API, then:
+1. underload, then a burst of long prompts: the rules switch fcfs → sjf (the queue grows),
+   and once the burst has drained and two periods in a row are calm, back to fcfs;
+2. a case built for the rollback guard: an open-loop overload at a constant rate switches the
+   policy to sjf; from that moment the answers asked for are 4× longer at the same arrival
+   rate, so the period after the switch has a far higher p99 TTFT at the same load — what the
+   guard reads as a switch that made things worse (it cannot tell a heavier mix from a worse
+   order at the same arrival rate) — and it switches back.
+Every switch is an audit row of actor `controller` in the SQL history (read through
+`/admin/audit`), with the rule and the view it decided on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+from openai import AsyncOpenAI
+
+from tests.support.up_process import UpProcess
+
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+
+PERIOD_S = 2.0
+POOL = ["fcfs", "sjf"]
+
+
+@pytest.fixture(scope="module")
+def up(tmp_path_factory: pytest.TempPathFactory) -> Iterator[UpProcess]:
+    proc = UpProcess(
+        tmp_path_factory.mktemp("auto") / ".arbiter",
+        workers=1,
+        speed=1.0,
+        extra_args=["--max-num-seqs", "2", "--schedulers", "1", "--policy", "fcfs"],
+    )
+    try:
+        proc.start()
+        yield proc
+    finally:
+        proc.stop()
+
+
+def admin(up: UpProcess) -> httpx.Client:
+    token = up.info()["admin_token"]
+    return httpx.Client(
+        base_url=up.gateway_url, headers={"Authorization": f"Bearer {token}"}, timeout=10
+    )
+
+
+def hand_over(up: UpProcess, params: dict[str, Any]) -> None:
+    with admin(up) as client:
+        body = {"name": "auto", "params": params, "reason": "e2e: hand the policy over"}
+        resp = client.put("/admin/policy", json=body)
+    assert resp.status_code == 200, resp.text
+
+
+def controller_rows(up: UpProcess, since: float) -> list[dict[str, Any]]:
+    with admin(up) as client:
+        resp = client.get("/admin/audit", params={"action": "policy.switch", "since": since})
+    assert resp.status_code == 200, resp.text
+    rows = [r for r in resp.json()["data"] if r["actor"] == "controller"]
+    return sorted(rows, key=lambda r: r["at"])
+
+
+def openai_client(up: UpProcess) -> AsyncOpenAI:
+    key = next(iter(up.info()["tenants"].values()))
+    return AsyncOpenAI(base_url=f"{up.gateway_url}/v1", api_key=key, max_retries=0, timeout=120)
+
+
+async def ask(client: AsyncOpenAI, words: int, max_tokens: int) -> None:
+    out = await client.completions.create(
+        model="tiny-llama", prompt="word " * words, max_tokens=max_tokens
+    )
+    assert out.usage is not None and out.usage.completion_tokens >= 1
+
+
+async def light(client: AsyncOpenAI, stop: asyncio.Event) -> None:
+    """One short request at a time, a pause between: far below the worker's capacity."""
+    while not stop.is_set():
+        await ask(client, 20, 4)
+        await asyncio.sleep(0.2)
+
+
+async def underload_then_burst(up: UpProcess, since: float) -> list[dict[str, Any]]:
+    """Light load for 2 periods, 80 long prompts at once, light load until fcfs is back."""
+    client = openai_client(up)
+    stop = asyncio.Event()
+    background = asyncio.create_task(light(client, stop))
+    await asyncio.sleep(2.5 * PERIOD_S)
+    burst = [asyncio.create_task(ask(client, 1500, 48)) for _ in range(80)]
+    deadline = time.monotonic() + 90.0
+    rows: list[dict[str, Any]] = []
+    while time.monotonic() < deadline:
+        await asyncio.sleep(1.0)
+        rows = await asyncio.to_thread(controller_rows, up, since)
+        if len(rows) >= 2 and all(t.done() for t in burst):
+            break
+    stop.set()
+    await asyncio.gather(background, *burst)
+    await client.close()
+    return rows
+
+
+async def overload_that_worsens(up: UpProcess, since: float, rate: float) -> list[dict[str, Any]]:
+    """Open loop at `rate` requests/s, each sent on time whatever the others do: 48-token
+    answers (the queue grows) until the controller switches, then 4× longer answers at the
+    same rate, until it switches again or 4 periods have passed."""
+    client = openai_client(up)
+    sent: list[asyncio.Task[None]] = []
+    rows: list[dict[str, Any]] = []
+    switched_at: float | None = None
+    began = time.monotonic()
+    while time.monotonic() - began < 10 * PERIOD_S:
+        if switched_at is not None and time.monotonic() - switched_at > 4 * PERIOD_S:
+            break
+        tokens = 48 if switched_at is None else 192
+        sent.append(asyncio.create_task(ask(client, 200, tokens)))
+        await asyncio.sleep(1.0 / rate)
+        if len(sent) % int(rate / 4) == 0:  # look 4 times a second
+            rows = await asyncio.to_thread(controller_rows, up, since)
+            if rows and switched_at is None:
+                switched_at = time.monotonic()
+            if len(rows) >= 2:
+                break
+    await asyncio.gather(*sent)
+    await client.close()
+    return rows
+
+
+def view_of(row: dict[str, Any]) -> dict[str, Any]:
+    view: dict[str, Any] = json.loads(row["reason"].split("; view ", 1)[1])
+    return view
+
+
+def test_the_controller_switches_under_a_burst_and_back_once_it_has_passed(
+    up: UpProcess,
+) -> None:
+    since = time.time()
+    hand_over(up, {"period_s": PERIOD_S, "pool": POOL, "initial": "fcfs"})
+    rows = asyncio.run(underload_then_burst(up, since))
+    assert len(rows) >= 2, up.output()
+    first, second = rows[0], rows[1]
+    assert (first["old"], first["new"]) == ({"name": "fcfs"}, {"name": "sjf"}), rows
+    assert first["reason"].startswith("rules: overload; view ")
+    assert view_of(first)["queue_growth_rps"] > 0
+    assert (second["old"], second["new"]) == ({"name": "sjf"}, {"name": "fcfs"}), rows
+    assert second["reason"].startswith("rules: calm: back to fcfs; view ")
+    assert view_of(second)["queue_growth_rps"] <= 0
+
+
+def test_the_rollback_guard_undoes_a_switch_that_made_things_worse(up: UpProcess) -> None:
+    since = time.time()
+    params = {"period_s": PERIOD_S, "pool": POOL, "initial": "fcfs", "rollback_ratio": 1.5}
+    hand_over(up, params)  # new params: a new controller, whose first period starts now
+    rows = asyncio.run(overload_that_worsens(up, since, rate=24.0))
+    assert len(rows) >= 2, up.output()
+    switch, rollback = rows[0], rows[1]
+    assert (switch["old"], switch["new"]) == ({"name": "fcfs"}, {"name": "sjf"}), rows
+    assert (rollback["old"], rollback["new"]) == ({"name": "sjf"}, {"name": "fcfs"}), rows
+    assert rollback["reason"].startswith("rules: rollback: p99 TTFT > 1.5x"), rollback
+    before, after = view_of(switch), view_of(rollback)
+    assert after["ttft_p99_s"] > 1.5 * before["ttft_p99_s"]
+    assert abs(after["arrival_rps"] - before["arrival_rps"]) <= 0.25 * before["arrival_rps"]
