@@ -57,3 +57,34 @@ def timeline_figure(switches: Sequence[dict[str, Any]]) -> go.Figure:
         margin={"t": 30, "b": 40},
     )
     return fig
+
+
+def limits_line(controller: dict[str, Any]) -> str:
+    """The execution loop's per-worker dispatch caps in words (absent or unset: none)."""
+    limits = controller.get("limits") or {}
+    parts = []
+    if limits.get("prefill_tokens") is not None:
+        parts.append(f"at most {limits['prefill_tokens']:,} prompt tokens in prefill")
+    if limits.get("n_run") is not None:
+        parts.append(f"at most {limits['n_run']} requests in flight")
+    if limits.get("token_budget") is not None:
+        parts.append(f"at most {limits['token_budget']:.0%} of KV capacity reserved")
+    if not parts:
+        return "Dispatch limits: none (every worker takes what admission allows)."
+    return "Dispatch limits per worker: " + "; ".join(parts) + "."
+
+
+def llm_line(controller: dict[str, Any]) -> str | None:
+    """The `llm` selector's record: questions asked and how they ended; None for others."""
+    llm = controller.get("llm")
+    if not llm:
+        return None
+    s = llm.get("stats") or {}
+    line = (
+        f"Model {llm.get('model')}: {s.get('asked', 0)} asked, {s.get('answered', 0)} answered, "
+        f"{s.get('invalid', 0)} invalid, {s.get('timeout', 0)} timed out (those fell back to "
+        "the rules)."
+    )
+    if llm.get("last_error"):
+        line += f" Last invalid reply: {llm['last_error']}."
+    return line

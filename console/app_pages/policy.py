@@ -11,7 +11,7 @@ import streamlit as st
 
 from console import session
 from console.admin_client import AdminApiError, AdminClient
-from console.controller_views import switch_rows, timeline_figure
+from console.controller_views import limits_line, llm_line, switch_rows, timeline_figure
 from console.form_specs import audit_frame, field_specs, node_keys
 from console.forms import errors_of, params_field, reason_field, show_flash, submit
 from console.session import field_error
@@ -58,6 +58,10 @@ def controller_section(policy: dict[str, Any]) -> None:
         f"The meta-controller (**{controller['selector']}**, every {controller['period_s']:g} s, "
         f"pool {', '.join(controller['pool'])}) runs **{controller['current']}**."
     )
+    st.caption(limits_line(controller))
+    llm = llm_line(controller)
+    if llm:
+        st.caption(llm)
     switches = controller.get("switches") or []
     if switches:
         st.plotly_chart(timeline_figure(switches), key="controller_timeline")

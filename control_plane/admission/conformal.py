@@ -10,21 +10,35 @@ from control_plane.core.job import Job
 
 
 class ConformalLengthBound:
-    """`l_upper = l_pred + q_{1−ε}(D_b)` over the last `window` errors `l_real − l_pred`.
+    """`l_upper = l_pred + q_{1−α_b}(D_b)` over the last `window` errors `l_real − l_pred`.
 
     Buckets are powers of two of the prompt length starting at `bucket_base` tokens. The
-    quantile is the split-conformal one, the `⌈(n+1)(1−ε)⌉`-th smallest error, so that a new
-    request's error stays under it with probability ≥ 1 − ε when errors are exchangeable.
-    With too few samples for that rank (n < 1/ε − 1) the bound is the request's `max_tokens`.
+    quantile is the split-conformal one, the `⌈(n+1)(1−α_b)⌉`-th smallest error, so that a new
+    request's error stays under it with probability ≥ 1 − α_b when errors are exchangeable.
+    With `gamma` = 0 α_b is ε. Errors are not exchangeable here (the prediction learns, the
+    mix drifts), so by default α_b adapts online (adaptive conformal inference, Gibbs & Candès
+    2021): after each scored answer `α_b ← α_b + γ·(ε − miss)`, which keeps the long-run miss
+    rate of each bucket at ε under any drift. With too few samples for the rank, or α_b ≤ 0,
+    the bound is the request's `max_tokens`.
     """
 
-    def __init__(self, epsilon: float = 0.05, window: int = 500, bucket_base: int = 64) -> None:
+    def __init__(
+        self,
+        epsilon: float = 0.05,
+        window: int = 500,
+        bucket_base: int = 64,
+        gamma: float = 0.005,
+    ) -> None:
         if not 0 < epsilon < 1:
             raise ValueError("epsilon must be in (0, 1)")
+        if gamma < 0:
+            raise ValueError("gamma must be ≥ 0")
         self.epsilon = epsilon
         self.window = window
         self.bucket_base = bucket_base
+        self.gamma = gamma
         self._errors: dict[int, deque[int]] = {}
+        self._alpha: dict[int, float] = {}
         self._quantile: dict[int, float | None] = {}
         self.scored = 0
         """Answers that met a calibrated bound (one computed from earlier errors only)..."""
@@ -36,10 +50,14 @@ class ConformalLengthBound:
 
     def observe(self, n_in: int, predicted: int, real: int) -> None:
         q = self.quantile(n_in)
-        if q is not None:  # the bound this answer would have had: coverage, measured online
-            self.scored += 1
-            self.covered += real - predicted <= q
         b = self.bucket(n_in)
+        if q is not None:  # the bound this answer would have had: coverage, measured online
+            hit = real - predicted <= q
+            self.scored += 1
+            self.covered += hit
+            if self.gamma:
+                alpha = self._alpha.get(b, self.epsilon)
+                self._alpha[b] = alpha + self.gamma * (self.epsilon - (0.0 if hit else 1.0))
         errors = self._errors.get(b)
         if errors is None:
             errors = self._errors[b] = deque(maxlen=self.window)
@@ -51,9 +69,19 @@ class ConformalLengthBound:
         b = self.bucket(n_in)
         if b not in self._quantile:
             errors = sorted(self._errors.get(b, ()))
-            rank = math.ceil((len(errors) + 1) * (1 - self.epsilon))
-            self._quantile[b] = float(errors[rank - 1]) if rank <= len(errors) else None
+            alpha = self._alpha.get(b, self.epsilon)
+            rank = math.ceil((len(errors) + 1) * (1 - alpha)) if alpha > 0 else len(errors) + 1
+            self._quantile[b] = float(errors[max(rank, 1) - 1]) if rank <= len(errors) else None
         return self._quantile[b]
+
+    def alphas(self) -> dict[str, float]:
+        """The adapted miss level of each bucket that has moved from ε."""
+        return {str(b): a for b, a in sorted(self._alpha.items())}
+
+    def load_alphas(self, data: Any) -> None:
+        if isinstance(data, dict):
+            self._alpha = {int(b): float(a) for b, a in data.items() if isinstance(a, int | float)}
+            self._quantile.clear()
 
     def upper(self, job: Job) -> int:
         """Calibrated output-length bound, within `[1, max_tokens]`."""

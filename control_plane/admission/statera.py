@@ -21,6 +21,8 @@ class StateraParams(BaseModel):
     epsilon: float = Field(0.05, gt=0.0, lt=1.0)
     delta_frag: float = Field(0.1, ge=0.0, lt=1.0)
     error_window: int = Field(500, ge=20)
+    gamma: float = Field(0.005, ge=0.0, le=0.1)
+    """Step of the adaptive conformal level (0: plain split conformal at ε)."""
     u_low: float = Field(0.7, ge=0.0, le=1.0)
     u_high: float = Field(0.9, ge=0.0, le=1.0)
     utilisation: Literal["kv_usage", "reserved"] = "kv_usage"
@@ -64,7 +66,7 @@ class StateraAdmission(Admission):
             )  # fmt: skip
         except ValueError as e:
             raise ValueError(f"statera: {e}") from None
-        self.bound = ConformalLengthBound(p.epsilon, p.error_window)
+        self.bound = ConformalLengthBound(p.epsilon, p.error_window, gamma=p.gamma)
 
     @property
     def budget(self) -> float:
@@ -127,6 +129,7 @@ class StateraAdmission(Admission):
             | {
                 "length_errors": self.bound.to_json(),
                 "length_coverage": self.bound.coverage(),
+                "length_alpha": self.bound.alphas(),
             }
         )
 
@@ -134,3 +137,4 @@ class StateraAdmission(Admission):
         self.loop.restore(snapshot)
         self.bound.load_json(snapshot["length_errors"])
         self.bound.load_coverage(snapshot.get("length_coverage"))
+        self.bound.load_alphas(snapshot.get("length_alpha"))

@@ -207,14 +207,19 @@ def bench_perception(
     out: Annotated[Path | None, Opt(help="Write results JSON here.")] = Path(
         "out/bench-perception.json"
     ),
+    scenario: Annotated[
+        list[str] | None,
+        Opt(help="Scenario for the length predictor and conformal coverage (repeat)."),
+    ] = None,
 ) -> None:
-    """Time the rule tagger (short and 2,048-token prompts) and measure its accuracy on the
-    labelled sample (dev and held-out halves)."""
+    """Time the rule tagger (short and 2,048-token prompts), measure its accuracy on the
+    labelled sample (dev and held-out halves), and the length predictor's MAE and the
+    conformal bound's coverage on simulated scenarios."""
     from rich.table import Table
 
-    from control_plane.bench.perception import run, write
+    from control_plane.bench.perception import LENGTH_SCENARIOS, run, write
 
-    result = run(rounds)
+    result = run(rounds, scenarios=scenario or LENGTH_SCENARIOS)
     timing = Table(title="Rule tagger cost (µs)")
     for col in ("prompt", "chars", "p50", "p99"):
         timing.add_column(col, justify="right")
@@ -227,9 +232,22 @@ def bench_perception(
         dev = result["dev"]["per_type"].get(task)
         acc.add_row(task, _pct(dev), _pct(value))
     acc.add_row("all", _pct(result["dev"]["accuracy"]), _pct(result["held_out"]["accuracy"]))
+    lengths = Table(title="Output-length prediction (fcfs + Statera, simulated)")
+    for col in ("scenario", "answers", "MAE (tokens)", "under", "coverage", "target"):
+        lengths.add_column(col, justify="right")
+    for name, m in result["lengths"].items():
+        lengths.add_row(
+            name, str(m["answers"]), _num(m["mae"]), _pct(m["under_rate"]),
+            _num(m["coverage"], 3), _num(m["target"], 2),
+        )  # fmt: skip
     Console().print(timing)
     Console().print(acc)
+    Console().print(lengths)
     write(result, out)
+
+
+def _num(value: float | None, digits: int = 1) -> str:
+    return "—" if value is None else f"{value:.{digits}f}"
 
 
 def _pct(value: float | None) -> str:

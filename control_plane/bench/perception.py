@@ -6,7 +6,9 @@ about 4 characters per token), interleaved so both see the same machine. Accurac
 labelled sample `control_plane/perception/data/task_prompts.jsonl` (written by someone who
 did not see the rules), split by line parity into a *dev* half (the only one looked at while
 the rules were written or changed) and a *held-out* half; overall and per-type accuracy and
-the confusion of the held-out half are reported. Numbers are printed and written as JSON.
+the confusion of the held-out half are reported. Lengths: the output-length predictor's MAE
+and the conformal bound's online coverage on simulated scenarios (`length_prediction`).
+Numbers are printed and written as JSON.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import json
 import statistics
 import time
 from collections import Counter
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -86,13 +89,48 @@ def accuracy(rows: list[tuple[str, str]]) -> dict[str, Any]:
     }
 
 
-def run(rounds: int = 20_000, sample: Path = SAMPLE) -> dict[str, Any]:
+LENGTH_SCENARIOS = ("exfairs-I", "hmas-stress", "hmas-drift")
+
+
+def length_prediction(scenarios: Sequence[str] = LENGTH_SCENARIOS) -> dict[str, Any]:
+    """Per scenario, simulated under fcfs with Statera's admission (as shipped, same seeds as
+    `docs/results.md`): the length predictor's MAE and under-prediction rate over the answers
+    served in full, and the conformal bound's online coverage against its target."""
+    from control_plane.sim.runner import PluginChoice, run_policy
+    from control_plane.sim.scenario import load_scenario
+    from control_plane.sim.setup import PolicySpec
+
+    out: dict[str, Any] = {}
+    for name in scenarios:
+        run = run_policy(
+            load_scenario(name),
+            PolicySpec("fcfs+statera", "fcfs"),
+            plugins=PluginChoice(admission="statera", admission_params={}),
+        )
+        m = run.results.get("length_prediction") or {}
+        cov = (run.results.get("admission") or {}).get("length_coverage") or {}
+        out[name] = {
+            "answers": m.get("n"),
+            "mae": m.get("mae"),
+            "under_rate": m.get("under_rate"),
+            "mean_out": m.get("mean_out"),
+            "coverage": cov.get("rate"),
+            "scored": cov.get("scored"),
+            "target": cov.get("target"),
+        }
+    return out
+
+
+def run(
+    rounds: int = 20_000, sample: Path = SAMPLE, scenarios: Sequence[str] = LENGTH_SCENARIOS
+) -> dict[str, Any]:
     rows = load_sample(sample)
     return {
         "timing": time_tagger(rounds),
         "dev": accuracy(rows[0::2]),
         "held_out": accuracy(rows[1::2]),
         "sample": str(sample),
+        "lengths": length_prediction(scenarios),
     }
 
 

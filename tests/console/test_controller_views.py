@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from console.controller_views import switch_rows, timeline_figure
+from console.controller_views import limits_line, llm_line, switch_rows, timeline_figure
 
 SWITCHES = [
     {"t": 100.0, "from": "fcfs", "to": "edf", "reason": "deadlines",
@@ -23,3 +23,15 @@ def test_rows_and_the_figure_follow_the_switches() -> None:
     assert list(violation.x) == [0.0, 30.0] and list(violation.y) == [0.6, 0.9]
     assert list(violation.text) == ["→ edf", "→ fcfs"] and list(queued.y) == [40, 55]
     assert switch_rows([{"t": 1.0, "to": "sjf"}])[0]["violation_rate"] is None
+
+
+def test_limits_and_llm_lines_say_what_the_controller_holds() -> None:
+    assert limits_line({}).startswith("Dispatch limits: none")
+    assert limits_line({"limits": {"prefill_tokens": None, "n_run": None}}).endswith("allows).")
+    line = limits_line({"limits": {"prefill_tokens": 4096, "n_run": 12, "token_budget": 0.8}})
+    assert "4,096 prompt tokens in prefill" in line and "12 requests" in line and "80%" in line
+    assert llm_line({"llm": None}) is None
+    stats = {"asked": 5, "answered": 3, "invalid": 1, "timeout": 1}
+    text = llm_line({"llm": {"model": "m", "stats": stats, "last_error": "not JSON"}})
+    assert text is not None and "5 asked, 3 answered, 1 invalid, 1 timed out" in text
+    assert "not JSON" in text
