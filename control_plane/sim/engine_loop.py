@@ -74,6 +74,7 @@ class Simulator:
         specs: list[RequestSpec],
         progress: Progress | None = None,
         core: SchedulerCore | None = None,
+        advisor: Callable[[SchedulerCore, float], None] | None = None,
     ) -> None:
         self.setup = setup
         self.specs = specs
@@ -88,6 +89,8 @@ class Simulator:
         self.per_worker: list[dict[str, Active]] = [{} for _ in self.workers]
         self.backlog = BacklogMonitor(setup)
         self._progress = progress
+        self._advisor = advisor
+        """Asks the `llm` selector's questions after each tick (`sim/advisor.py`)."""
         self._heap: list[tuple[float, int, int, int]] = []
         self._seq = 0
         self._next_at: list[float | None] = [None] * len(self.workers)
@@ -142,6 +145,8 @@ class Simulator:
 
     def _tick(self, t: float, end: float, arriving: bool) -> bool:
         self.core.tick(t)
+        if self._advisor is not None:
+            self._advisor(self.core, t)
         if self._progress is not None:
             self._progress(t)
         busy = arriving or bool(self.pending) or bool(self.active)

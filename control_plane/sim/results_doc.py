@@ -2,7 +2,8 @@
 
 Runs, in the simulator, `exfairs-I` … `exfairs-VI` under fcfs, rr, vtc and exfairs;
 `hmas-stress` and `hmas-drift` under every policy of the meta-controller's pool, vLLM's
-default (fcfs, no admission limit) and `auto` with each selector (per phase); and
+default (fcfs, no admission limit) and `auto` with each selector (per phase; the `llm`
+selector only with `--llm-url`, a model server it asks over HTTP); and
 `hmfs-multimodal` under vtc and hmfs (plus agent-level VTC for contrast). It then writes the
 tables and checks the papers' claims against the numbers. Each ExFairS scenario is also run
 as a load sweep: at ρ = offered / measured capacity ∈ `SWEEP_RHOS` (the capacity `arbiter sim
@@ -23,7 +24,7 @@ from typing import Any
 
 from control_plane.control.meta import AUTO, DEFAULT_POOL
 from control_plane.sim.capacity import pool_loads
-from control_plane.sim.results_hmas import VLLM_DEFAULT
+from control_plane.sim.results_hmas import AUTO_LLM, VLLM_DEFAULT
 from control_plane.sim.results_tables import COVERAGE_MARK, SWEEP_MARK, render_markdown
 from control_plane.sim.runner import PluginChoice, run_policy
 from control_plane.sim.scenario import Scenario, load_scenario
@@ -39,6 +40,10 @@ HMAS_POLICIES = (
     PolicySpec("auto-bandit", AUTO, {"selector": "bandit"}),
     PolicySpec("auto-noguard", AUTO, {"selector": "rules", "guards": False}),
     PolicySpec("auto-noexec", AUTO, {"selector": "rules", "execution": {"enabled": False}}),
+    *(
+        PolicySpec(f"{p}+exec", AUTO, {"pool": [p], "initial": p, "guards": False})
+        for p in ("fcfs", "sjf", "wfq")
+    ),
 )
 HMAS_SCENARIOS = ("hmas-stress", "hmas-drift")
 STATERA = "fcfs+statera"
@@ -69,11 +74,18 @@ Job = tuple[str, tuple[PolicySpec, ...], float | None]
 """(scenario, policies, ρ of a load sweep or None for the scenario as shipped)."""
 
 
-def plan(sweep: bool = True) -> list[Job]:
+def llm_spec(url: str, model: str, constrain: str) -> PolicySpec:
+    """`auto` with the `llm` selector asking `model` at `url` (`sim/advisor.py`)."""
+    llm = {"model": model, "url": url, "constrain": constrain}
+    return PolicySpec(AUTO_LLM, AUTO, {"selector": "llm", "llm": llm})
+
+
+def plan(sweep: bool = True, llm: PolicySpec | None = None) -> list[Job]:
     jobs: list[Job] = [
         (s, tuple(PolicySpec(p, p) for p in EXFAIRS_POLICIES), None) for s in EXFAIRS
     ]
-    jobs += [(s, HMAS_POLICIES, None) for s in HMAS_SCENARIOS]
+    hmas = HMAS_POLICIES if llm is None else (*HMAS_POLICIES, llm)
+    jobs += [(s, hmas, None) for s in HMAS_SCENARIOS]
     jobs.append(("hmfs-multimodal", HMFS_POLICIES, None))
     if sweep:
         jobs += [(s, SWEEP_POLICIES, rho) for s in EXFAIRS for rho in SWEEP_RHOS]
@@ -127,8 +139,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=DOC, help="markdown file to write")
     parser.add_argument("--json-dir", type=Path, help="also write <dir>/<scenario>.json")
     parser.add_argument("--no-sweep", action="store_true", help="skip the ExFairS load sweeps")
+    parser.add_argument("--llm-url", help="OpenAI-compatible root URL: adds `auto-llm` runs")
+    parser.add_argument("--llm-model", default="tiny-llama", help="the model it serves")
+    parser.add_argument(
+        "--llm-constrain", default="json_schema", choices=("json_schema", "vllm_regex", "none")
+    )
     args = parser.parse_args(argv)
-    results = run_all(plan(sweep=not args.no_sweep), args.jobs)
+    llm = llm_spec(args.llm_url, args.llm_model, args.llm_constrain) if args.llm_url else None
+    results = run_all(plan(sweep=not args.no_sweep, llm=llm), args.jobs)
     if args.json_dir is not None:
         args.json_dir.mkdir(parents=True, exist_ok=True)
         for name, res in results.items():

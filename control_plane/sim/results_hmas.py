@@ -15,11 +15,36 @@ HMAS_INTRO = {
 
 
 AUTO_PREFIX = "auto"
+AUTO_LLM = "auto-llm"
+TINY_MODEL = "tiny-llama"
+"""The served name of the random-weight model `arbiter worker tiny-model` writes."""
 VLLM_DEFAULT = "vllm-default"
 
 
+EXEC_SUFFIX = "+exec"
+"""A fixed policy with the controller's execution loop (the controller pinned to it)."""
+
+
 def _fixed(res: Results) -> list[str]:
-    return [p for p in res if not p.startswith(AUTO_PREFIX) and p != VLLM_DEFAULT]
+    return [
+        p
+        for p in res
+        if not p.startswith(AUTO_PREFIX) and p != VLLM_DEFAULT and not p.endswith(EXEC_SUFFIX)
+    ]
+
+
+def exec_lines(res: Results) -> list[str]:
+    """Each `<policy>+exec` run against the same policy without execution control."""
+    lines = []
+    for p in (q for q in res if q.endswith(EXEC_SUFFIX)):
+        base = p.removesuffix(EXEC_SUFFIX)
+        gp = res[p]["goodput_rps"]
+        if base in res and res[base]["goodput_rps"]:
+            ratio = gp / res[base]["goodput_rps"]
+            lines.append(f"- {p}: goodput {fmt(gp)} = {ratio:.2f}× {base} without it")
+    if lines:
+        lines = ["Execution control alone (the controller pinned to one policy):", "", *lines, ""]
+    return lines
 
 
 def hmas_section(name: str, res: Results) -> str:
@@ -34,7 +59,10 @@ def hmas_section(name: str, res: Results) -> str:
         "selector, the guards and execution control, `auto-bandit` with the contextual bandit,",
         "`auto-noguard` the rules without the emergency bypass and rollback, `auto-noexec` the",
         "rules without execution control (no prefill cap, no dual loop; docs/algorithms.md",
-        "§18.3).",
+        "§18.3); `<policy>+exec` = the controller pinned to that one policy (pool of one, no",
+        "guards), so only execution control acts.",
+        "",
+        _llm_note(res),
     ]
     header = ["phase", "policy", "goodput (req/s)", "violation rate", "TTFT ok", "TPOT ok",
               "p99 TTFT (s)", "ESG/s", "CV TTFT"]  # fmt: skip
@@ -60,9 +88,34 @@ def hmas_section(name: str, res: Results) -> str:
              fmt(r["tokens_per_s"], 4), fmt(delta), fmt(ratio), str(len(r.get("switches", [])))]
         )  # fmt: skip
     parts += ["", table(header, rows), "", "Whole run:", "", table(whole_header, whole), ""]
+    parts += exec_lines(res)
     parts += hmas_claims(res, phases)
     parts += _timelines(res)
     return "\n".join(parts)
+
+
+def _llm_note(res: Results) -> str:
+    run = res.get(AUTO_LLM)
+    if run is None:
+        return (
+            "No `auto-llm` row: the `llm` selector needs a model server "
+            "(`python -m control_plane.sim.results_doc --llm-url URL`)."
+        )
+    llm = (run.get("params") or {}).get("llm") or {}
+    note = (
+        f"`auto-llm` = the guards and execution control with the `llm` selector asking "
+        f"`{llm.get('model')}` (replies constrained by `{llm.get('constrain')}`; "
+        "docs/algorithms.md §18.2); an invalid reply falls back to the rules."
+    )
+    if llm.get("model") == TINY_MODEL:
+        note += (
+            " The only model on this machine is the tiny random-weight one: its constrained "
+            "replies are valid but chosen without reading the view (greedy decoding of random "
+            "weights gives nearly the same answer to every question), so this row measures "
+            "whatever policy it happened to pick, with the guards and execution control — "
+            "not an LLM's judgement; its verdicts below say nothing about the `llm` selector."
+        )
+    return note
 
 
 def hmas_claims(res: Results, phases: list[str]) -> list[str]:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from control_plane.core.lengths import LengthPredictor
+from control_plane.sim.advisor import SimAdvisor
 from control_plane.sim.engine_loop import Progress, Simulator
 from control_plane.sim.metrics import RunInfo, policy_results
 from control_plane.sim.records import RequestRecord
@@ -78,8 +79,13 @@ def run_policy(
         gap_sample_s=gap_sample_s,
     )
     start = time.process_time()
-    sim = Simulator(setup, specs if specs is not None else build_workload(scenario), progress)
-    records = sim.run()
+    advisor = SimAdvisor()
+    workload = specs if specs is not None else build_workload(scenario)
+    sim = Simulator(setup, workload, progress, advisor=advisor)
+    try:
+        records = sim.run()
+    finally:
+        advisor.close()
     cpu_s = time.process_time() - start
     info = run_info(scenario, max(sim.now, scenario.duration_s))
     info.max_service_gap = sim.backlog.tracker.worst
@@ -96,6 +102,7 @@ def run_policy(
         "placement": setup.dispatcher.placement.snapshot(),
         "length_prediction": length_prediction(setup.dispatcher.lengths, records),
         "switches": [s.to_json() for s in setup.controller.switches] if setup.controller else [],
+        "selector": setup.controller.selector.snapshot() if setup.controller else None,
         **results,
     }
     return PolicyRun(policy, records, info, cpu_s, results)

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from control_plane.sim.capacity import pool_loads
-from control_plane.sim.results_doc import at_rho, plan
+from control_plane.sim.results_doc import at_rho, llm_spec, plan
 from control_plane.sim.results_tables import (
     SWEEP_MARK,
     exfairs_claims,
@@ -35,6 +35,7 @@ def test_the_plan_covers_the_issue_s_experiments() -> None:
     assert not any(rho for _, _, rho in plan(sweep=False))
     hmas = ["fcfs", "edf", "sjf", "two_lane", "wfq", "vtc", "hmfs", "exfairs", "vllm-default"]
     hmas += ["auto", "auto-bandit", "auto-noguard", "auto-noexec"]
+    hmas += ["fcfs+exec", "sjf+exec", "wfq+exec"]
     assert jobs["hmas-stress"] == jobs["hmas-drift"] == hmas
     assert jobs["hmfs-multimodal"][:2] == ["vtc", "hmfs"]
 
@@ -113,3 +114,16 @@ def test_hmas_claims_are_judged_for_every_auto_run() -> None:
     assert "## H-MAS: hmas-drift, per phase" in text and "| late | auto |" in text
     assert "- auto: goodput" in text and "vllm-default — ≥ 1.2×" in text
     assert "within 5 % of the best fixed" in text and "Switches of auto:" in text
+    assert "No `auto-llm` row" in text
+    res["auto-llm"] = {**res["auto"], "params": {"llm": {"model": "tiny-llama"}}}
+    assert "not an LLM's judgement" in render_markdown({"hmas-drift": res})
+
+
+def test_the_llm_selector_joins_the_hmas_runs_only_with_a_model_server() -> None:
+    spec = llm_spec("http://127.0.0.1:1", "m", "vllm_regex")
+    jobs = plan(sweep=False, llm=spec)
+    with_llm = {n: [p.label for p in ps] for n, ps, _ in jobs if ps[0].label != "fcfs+statera"}
+    assert with_llm["hmas-stress"][-1] == with_llm["hmas-drift"][-1] == "auto-llm"
+    assert spec.params["llm"] == {"model": "m", "url": "http://127.0.0.1:1",
+                                  "constrain": "vllm_regex"}  # fmt: skip
+    assert all("auto-llm" not in [p.label for p in ps] for _, ps, _ in plan(sweep=False))
