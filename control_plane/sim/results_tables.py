@@ -361,8 +361,19 @@ tenant's p99 TTFT while raising goodput; the emergency bypass goes to fcfs, the 
 here, each time the short-window violation rate reaches 0.9; (3) the bandit has 20–30
 periods of 30 s for five to eight arms in up to eight contexts, so it mostly explores. The
 fair-share orders (wfq, vtc and hmfs coincide here: one app and agent per tenant, weight 1)
-are best in every phase of hmas-drift and of hmas-stress's overload, so no switching can beat
-them; a controller that learns to stay on them is the next step (issue 11).
+are best in every phase of hmas-drift and of hmas-stress's overload, so no switching among
+the plain policies can beat them.
+
+**Execution control.** The controller's second loop is the strongest lever measured: pinned
+to one policy (`<policy>+exec`), the prefill cap and the dual loop raise sjf's goodput about
+2–3× and wfq's about 1.5× on both scenarios — above every fixed policy — because under
+overload most requests that meet TTFT then miss TPOT behind long prefills in the same batch,
+whatever the order. fcfs gains little: it keeps dispatching the long prompts at the head of
+the queue. `auto` keeps the loop (compare `auto-noexec`) but its switching, above all the
+emergency bypass to fcfs, gives most of the gain back. The `auto-llm` row is the tiny
+random-weight model: it answered `sjf` to the first question and to every later one, so the
+row is `sjf+exec` with the guards (identical on hmas-stress) — it shows the `llm` selector's
+path end to end, not what an LLM would choose.
 
 **HMFS multi-modal.** `acme/helper` (one agent) asks for less than half of what acme receives.
 A hierarchical fair share (hmfs) therefore serves nearly all of its demand and gives the rest
