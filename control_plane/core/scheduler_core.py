@@ -37,8 +37,11 @@ class Controller(Protocol):
 class WorkerProbe(Protocol):
     """What is known of one worker apart from the core's in-flight records."""
 
-    def view(self, inflight: int, inflight_tokens: int) -> WorkerView:
-        """The worker as admission and placement see it, with the core's in-flight counts."""
+    def view(
+        self, inflight: int, inflight_tokens: int, prefilling: int = 0, prefill_tokens: int = 0
+    ) -> WorkerView:
+        """The worker as admission and placement see it, with the core's in-flight counts
+        (and, of those, the ones before their first output token and their prompt tokens)."""
         ...
 
 
@@ -65,11 +68,9 @@ class WorkerSlot:
     failed_until: float = 0.0
 
     def view(self) -> WorkerView:
-        view = self.probe.view(len(self.inflight), self.inflight_tokens)
-        if self.prefill:
-            view = dataclasses.replace(
-                view, prefilling=len(self.prefill), prefill_tokens=self.prefill_tokens
-            )
+        view = self.probe.view(
+            len(self.inflight), self.inflight_tokens, len(self.prefill), self.prefill_tokens
+        )
         return dataclasses.replace(view, healthy=False) if self.failed else view
 
     def hold(self, job_id: str, reserved: int, n_in: int | None = None) -> None:

@@ -32,7 +32,9 @@ class ScrapedWorker:
             self.last_preemption_at = sample.scraped_at
         self.sample = sample
 
-    def view(self, inflight: int, inflight_tokens: int) -> WorkerView:
+    def view(
+        self, inflight: int, inflight_tokens: int, prefilling: int = 0, prefill_tokens: int = 0
+    ) -> WorkerView:
         rec, sample = self.record, self.sample
         kv_tokens = (sample.kv_tokens if sample and sample.kv_tokens else None) or (
             rec.kv_tokens or DEFAULT_KV_TOKENS
@@ -50,6 +52,8 @@ class ScrapedWorker:
             draining=not rec.active,
             inflight=inflight,
             inflight_tokens=inflight_tokens,
+            prefilling=prefilling,
+            prefill_tokens=prefill_tokens,
             running=int(sample.running) if sample else 0,
             waiting=int(sample.waiting) if sample else 0,
             kv_usage=float(sample.kv_usage) if sample else 0.0,

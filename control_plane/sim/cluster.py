@@ -30,7 +30,9 @@ class SimWorker:
     """Position in the cluster's worker list."""
     last_preemption_at: float | None = None
 
-    def view(self, inflight: int, inflight_tokens: int) -> WorkerView:
+    def view(
+        self, inflight: int, inflight_tokens: int, prefilling: int = 0, prefill_tokens: int = 0
+    ) -> WorkerView:
         engine = self.engine
         return WorkerView(
             id=self.id,
@@ -39,6 +41,8 @@ class SimWorker:
             kv_tokens=engine.kv_capacity_tokens,
             inflight=inflight,
             inflight_tokens=inflight_tokens,
+            prefilling=prefilling,
+            prefill_tokens=prefill_tokens,
             running=engine.num_running,
             waiting=engine.num_waiting,
             kv_usage=engine.kv_usage,
