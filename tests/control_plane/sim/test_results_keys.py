@@ -71,7 +71,8 @@ def test_simulated_results_have_the_stable_keys(tmp_path: Path) -> None:
     assert set(data) == {"schema", "scenario", "results"}
     assert data["schema"] == "arbiter.results/1" and data["scenario"]["source"] == "sim"
     for res in data["results"].values():
-        assert set(res) == RUN | {"admission", "placement", "length_prediction", "switches"}
+        extra = {"admission", "placement", "length_prediction", "switches", "selector"}
+        assert set(res) == RUN | extra
         assert set(res["length_prediction"]) == {"n", "mae", "under_rate", "mean_out", "mean_cap"}
         assert set(res["per_tenant"]) == {"a", "b"}
         assert all(set(m) == TENANT for m in res["per_tenant"].values())
