@@ -51,13 +51,17 @@ class ConformalLengthBound:
     def observe(self, n_in: int, predicted: int, real: int) -> None:
         q = self.quantile(n_in)
         b = self.bucket(n_in)
-        if q is not None:  # the bound this answer would have had: coverage, measured online
-            hit = real - predicted <= q
+        if q is not None or self._calibrated(b):
+            # the bound this answer would have had: coverage, measured online; a level so low
+            # that the rank passes the window means the bound `max_tokens`, which covers
+            # every answer (and lets α rise again: without it a burst of misses freezes it)
+            hit = q is None or real - predicted <= q
             self.scored += 1
             self.covered += hit
             if self.gamma:
                 alpha = self._alpha.get(b, self.epsilon)
-                self._alpha[b] = alpha + self.gamma * (self.epsilon - (0.0 if hit else 1.0))
+                alpha += self.gamma * (self.epsilon - (0.0 if hit else 1.0))
+                self._alpha[b] = min(max(alpha, -1.0), 1.0)
         errors = self._errors.get(b)
         if errors is None:
             errors = self._errors[b] = deque(maxlen=self.window)
@@ -73,6 +77,11 @@ class ConformalLengthBound:
             rank = math.ceil((len(errors) + 1) * (1 - alpha)) if alpha > 0 else len(errors) + 1
             self._quantile[b] = float(errors[max(rank, 1) - 1]) if rank <= len(errors) else None
         return self._quantile[b]
+
+    def _calibrated(self, b: int) -> bool:
+        """Enough errors in bucket `b` for a rank at the nominal level ε."""
+        n = len(self._errors.get(b, ()))
+        return math.ceil((n + 1) * (1 - self.epsilon)) <= n
 
     def alphas(self) -> dict[str, float]:
         """The adapted miss level of each bucket that has moved from ε."""

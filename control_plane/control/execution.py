@@ -32,7 +32,8 @@ class ExecutionParams(BaseModel):
 
     enabled: bool = True
     period_s: float = Field(5.0, gt=0)
-    """How often the prefill cap moves (the window of the short view it reads)."""
+    """How often the prefill cap moves; it reads the short view, whose window is the
+    controller's `V_short` window (5 s)."""
     min_completions: int = Field(5, ge=1)
     """Completions a period needs before the prefill cap moves on its evidence."""
     loss_target: float = Field(0.05, ge=0, le=1)

@@ -187,9 +187,11 @@ class LlmSelector:
         """The model is not trained here."""
 
     def snapshot(self) -> Any:
-        return {"stats": dict(self.stats)}
+        return {"stats": dict(self.stats), "rules": self.fallback.snapshot()}
 
     def restore(self, data: Any) -> None:
+        if isinstance(data, dict):
+            self.fallback.restore(data.get("rules"))
         stats = data.get("stats") if isinstance(data, dict) else None
         if isinstance(stats, dict):
             for k in self.stats:

@@ -19,6 +19,7 @@ from control_plane.control.llm_selector import LlmParams, LlmSelector
 from control_plane.control.selectors import RulesSelector, Selector, build_selector
 from control_plane.control.views import LongView, ViewKeeper
 from control_plane.core.job import Job, Outcome
+from control_plane.core.limits import ExecutionLimits
 from control_plane.core.policy import Policy
 
 if TYPE_CHECKING:
@@ -115,8 +116,10 @@ class MetaController:
         """Start watching `core`, whose policy is the current one."""
         self.views = self.views or ViewKeeper(core.ctx.latency, long_s=self.period_s)
         self.current = core.dispatcher.policy.name
-        if self.execution is not None:
-            core.dispatcher.limits = self.execution.limits
+        # a controller without the loop lifts whatever limits a previous one left
+        core.dispatcher.limits = (
+            self.execution.limits if self.execution is not None else ExecutionLimits()
+        )
 
     def on_arrival(self, job: Job, now: float) -> None:
         if self.views is not None:
@@ -302,6 +305,8 @@ class AutoParams(BaseModel):
             raise ValueError(f"initial: {self.initial!r} is not in the pool")
         if self.selector == "llm" and self.llm is None:
             raise ValueError("llm: the llm selector needs its model (llm.model)")
+        if self.llm is not None and self.llm.timeout_s >= self.period_s:
+            raise ValueError("llm.timeout_s: must be shorter than period_s")
         return self
 
 

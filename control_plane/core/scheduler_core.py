@@ -187,8 +187,7 @@ class SchedulerCore:
         for job_id, n_out in reports:
             run = running.get(job_id)
             if run is not None and n_out > run.job.n_out:
-                if run.job.n_out == 0:
-                    self._first_token(run)
+                self._first_token(run)
                 deltas.append((run.job, n_out - run.job.n_out))
         if deltas:
             self.dispatcher.on_tokens_batch(deltas, now)

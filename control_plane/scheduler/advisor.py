@@ -54,11 +54,15 @@ class Advisor:
 
     async def _ask(self, selector: LlmSelector, q: Question, url: str | None) -> None:
         text = None
-        if url is None:
-            log.warning("llm selector: no healthy worker serves %s", selector.params.model)
-        else:
-            text = await self._post(selector, q, url)
-        selector.answer(q.id, text, time.time())
+        try:
+            if url is None:
+                log.warning("llm selector: no healthy worker serves %s", selector.params.model)
+            else:
+                text = await self._post(selector, q, url)
+        except Exception:  # e.g. a malformed llm.url: the question still gets its answer
+            log.exception("llm selector: asking %s failed", url)
+        finally:
+            selector.answer(q.id, text, time.time())
 
     async def _post(self, selector: LlmSelector, q: Question, url: str) -> str | None:
         params = selector.params

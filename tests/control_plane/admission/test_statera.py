@@ -140,3 +140,16 @@ def test_the_adapted_levels_survive_a_checkpoint() -> None:
     assert again.bound.alphas() == admission.bound.alphas()
     j = job("x", n_in=100, max_tokens=1000, predicted_out=50)
     assert again.reserve(j) == admission.reserve(j)
+
+
+def test_a_burst_of_misses_does_not_freeze_the_adaptive_level() -> None:
+    bound = ConformalLengthBound(epsilon=0.05, window=500)
+    for _ in range(500):
+        bound.observe(200, 100, 100)  # calibrated: error 0
+    for k in range(200):
+        bound.observe(200, 100, 200 + k)  # each answer longer than any before: all miss
+    j = job("x", n_in=200, max_tokens=10_000, predicted_out=100)
+    assert bound.upper(j) == 10_000  # the level fell so low that the bound is max_tokens…
+    for _ in range(4000):
+        bound.observe(200, 100, 100)
+    assert bound.upper(j) < 10_000  # …and it comes back once answers fit again

@@ -99,3 +99,15 @@ def test_execution_params_are_validated_and_can_be_turned_off() -> None:
     with pytest.raises(ValueError):
         AutoParams.model_validate({"execution": {"typo": 1}})
     assert build_controller({"execution": {"enabled": False}}, unset).execution is None
+
+
+def test_a_controller_without_the_loop_lifts_the_limits_a_previous_one_left() -> None:
+    first = build_controller({"period_s": 30.0}, unset)
+    core = core_with(first)
+    first.attach(core)
+    assert first.execution is not None
+    first.execution.limits.prefill_tokens = 2048
+    assert core.dispatcher.limits.prefill_tokens == 2048
+    second = build_controller({"period_s": 30.0, "execution": {"enabled": False}}, unset)
+    second.attach(core)
+    assert core.dispatcher.limits.off

@@ -118,7 +118,8 @@ def test_request_bodies_constrain_the_reply_as_configured() -> None:
 
 
 def test_the_controller_switches_on_the_late_answer_and_records_it() -> None:
-    ctl = build_controller({"selector": "llm", "llm": {"model": "m"}, "period_s": 10.0}, unset)
+    llm = {"model": "m", "timeout_s": 5.0}
+    ctl = build_controller({"selector": "llm", "llm": llm, "period_s": 10.0}, unset)
     core = core_with(ctl)
     core.tick(0.0)
     core.tick(10.0)  # the period ends: a question, no switch yet
@@ -133,8 +134,24 @@ def test_the_controller_switches_on_the_late_answer_and_records_it() -> None:
     assert ctl.switches[-1].reason == "llm: deadlines" and ctl.switches[-1].selector == "llm"
 
 
-def test_the_llm_selector_needs_its_model() -> None:
+def test_the_llm_selector_needs_its_model_and_a_timeout_inside_the_period() -> None:
     with pytest.raises(ValueError, match=r"llm\.model"):
         AutoParams.model_validate({"selector": "llm"})
+    with pytest.raises(ValueError, match=r"llm\.timeout_s"):
+        AutoParams.model_validate(
+            {"selector": "llm", "llm": {"model": "m", "timeout_s": 30}, "period_s": 30}
+        )
     with pytest.raises(ValueError):
         AutoParams.model_validate({"selector": "llm", "llm": {"model": ""}})
+
+
+def test_the_fallback_rules_calm_count_survives_a_checkpoint() -> None:
+    s = selector()
+    s.fallback.home = "fcfs"
+    s.choose(view(0.0, growth=-1.0, violations=0.0), "sjf", POOL)  # one calm period
+    again = selector()
+    again.fallback.home = "fcfs"
+    again.restore(s.snapshot())
+    again.choose(view(30.0, growth=-1.0, violations=0.0), "sjf", POOL)
+    assert again.take_question() is not None
+    assert again._rules is not None and again._rules.reason == "calm: back to fcfs"

@@ -40,7 +40,7 @@ def core_with_llm(llm: dict[str, Any], worker_url: str, model: str) -> Scheduler
     core = build_core({"policy": PluginChoice("fcfs")}, Ledger(), "fcfs")
     sync_workers(core, [WorkerEntry(id="w0", url=worker_url, model=model, max_num_seqs=2)])
     observe(core, "w0", WorkerSample(True, 0.0, models={model: 100_000}))
-    params = {"selector": "llm", "llm": llm, "pool": POOL, "period_s": 10.0}
+    params = {"selector": "llm", "llm": {"timeout_s": 5.0} | llm, "pool": POOL, "period_s": 30.0}
     controller = build_controller(params, lambda n: build_policy(n, core.ctx))
     controller.attach(core)
     core.controller = controller
@@ -58,8 +58,8 @@ async def asked(core: SchedulerCore, timeout_s: float = 60.0) -> LlmSelector:
     """Run one period (ending now, on the wall clock the advisor answers on), let the advisor
     ask, and wait until the selector has its answer."""
     now = time.time()
-    core.tick(now - 10.0)
-    overload(core, now - 10.0)
+    core.tick(now - 30.0)
+    overload(core, now - 30.0)
     core.tick(now)
     advisor = Advisor(httpx.AsyncClient())
     advisor.poll(core)
@@ -84,7 +84,14 @@ async def test_a_real_model_constrained_by_regex_chooses_a_pool_policy(
     selector = await asked(core)
     assert selector.stats["answered"] == 1, selector.last_error
     choice = selector.late(time.time())
-    assert choice is not None and choice.policy in POOL and choice.reason.startswith("llm: ")
+    assert choice is not None and choice.reason.startswith("llm: ")  # the model's own choice
+    assert selector.stats["invalid"] == selector.stats["timeout"] == 0
+
+
+async def test_a_malformed_url_still_gets_the_question_answered() -> None:
+    core = core_with_llm({"model": "m", "url": "http://[not-a-host"}, "http://127.0.0.1:1", "m")
+    selector = await asked(core)
+    assert selector.stats["invalid"] == 1
 
 
 @pytest.mark.vllm
