@@ -42,6 +42,8 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
+from workers.engine.vision import ImageTokenRule
+
 PROFILES_DIR = Path(__file__).with_name("profiles")
 
 
@@ -58,6 +60,8 @@ class ModelInfo(BaseModel):
     units: str = "tokens"
     output_unit_tokens: int = Field(default=1, gt=0)
     """How many model tokens one output unit stands for (e.g. latent patches per denoising step)."""
+    image_tokens: ImageTokenRule | None = None
+    """How an input image counts as tokens (VLMs; `workers/engine/vision.py`)."""
 
 
 class OutputLenDist(BaseModel):

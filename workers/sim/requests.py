@@ -11,11 +11,13 @@ are accepted and ignored; ``n`` must be 1.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
 import orjson
 
+from workers.engine.vision import ImageError, ImageTokenRule, data_url_tokens
 from workers.sim.errors import (
     SimHTTPError,
     bad_request,
@@ -23,7 +25,7 @@ from workers.sim.errors import (
     invalid_json,
     unknown_model,
 )
-from workers.sim.tokens import ChatFormatError, count_tokens, render_chat
+from workers.sim.tokens import ChatFormatError, count_chat_tokens, count_tokens
 
 Kind = Literal["chat", "completion"]
 
@@ -97,12 +99,30 @@ def _stops(body: dict[str, Any]) -> tuple[str, ...]:
     raise invalid_field("stop", "string_type", "Input should be a valid string", stop)
 
 
-def _prompt_tokens(kind: Kind, body: dict[str, Any]) -> int:
+def _image_counter(rule: ImageTokenRule | None) -> Callable[[dict[str, Any]], int] | None:
+    """Tokens of one image part under `rule` (None: a text-only model's placeholder count)."""
+    if rule is None:
+        return None
+
+    def count(part: dict[str, Any]) -> int:
+        image = part.get("image_url")
+        url = image.get("url") if isinstance(image, dict) else image
+        if not isinstance(url, str):
+            raise ImageError("an image part needs image_url.url")
+        if not url.startswith("data:"):
+            raise ImageError("the simulated worker reads only data: image URLs")
+        return data_url_tokens(rule, url)
+
+    return count
+
+
+def _prompt_tokens(kind: Kind, body: dict[str, Any], rule: ImageTokenRule | None = None) -> int:
     if kind == "chat":
+        messages = body.get("messages")
         try:
-            return count_tokens(render_chat(body.get("messages")))  # type: ignore[arg-type]
-        except ChatFormatError as exc:
-            raise invalid_field("messages", "value_error", str(exc), body.get("messages")) from None
+            return count_chat_tokens(messages, _image_counter(rule))  # type: ignore[arg-type]
+        except (ChatFormatError, ImageError) as exc:
+            raise invalid_field("messages", "value_error", str(exc), messages) from None
     prompt = body.get("prompt")
     if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], str):
         prompt = prompt[0]
@@ -204,11 +224,13 @@ def parse_generation(
     max_model_len: int,
     request_id: str | None = None,
     priority_header: str | None = None,
+    image_rule: ImageTokenRule | None = None,
 ) -> GenerationRequest:
-    """Validate ``body`` for ``kind``; raises :class:`SimHTTPError` exactly where vLLM would."""
+    """Validate ``body`` for ``kind``; raises :class:`SimHTTPError` exactly where vLLM would.
+    ``image_rule``: the served VLM's image-token rule (image parts count by it)."""
     check_model(body, served_model)
     requested = _output_budget(kind, body, max_model_len)
-    n_in = _prompt_tokens(kind, body)
+    n_in = _prompt_tokens(kind, body, image_rule)
     _check_prompt_fits(n_in, max_model_len)
     room = max_model_len - n_in
     max_tokens = room if requested is None else min(requested, room)

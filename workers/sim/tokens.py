@@ -5,7 +5,8 @@ Counting rule (shared by ``/tokenize``, ``usage.prompt_tokens`` and the engine's
 1. A chat request is first rendered through a fixed template: for every message
    ``<|{role}|>\\n{content}\\n``, then the generation prompt ``<|assistant|>\\n``. Message content
    given as a list of parts contributes each text part's ``text`` (joined with ``\\n``) and the
-   placeholder ``<|image|>`` for every non-text part.
+   placeholder ``<|image|>`` for every non-text part. A VLM worker then counts each image part
+   as its profile's image rule says (``workers/engine/vision.py``) instead of the placeholder.
 2. The text is split by the regex ``\\w{1,8}|[^\\w\\s]``: runs of word characters are cut into
    pieces of at most 8 characters, every other non-space character is a token of its own,
    whitespace is free.
@@ -23,7 +24,7 @@ from __future__ import annotations
 
 import re
 import zlib
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 BOS_ID = 1
@@ -67,9 +68,34 @@ def _content_text(content: Any) -> str:
             if part.get("type") == "text":
                 parts.append(str(part.get("text", "")))
             else:
-                parts.append("<|image|>")
+                parts.append(IMAGE_PLACEHOLDER)
         return "\n".join(parts)
     raise ChatFormatError("message content must be a string or a list of parts")
+
+
+IMAGE_PLACEHOLDER = "<|image|>"
+_PLACEHOLDER_TOKENS = len(_PIECE.findall(IMAGE_PLACEHOLDER))
+
+
+def image_parts(messages: Sequence[Any]) -> list[dict[str, Any]]:
+    """Every non-text content part of chat ``messages``, in order."""
+    parts: list[dict[str, Any]] = []
+    for msg in messages:
+        content = msg.get("content") if isinstance(msg, dict) else None
+        if isinstance(content, list):
+            parts += [p for p in content if isinstance(p, dict) and p.get("type") != "text"]
+    return parts
+
+
+def count_chat_tokens(
+    messages: Sequence[Any], image_tokens: Callable[[dict[str, Any]], int] | None = None
+) -> int:
+    """Tokens of chat ``messages`` rendered through the template; with ``image_tokens`` (a VLM)
+    each image part counts as what it returns instead of its placeholder's tokens."""
+    n = count_tokens(render_chat(messages))
+    if image_tokens is None:
+        return n
+    return n + sum(image_tokens(p) - _PLACEHOLDER_TOKENS for p in image_parts(messages))
 
 
 def render_chat(messages: Sequence[Any]) -> str:

@@ -102,6 +102,7 @@ class SimWorker:
             max_model_len=self.max_model_len,
             request_id=header(scope, b"x-request-id"),
             priority_header=header(scope, b"x-vllm-priority"),
+            image_rule=self.profile.model.image_tokens,
         )
 
     async def serve(self, req: GenerationRequest, receive: Receive, send: Send) -> None:
