@@ -48,6 +48,9 @@ class Settings(BaseSettings):
     """Tag requests without `X-Arbiter-Task` with the rule tagger's task type (gateway)."""
     task_slo: bool = False
     """Give requests H-MAS Table 6's targets for their task where nothing else sets one."""
+    image_hosts: list[str] = Field(default_factory=list)
+    """Hosts whose `http(s)` image URLs a chat request may carry (`ARBITER_IMAGE_HOSTS`, a JSON
+    list); others are refused with a 400 — send images as `data:` URLs."""
     default_max_tokens: int = 512
     """Output bound assumed for scheduling when a request sets no `max_tokens`."""
     progress_interval_s: float = 0.1

@@ -102,6 +102,8 @@ class ModelRecord:
     unified_cost_factor: float | None
     """Operator override of the factor derived from hidden size and layers."""
     max_model_len: int | None
+    image_tokens: dict[str, Any] | None = None
+    """A VLM's image-token rule, as JSON (validated by the admin API)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,6 +14,7 @@ from control_plane.gateway.metrics import GatewayMetrics
 from control_plane.gateway.reporter import EventReporter
 from control_plane.settings import Settings
 from control_plane.state import RequestStore
+from workers.engine.vision import ImageTokenRule
 
 
 class TenantDirectory(Protocol):
@@ -29,6 +30,8 @@ class ModelEntry:
     name: str
     max_model_len: int | None
     unit_factor: float
+    image_rule: ImageTokenRule | None = None
+    """How the model counts an input image (VLMs, from the model registry)."""
 
 
 class ModelCatalog(Protocol):

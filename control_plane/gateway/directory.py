@@ -24,6 +24,7 @@ from control_plane.state.budget import seconds_to_next_day
 from storage.db import Database
 from storage.records import AgentRecord, AppRecord, ModelRecord, TenantRecord
 from storage.repos.keys import MIN_KEY_LEN
+from workers.engine.vision import ImageTokenRule
 
 log = logging.getLogger(__name__)
 
@@ -214,7 +215,7 @@ class RedisModelCatalog:
         entries = []
         for name in sorted(lengths):
             rec = records.get(name)
-            entries.append(ModelEntry(name, lengths[name], _factor(name, rec)))
+            entries.append(ModelEntry(name, lengths[name], _factor(name, rec), _rule(name, rec)))
         return entries
 
     def _models(self) -> list[ModelRecord]:
@@ -310,6 +311,18 @@ class RedisDoorLimits:
                     headers={"Retry-After": str(seconds_to_next_day(now))},
                 )
             )
+
+
+def _rule(name: str, rec: ModelRecord | None) -> ImageTokenRule | None:
+    """The model's image-token rule; a stored one the admin API would refuse is logged and
+    ignored (its images are then estimated as any text model's)."""
+    if rec is None or rec.image_tokens is None:
+        return None
+    try:
+        return ImageTokenRule.model_validate(rec.image_tokens)
+    except ValueError as exc:
+        log.warning("model %r: invalid image_tokens (%s); ignored", name, exc)
+        return None
 
 
 def _factor(name: str, rec: ModelRecord | None) -> float:

@@ -42,7 +42,7 @@ def build_flight(
     received: float,
 ) -> Flight:
     """The flight of an accepted request: its job (see the module docstring) and payload."""
-    n_in = estimate_prompt_tokens(body)
+    n_in = estimate_prompt_tokens(body, model.image_rule, d.settings.image_hosts)
     requested = body.requested_max_tokens()
     default = max(d.settings.default_max_tokens, body.min_tokens or 0)
     room = _room(model, n_in, exact=_token_ids(body))

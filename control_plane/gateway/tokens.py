@@ -1,16 +1,30 @@
 """Prompt-size estimate used for scheduling before the worker reports exact usage.
 
 Rule: one token per 4 UTF-8 characters of text (rounded up), plus 4 tokens of chat-template
-overhead per message, plus 8 tokens per image part (counted properly by the worker later).
-Token-id prompts count exactly. The estimate only orders and prices the queue; the charge for
-input is corrected to the worker's `usage.prompt_tokens` when the request completes.
+overhead per message. An image part counts as its model's image-token rule says
+(`workers/engine/vision.py`, sizes read from the image header) when the model registry gives
+the model one, else 8 tokens. Image URLs must be `data:` URLs, or `http(s)` URLs on a host the
+operator allows (`ARBITER_IMAGE_HOSTS`; counted as the rule's largest image, since the gateway
+does not fetch them); anything else — another scheme or host, an image that cannot be read or
+is too large — is a 400 naming the part. Token-id prompts count exactly. The estimate only
+orders and prices the queue; the charge for input is corrected to the worker's
+`usage.prompt_tokens` when the request completes.
 """
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Any
+from urllib.parse import urlsplit
 
+from control_plane.gateway.errors import ApiError
 from control_plane.gateway.schemas import ChatCompletionRequest, CompletionRequest
+from workers.engine.vision import (
+    ImageError,
+    ImageTokenRule,
+    data_url_tokens,
+    largest_image_tokens,
+)
 
 _CHARS_PER_TOKEN = 4
 _MESSAGE_OVERHEAD = 4
@@ -21,24 +35,71 @@ def _text_tokens(text: str) -> int:
     return -(-len(text) // _CHARS_PER_TOKEN)
 
 
-def _content_tokens(content: str | list[dict[str, Any]] | None) -> int:
+class ImageCounter:
+    """Counts image parts for one model: by its rule, after checking where each comes from."""
+
+    def __init__(self, rule: ImageTokenRule | None, hosts: Collection[str]) -> None:
+        self.rule = rule
+        self.hosts = frozenset(h.lower() for h in hosts)
+
+    def __call__(self, part: dict[str, Any], param: str) -> int:
+        if part.get("type") != "image_url":
+            return _IMAGE_PART
+        image = part.get("image_url")
+        url = image.get("url") if isinstance(image, dict) else image
+        param = f"{param}.image_url"
+        if not isinstance(url, str) or not url:
+            raise _bad(param, "An image_url part needs image_url.url.")
+        if url.startswith("data:"):
+            if self.rule is None:
+                return _IMAGE_PART
+            try:
+                return data_url_tokens(self.rule, url)
+            except ImageError as exc:
+                raise _bad(param, f"Invalid image: {exc}.") from None
+        parts = urlsplit(url)
+        if parts.scheme not in ("http", "https") or (parts.hostname or "") not in self.hosts:
+            raise _bad(
+                param,
+                "Image URLs must be data: URLs (base64); this deployment fetches no remote "
+                "image unless its operator allows the host (ARBITER_IMAGE_HOSTS).",
+            )
+        return _IMAGE_PART if self.rule is None else largest_image_tokens(self.rule)
+
+
+def _bad(param: str, message: str) -> ApiError:
+    return ApiError(400, message, param=param, code="invalid_image")
+
+
+def _content_tokens(
+    content: str | list[dict[str, Any]] | None, images: ImageCounter, param: str
+) -> int:
     if content is None:
         return 0
     if isinstance(content, str):
         return _text_tokens(content)
     total = 0
-    for part in content:
+    for j, part in enumerate(content):
         if part.get("type") == "text":
             total += _text_tokens(str(part.get("text", "")))
         else:
-            total += _IMAGE_PART
+            total += images(part, f"{param}[{j}]")
     return total
 
 
-def estimate_prompt_tokens(body: ChatCompletionRequest | CompletionRequest) -> int:
-    """Estimated prompt tokens of a validated request (never below 1)."""
+def estimate_prompt_tokens(
+    body: ChatCompletionRequest | CompletionRequest,
+    image_rule: ImageTokenRule | None = None,
+    image_hosts: Collection[str] = (),
+) -> int:
+    """Estimated prompt tokens of a validated request (never below 1); ApiError (400) for an
+    image part that cannot be counted (see the module docstring)."""
     if isinstance(body, ChatCompletionRequest):
-        n = sum(_content_tokens(m.content) + _MESSAGE_OVERHEAD for m in body.messages)
+        images = ImageCounter(image_rule, image_hosts)
+        n = sum(
+            _content_tokens(m.content, images, f"messages[{i}].content") + _MESSAGE_OVERHEAD
+            for i, m in enumerate(body.messages)
+        )
         return max(1, n)
     prompt = body.prompt
     if isinstance(prompt, str):

@@ -37,6 +37,7 @@ def register_model(db: Database, profile: LatencyProfile) -> None:
                 hidden_size=m.hidden_size,
                 num_layers=m.num_layers,
                 max_model_len=m.max_model_len,
+                image_tokens=m.image_tokens.model_dump() if m.image_tokens else None,
             )
 
 

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import time
+from typing import Any
 
 from sqlalchemy import CheckConstraint, Double, Integer, String
 from sqlalchemy.orm import Mapped, mapped_column
 
 from storage.models.base import Base
+from storage.models.json_value import JsonValue
 from storage.models.tenancy import NAME_LEN
 
 
@@ -26,6 +28,8 @@ class ModelSpec(Base):
     num_layers: Mapped[int] = mapped_column(Integer)
     unified_cost_factor: Mapped[float | None] = mapped_column(Double)
     max_model_len: Mapped[int | None] = mapped_column(Integer)
+    image_tokens: Mapped[Any] = mapped_column(JsonValue, nullable=True)
+    """A VLM's image-token rule (`workers/engine/vision.py` `ImageTokenRule` as JSON)."""
 
 
 class Worker(Base):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from typing import get_args
+from typing import Any, get_args
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -36,6 +36,7 @@ class ModelRepo:
         num_layers: int,
         unified_cost_factor: float | None = None,
         max_model_len: int | None = None,
+        image_tokens: dict[str, Any] | None = None,
     ) -> ModelRecord:
         """Create or replace the model `name`."""
         if kind not in get_args(ModelKind):
@@ -52,6 +53,7 @@ class ModelRepo:
             "num_layers": num_layers,
             "unified_cost_factor": unified_cost_factor,
             "max_model_len": max_model_len,
+            "image_tokens": image_tokens,
         }
         stmt = insert_for(self.session, table_of(ModelSpec)).values(name=name, **values)
         self.session.execute(stmt.on_conflict_do_update(index_elements=["name"], set_=values))

@@ -62,3 +62,16 @@ def test_workers_register_drain_and_reregister(db: Database) -> None:
     with db.repos() as r:
         assert r.workers.remove(worker_id="w2") is True
         assert r.workers.remove(worker_id="w2") is False
+
+
+def test_a_model_keeps_its_image_rule(db: Database) -> None:
+    rule = {"kind": "patch_merge", "patch_size": 14, "merge_size": 2, "min_pixels": 3136,
+            "max_pixels": 12845056, "max_ratio": 200.0, "extra_tokens": 2}  # fmt: skip
+    shape = {"name": "vl", "kind": "vlm", "hidden_size": 3584, "num_layers": 28}
+    with db.repos() as r:
+        assert r.models.upsert(**shape, image_tokens=rule).image_tokens == rule  # type: ignore[arg-type]
+    with db.reader() as r:
+        stored = r.models.get(name="vl")
+        assert stored is not None and stored.image_tokens == rule
+    with db.repos() as r:  # an upsert replaces the description: no rule given, none kept
+        assert r.models.upsert(**shape).image_tokens is None  # type: ignore[arg-type]

@@ -113,3 +113,10 @@ def data_url_tokens(rule: ImageTokenRule, url: str) -> int:
     """Input tokens of the image in a `data:` URL under `rule`."""
     width, height = image_size(decode_data_url(url))
     return image_tokens(rule, width, height)
+
+
+def largest_image_tokens(rule: ImageTokenRule) -> int:
+    """The most tokens one image can cost under `rule` (an image whose size is unknown)."""
+    if rule.kind == "fixed":
+        return rule.tokens + rule.extra_tokens
+    return rule.max_pixels // (rule.patch_size * rule.merge_size) ** 2 + rule.extra_tokens

@@ -19,6 +19,7 @@ from control_plane.gateway.bounds import (
     Tier,
     Weight,
 )
+from workers.engine.vision import ImageTokenRule
 
 Label = Annotated[str, StringConstraints(max_length=128)]
 
@@ -86,6 +87,8 @@ class ModelSpecIn(Change):
     num_layers: PositiveInt32
     unified_cost_factor: Annotated[float, Field(gt=0, le=1e6, allow_inf_nan=False)] | None = None
     max_model_len: PositiveInt32 | None = None
+    image_tokens: ImageTokenRule | None = None
+    """How the model counts an input image (VLMs): `patch_merge` or `fixed`."""
 
 
 class WorkerIn(Change):

@@ -1,0 +1,73 @@
+"""Image parts at the door: counted by the model's rule from the header, refused with a 400
+naming the part when they cannot be counted or come from a host nobody allowed."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from control_plane.gateway.errors import ApiError
+from control_plane.gateway.schemas import ChatCompletionRequest
+from control_plane.gateway.tokens import estimate_prompt_tokens
+from tests.workers.engine.test_vision import data_url
+from workers.engine.vision import ImageTokenRule, image_tokens, largest_image_tokens
+
+QWEN = ImageTokenRule()
+TEXT = "Describe the pictures."
+
+
+def chat(*images: str) -> ChatCompletionRequest:
+    parts: list[dict[str, Any]] = [{"type": "text", "text": TEXT}]
+    parts += [{"type": "image_url", "image_url": {"url": u}} for u in images]
+    return ChatCompletionRequest.model_validate(
+        {"model": "vl", "messages": [{"role": "user", "content": parts}]}
+    )
+
+
+def test_each_image_counts_by_the_model_rule() -> None:
+    text_only = estimate_prompt_tokens(chat())
+    body = chat(data_url(448, 448), data_url(1024, 768), data_url(10, 10))
+    expected = sum(image_tokens(QWEN, w, h) for w, h in [(448, 448), (1024, 768), (10, 10)])
+    assert estimate_prompt_tokens(body, QWEN) == text_only + expected == text_only + 1265
+
+
+def test_without_a_rule_an_image_is_eight_tokens_as_before() -> None:
+    assert estimate_prompt_tokens(chat(data_url(448, 448))) == estimate_prompt_tokens(chat()) + 8
+
+
+def test_remote_images_only_from_allowed_hosts_counted_at_the_largest() -> None:
+    url = "https://images.example.com/cat.png"
+    with pytest.raises(ApiError) as err:
+        estimate_prompt_tokens(chat(url), QWEN)
+    assert err.value.status == 400 and err.value.param == "messages[0].content[1].image_url"
+    assert "data: URLs" in err.value.message
+    allowed = estimate_prompt_tokens(chat(url), QWEN, ["images.example.com"])
+    assert allowed == estimate_prompt_tokens(chat()) + largest_image_tokens(QWEN)
+    for bad in ("file:///etc/passwd", "ftp://images.example.com/a.png"):
+        with pytest.raises(ApiError):
+            estimate_prompt_tokens(chat(bad), QWEN, ["images.example.com"])
+
+
+@pytest.mark.parametrize(
+    ("url", "why"),
+    [
+        ("data:image/png;base64,AAAA", "cannot be read"),
+        ("data:image/png;base64,***", "not valid base64"),
+        ("data:application/pdf;base64,AAAA", "not a base64 data:image URL"),
+    ],
+)
+def test_an_unreadable_image_is_a_400_naming_the_part(url: str, why: str) -> None:
+    body = chat(data_url(64, 64), url)
+    with pytest.raises(ApiError, match=why) as err:
+        estimate_prompt_tokens(body, QWEN)
+    assert err.value.param == "messages[0].content[2].image_url"
+    assert err.value.code == "invalid_image"
+
+
+def test_a_part_without_a_url_is_refused() -> None:
+    body = ChatCompletionRequest.model_validate(
+        {"model": "vl", "messages": [{"role": "user", "content": [{"type": "image_url"}]}]}
+    )
+    with pytest.raises(ApiError, match=r"image_url\.url"):
+        estimate_prompt_tokens(body, QWEN)
