@@ -14,6 +14,7 @@ from control_plane.control.llm_selector import LlmSelector
 from control_plane.control.meta import MetaController, Switch, build_controller
 from control_plane.core.scheduler_core import SchedulerCore
 from control_plane.policies.registry import build_policy
+from control_plane.scheduler.advisor import Advisor
 from control_plane.scheduler.metrics import SchedulerMetrics
 from control_plane.state import EventStream, StateUnavailable
 
@@ -89,6 +90,19 @@ def _llm_state(controller: MetaController) -> dict[str, Any] | None:
         "stats": selector.stats,
         "last_error": selector.last_error,
     }
+
+
+async def after_tick(
+    core: SchedulerCore, advisor: Advisor, events: EventStream, metrics: SchedulerMetrics
+) -> None:
+    """The controller's I/O after each cycle: the `llm` selector's question, a detachment to
+    report, the gauges, and its new switches as events."""
+    advisor.poll(core)
+    if core.controller_error is not None:
+        log.error("meta-controller detached: %s", core.controller_error)
+        core.controller_error = None
+    export(core, metrics)
+    await publish_switches(core, events, metrics)
 
 
 async def publish_switches(

@@ -29,12 +29,7 @@ from control_plane.core.scheduler_core import SchedulerCore
 from control_plane.placement.registry import build_placement
 from control_plane.policies.registry import PolicyParamsError, UnknownPolicyError, build_policy
 from control_plane.scheduler.advisor import Advisor
-from control_plane.scheduler.autopilot import (
-    controller_snapshot,
-    export,
-    hand_over,
-    publish_switches,
-)
+from control_plane.scheduler.autopilot import after_tick, controller_snapshot, hand_over
 from control_plane.scheduler.entries import (
     apply_each,
     apply_event,
@@ -338,12 +333,7 @@ class SchedulerService:
         while True:
             await asyncio.sleep(self.settings.tick_interval_s)
             self._core.tick(time.time())
-            self.advisor.poll(self._core)
-            if self._core.controller_error is not None:
-                log.error("meta-controller detached: %s", self._core.controller_error)
-                self._core.controller_error = None
-            export(self._core, self.metrics)
-            await publish_switches(self._core, self.stores.events, self.metrics)
+            await after_tick(self._core, self.advisor, self.stores.events, self.metrics)
 
     async def _sweep_loop(self) -> None:
         """Release what lost gateway replicas left; the first pass runs right after rebuild.
