@@ -106,10 +106,13 @@ class ExecutionControl:
     ) -> bool:
         """Move the limits when due; True when they changed. `short` and `workers` are only
         called when a loop is due (they cost a pass over the window and the workers)."""
-        if not self.params.enabled:
+        loop_due = self.loop.due(now)
+        if not self.params.enabled or not (
+            loop_due or self._next_at is None or now >= self._next_at
+        ):
             return False
         before = self.limits.to_json()
-        reason = self._loop(now, workers) if self.loop.due(now) else None
+        reason = self._loop(now, workers) if loop_due else None
         if self._next_at is None:
             self._next_at = now + self.params.period_s
         elif now >= self._next_at:
