@@ -11,6 +11,8 @@ PostgreSQL is used through psycopg 3; the option is ignored there.
 
 from __future__ import annotations
 
+import sqlite3
+import time
 from typing import Any
 
 from sqlalchemy import Connection, Engine, create_engine, event
@@ -57,13 +59,30 @@ def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
     dbapi_connection.isolation_level = None  # SQLAlchemy emits BEGIN itself (_sqlite_begin)
     cursor = dbapi_connection.cursor()
     try:
-        cursor.execute("PRAGMA journal_mode=WAL")
-        cursor.execute("PRAGMA foreign_keys=ON")
         cursor.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
+        _wal(cursor)
+        cursor.execute("PRAGMA foreign_keys=ON")
         # Durable across process crashes under WAL; only an OS crash can lose the last commit.
         cursor.execute("PRAGMA synchronous=NORMAL")
     finally:
         cursor.close()
+
+
+def _wal(cursor: Any) -> None:
+    """Put the database in WAL mode (it stays so). Switching a new database needs its
+    exclusive lock, and SQLite refuses at once — without waiting for the busy timeout — while
+    another connection holds a transaction (two processes migrating a new file together):
+    then wait and look again, since that connection has usually switched it already."""
+    deadline = time.monotonic() + SQLITE_BUSY_TIMEOUT_MS / 1000
+    while True:
+        try:
+            if str(cursor.execute("PRAGMA journal_mode").fetchone()[0]).lower() != "wal":
+                cursor.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.02)
 
 
 def _sqlite_begin(conn: Connection) -> None:

@@ -48,7 +48,7 @@ def test_a_dead_endpoint_means_the_rules_every_period() -> None:
 @pytest.mark.vllm
 def test_a_real_model_answers_every_question_within_the_pool(vllm: tuple[str, str]) -> None:
     url, model = vllm
-    res = auto_llm({"model": model, "url": url, "constrain": "vllm_regex"})
+    res = auto_llm({"model": model, "url": url, "constrain": "vllm_regex", "timeout_s": 2.0})
     stats = res["selector"]["stats"]
     assert stats["asked"] >= 4 and stats["answered"] == stats["asked"]
     chosen = [s for s in res["switches"] if s["reason"].startswith("llm: ")]
