@@ -229,3 +229,17 @@ def request_body(params: LlmParams, q: Question) -> dict[str, Any]:
             "regex": f'\\{{"policy": "({names})", "reason": "{reason}"\\}}'
         }
     return body
+
+
+def completions_url(root: str) -> str:
+    """The chat-completions endpoint under an OpenAI-compatible root URL."""
+    return f"{root.rstrip('/')}/v1/chat/completions"
+
+
+def reply_text(data: Any) -> str | None:
+    """The first choice's message text of a chat-completions response; None if it has none."""
+    try:
+        content = data["choices"][0]["message"]["content"]
+    except (KeyError, IndexError, TypeError):
+        return None
+    return content if isinstance(content, str) else None

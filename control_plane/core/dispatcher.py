@@ -29,7 +29,7 @@ class PoolGate:
     policies use it to skip them (`policies.base.refusals`).
     """
 
-    __slots__ = ("_admit", "_held", "_hol", "_now", "_pools")
+    __slots__ = ("_held", "_hol", "_now", "_pools", "admit")
 
     def __init__(
         self,
@@ -39,7 +39,8 @@ class PoolGate:
         hol_blocking: bool,
         limits: ExecutionLimits | None = None,
     ) -> None:
-        self._admit = admitter(admission, limits)
+        self.admit = admitter(admission, limits)
+        """Admission and the execution limits together, for one (job, worker) pair."""
         self._pools = pools
         self._now = now
         self._hol = hol_blocking
@@ -51,7 +52,7 @@ class PoolGate:
     def __call__(self, job: Job) -> bool:
         if job.model in self._held or job.model not in self._pools:
             return False
-        admit, now = self._admit, self._now
+        admit, now = self.admit, self._now
         if any(admit(job, w, now) for w in self._pools[job.model]):
             return True
         if self._hol:
@@ -185,8 +186,7 @@ class Dispatcher:
             return None
         if job is None:
             return None
-        admit = admitter(self.admission, limits)
-        admitting = [w for w in by_model[job.model] if admit(job, w, now)]
+        admitting = [w for w in by_model[job.model] if gate.admit(job, w, now)]
         worker = self.placement.choose(job, admitting, now)
         decision = Decision(job, worker, self.admission.reserve(job))
         self._dispatched(decision, now)

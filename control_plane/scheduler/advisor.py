@@ -9,7 +9,13 @@ import time
 
 import httpx
 
-from control_plane.control.llm_selector import LlmSelector, Question, request_body
+from control_plane.control.llm_selector import (
+    LlmSelector,
+    Question,
+    completions_url,
+    reply_text,
+    request_body,
+)
 from control_plane.control.meta import MetaController
 from control_plane.core.scheduler_core import SchedulerCore
 
@@ -68,16 +74,15 @@ class Advisor:
         params = selector.params
         try:
             r = await self.http.post(
-                f"{url.rstrip('/')}/v1/chat/completions",
+                completions_url(url),
                 json=request_body(params, q),
                 timeout=params.timeout_s,
             )
             r.raise_for_status()
-            content = r.json()["choices"][0]["message"]["content"]
-        except (httpx.HTTPError, ValueError, KeyError, IndexError, TypeError) as exc:
+            return reply_text(r.json())
+        except (httpx.HTTPError, ValueError) as exc:
             log.warning("llm selector: asking %s failed: %s", url, exc)
             return None
-        return content if isinstance(content, str) else None
 
     async def close(self) -> None:
         """Cancel questions still in flight (the leader is stepping down)."""

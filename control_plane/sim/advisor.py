@@ -11,7 +11,12 @@ import logging
 
 import httpx
 
-from control_plane.control.llm_selector import LlmSelector, request_body
+from control_plane.control.llm_selector import (
+    LlmSelector,
+    completions_url,
+    reply_text,
+    request_body,
+)
 from control_plane.control.meta import MetaController
 from control_plane.core.scheduler_core import SchedulerCore
 
@@ -43,13 +48,12 @@ class SimAdvisor:
         text = None
         try:
             r = self._http.post(
-                f"{url.rstrip('/')}/v1/chat/completions",
+                completions_url(url),
                 json=request_body(params, question),
                 timeout=params.timeout_s,
             )
             r.raise_for_status()
-            content = r.json()["choices"][0]["message"]["content"]
-            text = content if isinstance(content, str) else None
+            text = reply_text(r.json())
         except Exception as exc:  # any failure is a failed reply, never a stuck run
             log.warning("llm selector: asking %s failed: %s", url, exc)
         selector.answer(question.id, text, now)
