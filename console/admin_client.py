@@ -161,3 +161,11 @@ class AdminClient:
 
     def report_csv(self, **params: Any) -> str:
         return self.request("GET", "/admin/reports", params={**params, "format": "csv"}).text
+
+    def service_by_kind(
+        self, start: str | float | None = None, end: str | float | None = None
+    ) -> dict[str, Any]:
+        """Service per tenant per model kind for arrivals in [start, end) (epoch s or ISO
+        8601; the API's defaults: the last 24 h)."""
+        params = {"from": start, "to": end}
+        return dict(self._json("GET", "/admin/reports/service-by-kind", params=params))

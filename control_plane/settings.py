@@ -59,6 +59,9 @@ class Settings(BaseSettings):
     """Longest silence from a worker (no byte of the status line or of the stream) before the
     request fails as a worker failure: a frozen or partitioned worker cannot hold a request
     until the client gives up. Generous, as a long prefill delays the first byte."""
+    upstream_image_timeout_s: float = Field(default=900.0, gt=0)
+    """The same bound for an image generation, whose worker sends nothing until every image
+    of the request is done (a batch of large images at a busy worker takes minutes)."""
     gateway_heartbeat_s: float = Field(default=1.0, gt=0)
     """How often a gateway replica refreshes its liveness in Redis."""
     gateway_dead_after_s: float = Field(default=5.0, gt=0)

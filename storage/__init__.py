@@ -19,7 +19,7 @@ from storage.records import (
     TenantUsage,
     WorkerRecord,
 )
-from storage.reports import NodeReport, Percentiles, Report, WindowPoint, jain
+from storage.reports import KindService, NodeReport, Percentiles, Report, WindowPoint, jain
 
 __all__ = [
     "AgentRecord",
@@ -29,6 +29,7 @@ __all__ = [
     "AuditRecord",
     "Database",
     "InvalidValueError",
+    "KindService",
     "ModelRecord",
     "NodeReport",
     "NotFoundError",

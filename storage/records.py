@@ -104,6 +104,8 @@ class ModelRecord:
     max_model_len: int | None
     image_tokens: dict[str, Any] | None = None
     """A VLM's image-token rule, as JSON (validated by the admin API)."""
+    generation: dict[str, Any] | None = None
+    """An image model's generation rule (steps, sizes), as JSON (validated by the admin API)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,6 +155,8 @@ class RequestRecord:
     policy: str | None = None
     error: str | None = None
     attempts: int = 1
+    images: int | None = None
+    """Images generated (image models: `n_out` is images × denoising steps)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,6 +183,8 @@ class TenantUsage:
     n_in: int
     n_out: int
     unified_service: float
+    images: int = 0
+    """Images generated (image models)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,19 +8,25 @@ Definitions (docs/algorithms.md §16): violation rate = violations / (ok + faile
 finished; share = unified service / total unified service of the report; SAFI = α·violation
 rate + (1−α)·service/max service (lower is better); Jain's index J(x) = (Σx)² / (n·Σx²), 1 when
 every x is 0, computed on service per unit weight (weights default to 1).
+
+Service per model kind (`KindService`, HMFS's multi-modal view): a request counts under its
+model's registered kind, an unregistered model under "llm" (it is priced as the base LLM);
+a tenant's share of a kind = its unified service on that kind / every tenant's on that kind.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Literal, NamedTuple
 
-from storage.records import Level
+from storage.records import MODEL_KINDS, Level
 from storage.rollup_stats import Counters
 
 Path = tuple[str, ...]
 DEFAULT_ALPHA = 0.7
+UNREGISTERED_KIND = "llm"
+"""The kind of a request whose model is not in the registry (priced as the base LLM)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -225,3 +231,53 @@ def assemble_report(
         jain_violation_rate=jain([n.violation_rate for n in nodes]),
         jain_safi=jain([n.safi for n in nodes]),
     )
+
+
+class KindTotals(NamedTuple):
+    """What one tenant received on one model kind: SQL sums over its requests."""
+
+    tenant: str
+    kind: str
+    requests: int
+    n_in: int
+    n_out: int
+    unified_service: float
+    images: int = 0
+    """Images generated (image models; their `n_out` counts denoising steps)."""
+
+
+@dataclass(frozen=True, slots=True)
+class KindService:
+    """A tenant's service on one model kind, with its share of that kind's unified service
+    (0 when the kind's total is 0); the shares of one kind sum to 1 otherwise."""
+
+    tenant: str
+    kind: str
+    requests: int
+    n_in: int
+    n_out: int
+    unified_service: float
+    share: float
+    images: int = 0
+
+
+def _kind_rank(kind: str) -> int:
+    return MODEL_KINDS.index(kind) if kind in MODEL_KINDS else len(MODEL_KINDS)
+
+
+def kind_service(totals: Iterable[KindTotals]) -> list[KindService]:
+    """Each (tenant, kind)'s totals with its share of the kind's unified service, ordered by
+    tenant, then kind in `MODEL_KINDS` order."""
+    rows = list(totals)
+    per_kind: dict[str, float] = {}
+    for row in rows:
+        per_kind[row.kind] = per_kind.get(row.kind, 0.0) + row.unified_service
+    ordered = sorted(rows, key=lambda r: (r.tenant, _kind_rank(r.kind), r.kind))
+    return [
+        KindService(
+            *row[:6],
+            share=row.unified_service / per_kind[row.kind] if per_kind[row.kind] else 0.0,
+            images=row.images,
+        )
+        for row in ordered
+    ]

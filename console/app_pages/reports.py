@@ -1,6 +1,7 @@
 """Reports: a date range and a level → per node requests, tokens, unified service, share
 against weight, SLO-violation rate, latency percentiles, SAFI and Jain's index (for the period
-and over time); download as CSV (the API's own) or JSON."""
+and over time); download as CSV (the API's own) or JSON. Below, the service each tenant
+received per model kind (llm, vlm, image, video, audio) over the same dates."""
 
 from __future__ import annotations
 
@@ -9,8 +10,8 @@ from typing import Any
 
 import streamlit as st
 
+from console import kind_views, session
 from console import report_views as views
-from console import session
 from console.admin_client import AdminApiError
 
 LEVELS = ("tenant", "app", "agent")
@@ -57,6 +58,18 @@ def _show(report: dict[str, Any], params: dict[str, Any]) -> None:
     )
 
 
+def _kinds(params: dict[str, Any]) -> None:
+    st.subheader("Service per model kind")
+    everyone = session.client().service_by_kind(params["from"], params["to"])
+    kinds = kind_views.for_tenant(everyone, params["tenant"])
+    if not kinds["data"]:
+        st.info("No requests in this period.")
+        return
+    st.caption("Unified Tokens per tenant; share = the tenant's part of the kind's service.")
+    st.plotly_chart(kind_views.kind_figure(kinds), key="kind_chart")
+    st.dataframe(kind_views.kind_frame(kinds), hide_index=True, key="kind_table")
+
+
 def main() -> None:
     st.title("Reports")
     params = _params()
@@ -66,6 +79,7 @@ def main() -> None:
             st.info("No requests in this period.")
             return
         _show(report, params)
+        _kinds(params)
     except AdminApiError as exc:
         session.show_error(exc)
 

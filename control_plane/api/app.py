@@ -51,6 +51,7 @@ class UsageReader:
             "completion_tokens": usage.n_out,
             "total_tokens": usage.n_in + usage.n_out,
             "unified_service": usage.unified_service,
+            "images": usage.images,
         }
 
     def _read(self, tenant: str, since: float) -> Any:

@@ -10,6 +10,7 @@ from fastapi.responses import Response
 
 from control_plane.api.auth import Tenant
 from control_plane.gateway.bounds import Epoch
+from control_plane.gateway.images import ImageGenerationRequest
 from control_plane.gateway.schemas import ChatCompletionRequest, CompletionRequest
 from control_plane.gateway.service import Gateway
 
@@ -31,6 +32,14 @@ async def chat_completions(
 @router.post("/completions", response_model=None)
 async def completions(request: Request, body: CompletionRequest, tenant: Tenant) -> Response:
     return await _gateway(request).serve(request, body, tenant)
+
+
+@router.post("/images/generations", response_model=None)
+async def images_generations(
+    request: Request, body: ImageGenerationRequest, tenant: Tenant
+) -> Response:
+    """Generate images with an image model (OpenAI's shape), queued and scheduled as text is."""
+    return await _gateway(request).serve_images(request, body, tenant)
 
 
 @router.get("/models")

@@ -72,6 +72,7 @@ _ADMIN_ERRORS = (401, 403, 404, 413, 422, 429, 500, 503)
 _BODY_ERRORS = (400, 409)  # malformed JSON; a create or rename that collides
 _PUBLIC_ERRORS = (413, 500)
 _COMPLETIONS = ("/v1/chat/completions", "/v1/completions")
+_IMAGES = "/v1/images/generations"
 
 
 def _tag_headers() -> list[dict[str, Any]]:
@@ -111,7 +112,7 @@ def _metadata() -> dict[str, Any]:
 
 
 def _errors_for(path: str, method: str) -> tuple[int, ...]:
-    if path in _COMPLETIONS:
+    if path in _COMPLETIONS or path == _IMAGES:
         return _COMPLETION_ERRORS
     if path.startswith("/v1/"):
         return _TENANT_ERRORS
@@ -153,6 +154,8 @@ def _document(path: str, method: str, op: dict[str, Any]) -> None:
             "text/event-stream": {"schema": {"type": "string"}},
         }
         ok["description"] = "The completion (`text/event-stream` when `stream` is true)"
+    if path == _IMAGES and method == "post":
+        op.setdefault("parameters", []).extend(_tag_headers())
     if path == "/admin/reports":
         responses["200"] = {
             "description": "The report as JSON, CSV or HTML (`format`)",
@@ -179,7 +182,7 @@ def honest_openapi(app: FastAPI) -> dict[str, Any]:
     components = schema.setdefault("components", {})
     schemas = components.setdefault("schemas", {})
     schemas.update(_SCHEMAS)
-    for body in ("ChatCompletionRequest", "CompletionRequest"):
+    for body in ("ChatCompletionRequest", "CompletionRequest", "ImageGenerationRequest"):
         if body in schemas:
             schemas[body]["properties"]["metadata"] = _metadata()
     for unused in ("HTTPValidationError", "ValidationError"):

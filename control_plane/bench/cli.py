@@ -1,7 +1,8 @@
-"""`arbiter bench overhead|faults|soak|decisions|perception`: what Arbiter adds to a request,
-evidence that a deployment survives faults and holds steady under hours of load (these three
-drive a real `arbiter up` over HTTP), what one scheduling decision costs and what tagging a
-prompt costs (in process)."""
+"""`arbiter bench overhead|faults|soak|decisions|perception|hmfs-multimodal`: what Arbiter adds
+to a request, evidence that a deployment survives faults and holds steady under hours of load
+(these three drive a real `arbiter up` over HTTP), what one scheduling decision costs and what
+tagging a prompt costs (in process), and the multi-modal HMFS scenario live beside its
+simulation (a real `arbiter up` with workers of three kinds)."""
 
 from __future__ import annotations
 
@@ -246,6 +247,71 @@ def bench_perception(
     write(result, out)
 
 
+def bench_hmfs_multimodal(
+    speed: Annotated[float, Opt(min=0.01, help="Speed of the simulated workers.")] = 0.25,
+    duration: Annotated[float, Opt(min=10, help="Scenario seconds of arrivals.")] = 60.0,
+    policy: Annotated[str, Opt(help="Policy of the live scheduler and the simulation.")] = "hmfs",
+    tolerance: Annotated[float, Opt(help="Largest relative share difference that agrees.")] = 0.1,
+    seed: Annotated[int | None, Opt(help="Override the scenario seed.")] = None,
+    state_dir: Annotated[Path | None, Opt(help="The deployment's logs and SQLite.")] = None,
+    out: Annotated[Path, Opt(help="Results JSON.")] = Path("out/bench-hmfs-multimodal.json"),
+) -> None:
+    """Replay `hmfs-multimodal` live (LLM, VLM with real images, image generations, against
+    simulated workers of the three kinds) and simulate it: per-tenant shares of unified
+    service side by side, the HMFS claims, and the recorder's service per model kind. Exit 1
+    when a tenant's shares differ by more than the tolerance."""
+    import json
+
+    from rich.progress import Progress
+    from rich.table import Table
+
+    from control_plane.bench.multimodal import MultimodalConfig, run
+
+    cfg = MultimodalConfig(speed, duration, policy, tolerance, seed)
+    state = state_dir or Path(tempfile.mkdtemp(prefix="arb-multimodal-"))
+    with Progress() as bar:
+        task = bar.add_task("hmfs-multimodal live", total=None)
+        doc = run(cfg, state, lambda _r: bar.advance(task))
+    table = Table(title=f"share of unified service, {policy} (sim vs live at speed {speed})")
+    for col in ("tenant", "sim", "live", "difference", "agrees", "live raw-token share"):
+        table.add_column(col, justify="right")
+    for row in doc["shares"]:
+        raw = doc["raw_token_shares_live"].get(row["tenant"])
+        table.add_row(
+            row["tenant"], _pct1(row["sim"]), _pct1(row["live"]),
+            "—" if row["relative"] is None else f"{100 * row['relative']:.1f} %",
+            "yes" if row["agrees"] else "NO", _pct1(raw),
+        )  # fmt: skip
+    claims = Table(title="HMFS claims (contended window)")
+    for col in ("", "helper served / demand", "swarm served / demand", "helper / acme"):
+        claims.add_column(col, justify="right")
+    for side, c in doc["claims"].items():
+        claims.add_row(
+            side, _num(c["helper_served_over_demand"], 3), _num(c["swarm_served_over_demand"], 3),
+            _pct1(c["helper_share_of_acme"]),
+        )  # fmt: skip
+    kinds = Table(title="recorded service per model kind (SQL)")
+    for col in ("tenant", "kind", "requests", "images", "unified service", "share of kind"):
+        kinds.add_column(col, justify="right")
+    for k in doc["service_by_kind"]:
+        kinds.add_row(
+            k["tenant"], k["kind"], str(k["requests"]), str(k.get("images") or 0),
+            f"{k['unified_service']:,.0f}", _pct1(k["share"]),
+        )  # fmt: skip
+    console = Console()
+    for t in (table, claims, kinds):
+        console.print(t)
+    console.print(f"statuses: {doc['statuses']}; deployment under {state}")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
+    console.print(f"wrote {out}")
+    raise typer.Exit(0 if doc["agree"] else 1)
+
+
+def _pct1(value: float | None) -> str:
+    return "—" if value is None else f"{100 * value:.1f} %"
+
+
 def _num(value: float | None, digits: int = 1) -> str:
     return "—" if value is None else f"{value:.{digits}f}"
 
@@ -263,7 +329,8 @@ def register(group: typer.Typer, aliases: typer.Typer | None = None) -> None:
         ("soak", bench_soak),
         ("decisions", bench_decisions),
         ("perception", bench_perception),
+        ("hmfs-multimodal", bench_hmfs_multimodal),
     ):
         group.command(name)(command)
-        if aliases is not None and name not in ("decisions", "perception"):
+        if aliases is not None and name not in ("decisions", "perception", "hmfs-multimodal"):
             aliases.command(f"bench-{name}", hidden=True)(command)

@@ -87,6 +87,8 @@ class Complete:
     gateway_lost: str | None = None
     """Set when the scheduler released the request because its gateway was lost."""
     policy: str | None = None
+    images: int | None = None
+    """Images generated (image models: `n_out` counts images × denoising steps)."""
 
     def outcome(self) -> Outcome:
         """Status, token counts and latencies (seconds) from the event's timestamps."""
@@ -199,7 +201,7 @@ def _complete_fields(e: Complete) -> dict[str, Any]:
         attempts=e.attempts,
         finish_reason=e.finish_reason,
     )
-    for name in ("orphan", "gateway_lost", "policy"):
+    for name in ("orphan", "gateway_lost", "policy", "images"):
         value = getattr(e, name)
         if value:
             out[name] = value
@@ -257,6 +259,7 @@ def _complete(f: Fields) -> Complete:
         orphan=f.flag("orphan"),
         gateway_lost=f.text("gateway_lost") or None,
         policy=f.text("policy"),
+        images=f.integer("images"),
     )
 
 

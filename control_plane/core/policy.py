@@ -18,6 +18,7 @@ from control_plane.core.job import Job, Outcome
 from control_plane.core.latency import LatencyModel
 from control_plane.core.latency_fit import FittedLatency
 from control_plane.core.ledger import CounterPlan, Ledger, Node, OutputCharge
+from control_plane.core.unified import W_P, W_Q, unified_cost
 
 Admit = Callable[[Job], bool]
 Refuses = Callable[[str], bool]
@@ -60,14 +61,14 @@ class CostModel:
     (docs/algorithms.md §0.2–§0.3).
     """
 
-    w_p: float = 1.0
-    w_q: float = 2.0
+    w_p: float = W_P
+    w_q: float = W_Q
 
     def input_cost(self, job: Job) -> float:
-        return self.w_p * job.n_in * job.unit_factor
+        return unified_cost(job.n_in, 0, job.unit_factor, self.w_p, self.w_q)
 
     def output_cost(self, job: Job, n_out: int) -> float:
-        return self.w_q * n_out * job.unit_factor
+        return unified_cost(0, n_out, job.unit_factor, self.w_p, self.w_q)
 
 
 @dataclass

@@ -51,3 +51,18 @@ def unit_factor(model: ModelShape, base: ModelShape = BASE_MODEL) -> float:
 def unified_tokens(n: int, factor: float) -> float:
     """`U(n, τ)` for a model whose factor is `factor`."""
     return n * factor
+
+
+W_P, W_Q = 1.0, 2.0
+"""Default prices of a prompt token and of an output token (an output unit of a non-text
+model: a denoising step over an image's latent patches), in base tokens (VTC's 1 : 2)."""
+
+
+def unified_cost(n_in: int, n_out: int, factor: float, w_p: float = W_P, w_q: float = W_Q) -> float:
+    """What a request is charged, in Unified Tokens: `f · (w_p · n_in + w_q · n_out)`.
+
+    The one price of the project: the live scheduler's policies (`CostModel`), the recorder's
+    history rows (what `/v1/usage` and the reports sum) and the simulator's records all call
+    it, for text, vision (image tokens are in `n_in`) and image generation (units in `n_out`).
+    """
+    return factor * (w_p * n_in + w_q * n_out)

@@ -14,6 +14,7 @@ from control_plane.gateway.metrics import GatewayMetrics
 from control_plane.gateway.reporter import EventReporter
 from control_plane.settings import Settings
 from control_plane.state import RequestStore
+from workers.engine.diffusion import GenerationRule
 from workers.engine.vision import ImageTokenRule
 
 
@@ -32,6 +33,14 @@ class ModelEntry:
     unit_factor: float
     image_rule: ImageTokenRule | None = None
     """How the model counts an input image (VLMs, from the model registry)."""
+    kind: str = "llm"
+    """The registry's kind (llm, vlm, image, video, audio); unregistered models are `llm`."""
+    generation: GenerationRule | None = None
+    """Steps and sizes of an image model (its registered rule, else the default rule)."""
+
+    @property
+    def generates_images(self) -> bool:
+        return self.kind == "image"
 
 
 class ModelCatalog(Protocol):

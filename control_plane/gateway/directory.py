@@ -24,6 +24,7 @@ from control_plane.state.budget import seconds_to_next_day
 from storage.db import Database
 from storage.records import AgentRecord, AppRecord, ModelRecord, TenantRecord
 from storage.repos.keys import MIN_KEY_LEN
+from workers.engine.diffusion import GenerationRule
 from workers.engine.vision import ImageTokenRule
 
 log = logging.getLogger(__name__)
@@ -215,7 +216,16 @@ class RedisModelCatalog:
         entries = []
         for name in sorted(lengths):
             rec = records.get(name)
-            entries.append(ModelEntry(name, lengths[name], _factor(name, rec), _rule(name, rec)))
+            entries.append(
+                ModelEntry(
+                    name,
+                    lengths[name],
+                    _factor(name, rec),
+                    _rule(name, rec),
+                    kind=rec.kind if rec else "llm",
+                    generation=_generation(name, rec),
+                )
+            )
         return entries
 
     def _models(self) -> list[ModelRecord]:
@@ -323,6 +333,18 @@ def _rule(name: str, rec: ModelRecord | None) -> ImageTokenRule | None:
     except ValueError as exc:
         log.warning("model %r: invalid image_tokens (%s); ignored", name, exc)
         return None
+
+
+def _generation(name: str, rec: ModelRecord | None) -> GenerationRule | None:
+    """An image model's generation rule; the default rule when none (or an invalid one, which
+    is logged) is stored; None for every other kind."""
+    if rec is None or rec.kind != "image":
+        return None
+    try:
+        return GenerationRule.model_validate(rec.generation or {})
+    except ValueError as exc:
+        log.warning("model %r: invalid generation rule (%s); the default is used", name, exc)
+        return GenerationRule()
 
 
 def _factor(name: str, rec: ModelRecord | None) -> float:

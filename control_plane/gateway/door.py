@@ -53,7 +53,7 @@ def build_flight(
     if task is None and d.settings.tag_tasks:
         text = prompt_text(raw)
         task = tag(text) if text else None
-    slo = _slo(node.slo.over(d.knobs.slo_defaults), tags)
+    slo = slo_for(d, node, tags)
     if task is not None and d.settings.task_slo:
         slo = _with_task_slo(slo, task)
     rid = f"req-{uuid.uuid4().hex}"
@@ -116,6 +116,11 @@ def _with_task_slo(slo: Slo, task: str) -> Slo:
         tpot_s=slo.tpot_s if slo.tpot_s is not None else base.tpot_s,
         e2e_s=slo.e2e_s,
     )
+
+
+def slo_for(d: GatewayDeps, node: NodeInfo, tags: RequestTags) -> Slo:
+    """A request's SLO targets: its node's defaults over the operator's, relaxed by its tags."""
+    return _slo(node.slo.over(d.knobs.slo_defaults), tags)
 
 
 def _slo(defaults: SloDefaults, tags: RequestTags) -> Slo:

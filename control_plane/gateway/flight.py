@@ -35,6 +35,12 @@ class Flight:
     client_stream_options: dict[str, Any] | None = None
     envelope: Envelope | None = None
     """What was submitted to Redis (kept to submit it again if Redis loses it)."""
+    endpoint: str | None = None
+    """The worker's path when not a completion (`/v1/images/generations`)."""
+    images: int | None = None
+    """Images the worker generated (image requests)."""
+    read_timeout_s: float | None = None
+    """The worker's longest silence for this request (None: the gateway's idle bound)."""
 
     @property
     def id(self) -> str:
@@ -77,6 +83,7 @@ class Flight:
             worker=self.grant.worker_id if self.grant else None,
             attempts=self.attempts,
             finish_reason=stats.finish_reason,
+            images=self.images,
         )
 
 

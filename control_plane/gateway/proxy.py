@@ -8,6 +8,8 @@ aggregated JSON body. Every token relayed is counted in `StreamStats` and report
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
@@ -80,11 +82,23 @@ def upstream_session(
 
 
 async def open_upstream(
-    session: aiohttp.ClientSession, url: str, payload: dict[str, Any]
+    session: aiohttp.ClientSession,
+    url: str,
+    payload: dict[str, Any],
+    read_timeout_s: float | None = None,
 ) -> aiohttp.ClientResponse:
-    """Send the request and wait for the worker's status line; classify failures."""
+    """Send the request and wait for the worker's status line; classify failures.
+    `read_timeout_s` replaces the session's idle bound for this request."""
+    timeout = None
+    if read_timeout_s is not None:
+        base = session.timeout
+        timeout = aiohttp.ClientTimeout(
+            total=None, sock_connect=base.sock_connect, sock_read=read_timeout_s
+        )
     try:
-        resp = await session.post(url, data=orjson.dumps(payload), headers=_JSON)
+        resp = await session.post(
+            url, data=orjson.dumps(payload), headers=_JSON, timeout=timeout or session.timeout
+        )
     except (aiohttp.ClientError, OSError) as exc:
         raise WorkerUnreachable(f"{type(exc).__name__}: {exc}") from exc
     if resp.status == 200:
@@ -96,6 +110,31 @@ async def open_upstream(
 
 
 _JSON = {"content-type": "application/json"}
+
+
+class ClientLeft(Exception):
+    """The client disconnected while its worker was working."""
+
+
+async def open_unless_left(
+    session: aiohttp.ClientSession,
+    url: str,
+    payload: dict[str, Any],
+    read_timeout_s: float,
+    left: asyncio.Future[None],
+) -> aiohttp.ClientResponse:
+    """`open_upstream` for an answer that sends nothing until it is done (an image
+    generation), raced against `left` (the client's disconnect): `ClientLeft` when the client
+    goes first, after closing the connection, so the worker aborts the work."""
+    task = asyncio.ensure_future(open_upstream(session, url, payload, read_timeout_s))
+    waited: set[asyncio.Future[Any]] = {task, left}
+    await asyncio.wait(waited, return_when=asyncio.FIRST_COMPLETED)
+    if task.done():
+        return task.result()
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError, WorkerUnreachable, WorkerRejected):
+        await task
+    raise ClientLeft
 
 
 async def _read_safely(resp: aiohttp.ClientResponse) -> bytes:

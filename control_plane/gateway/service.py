@@ -17,6 +17,7 @@ from collections.abc import AsyncIterator
 from dataclasses import replace
 from typing import Any
 
+import aiohttp
 from fastapi import Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
@@ -24,14 +25,22 @@ from control_plane.contracts.events import WorkerFailed
 from control_plane.contracts.grants import Grant
 from control_plane.contracts.requests import Envelope
 from control_plane.gateway.bounds import INT32_MAX
-from control_plane.gateway.deps import GatewayDeps
+from control_plane.gateway.deps import GatewayDeps, ModelEntry
 from control_plane.gateway.door import Body, build_flight
 from control_plane.gateway.errors import ApiError, unavailable
 from control_plane.gateway.finish import Finisher
 from control_plane.gateway.flight import Flight
 from control_plane.gateway.grants import GrantWaiter
+from control_plane.gateway.identity import NodeInfo
+from control_plane.gateway.images import (
+    ImageGenerationRequest,
+    answer_images,
+    build_image_flight,
+    refuse_image_model,
+)
 from control_plane.gateway.proxy import (
     DONE,
+    ClientLeft,
     Relay,
     StreamBroken,
     WorkerRejected,
@@ -39,9 +48,10 @@ from control_plane.gateway.proxy import (
     aggregate,
     collect_piece,
     error_event,
+    open_unless_left,
     open_upstream,
 )
-from control_plane.gateway.tags import read_tags
+from control_plane.gateway.tags import RequestTags, read_tags
 from control_plane.state.errors import StateUnavailable
 
 log = logging.getLogger(__name__)
@@ -62,22 +72,21 @@ class Gateway:
         return self.d.waiter
 
     async def serve(self, request: Request, body: Body, tenant_name: str) -> Response:
+        """A chat or text completion: streamed or collected, as the client asked."""
         received = time.time()
-        if self._waiter.no_leader.is_set():
-            raise self._no_leader()
-        tags = read_tags(request.headers, body.metadata)
-        tenant = await self.d.directory.tenant(tenant_name)
-        node = await self.d.directory.resolve(
-            tenant, tags.app or "default", tags.agent or "default"
-        )
-        model = await self.d.catalog.require(body.model)
-        await self.d.limits.check(tenant, time.time())
+        tags, node, model = await self._door(request, body.model, body.metadata, tenant_name)
+        refuse_image_model(model)
         flight = build_flight(self.d, body, tags, node, model, received)
-        await self._submit(flight)
-        grant_or_error = await self._run_until_upstream(request, flight)
-        if isinstance(grant_or_error, Response):
-            return grant_or_error
-        relay = grant_or_error
+        resp = await self._queue_and_open(request, flight)
+        if isinstance(resp, Response):
+            return resp
+        relay = Relay(
+            resp,
+            flight.stats,
+            lambda n, t: self._tokens(flight, t),
+            want_usage=_wants(flight, "include_usage"),
+            want_continuous=_wants(flight, "continuous_usage_stats"),
+        )
         if body.stream:
             return StreamingResponse(
                 self._stream(flight, relay),
@@ -85,6 +94,37 @@ class Gateway:
                 headers=flight.response_headers(),
             )
         return await self._collect(flight, relay)
+
+    async def serve_images(
+        self, request: Request, body: ImageGenerationRequest, tenant_name: str
+    ) -> Response:
+        """An image generation (`control_plane.gateway.images`), one JSON answer."""
+        received = time.time()
+        tags, node, model = await self._door(request, body.model, body.metadata, tenant_name)
+        flight = build_image_flight(self.d, body, tags, node, model, received)
+        resp = await self._queue_and_open(request, flight)
+        if isinstance(resp, Response):
+            return resp
+        return await answer_images(flight, resp, self._finisher.finish)
+
+    async def _door(
+        self, request: Request, model_name: str, metadata: dict[str, Any] | None, tenant: str
+    ) -> tuple[RequestTags, NodeInfo, ModelEntry]:
+        """Who asks, for which model, and may they now (raises the refusals)."""
+        if self._waiter.no_leader.is_set():
+            raise self._no_leader()
+        tags = read_tags(request.headers, metadata)
+        info = await self.d.directory.tenant(tenant)
+        node = await self.d.directory.resolve(info, tags.app or "default", tags.agent or "default")
+        model = await self.d.catalog.require(model_name)
+        await self.d.limits.check(info, time.time())
+        return tags, node, model
+
+    async def _queue_and_open(
+        self, request: Request, flight: Flight
+    ) -> aiohttp.ClientResponse | Response:
+        await self._submit(flight)
+        return await self._run_until_upstream(request, flight)
 
     # -- door ------------------------------------------------------------------------------
 
@@ -125,7 +165,9 @@ class Gateway:
 
     # -- waiting and opening the worker ----------------------------------------------------
 
-    async def _run_until_upstream(self, request: Request, flight: Flight) -> Relay | Response:
+    async def _run_until_upstream(
+        self, request: Request, flight: Flight
+    ) -> aiohttp.ClientResponse | Response:
         watcher = asyncio.create_task(_wait_disconnect(request))
         try:
             while True:
@@ -133,9 +175,10 @@ class Gateway:
                 if isinstance(grant, Response):
                     return grant
                 try:
-                    resp = await open_upstream(
-                        self.d.http, grant.worker_url + _path(flight), flight.payload
-                    )
+                    resp = await self._open(flight, grant, watcher)
+                except ClientLeft:
+                    await self._finisher.finish(flight, "aborted", "client disconnected")
+                    return Response(status_code=499)
                 except WorkerUnreachable as exc:
                     retry = await self._worker_failed(flight, grant, str(exc))
                     if retry is None:
@@ -147,15 +190,19 @@ class Gateway:
                         exc.body, status_code=exc.status, headers=flight.response_headers()
                     )
                 flight.upstream_ready_at = time.time()
-                return Relay(
-                    resp,
-                    flight.stats,
-                    lambda n, t: self._tokens(flight, t),
-                    want_usage=_wants(flight, "include_usage"),
-                    want_continuous=_wants(flight, "continuous_usage_stats"),
-                )
+                return resp
         finally:
             watcher.cancel()
+
+    async def _open(
+        self, flight: Flight, grant: Grant, watcher: asyncio.Task[None]
+    ) -> aiohttp.ClientResponse:
+        url = grant.worker_url + _path(flight)
+        if flight.read_timeout_s is None:
+            return await open_upstream(self.d.http, url, flight.payload)
+        return await open_unless_left(
+            self.d.http, url, flight.payload, flight.read_timeout_s, watcher
+        )
 
     async def _await_grant(self, flight: Flight, watcher: asyncio.Task[None]) -> Grant | Response:
         fut = flight.grant_future
@@ -322,6 +369,8 @@ def _gave_up(reason: str, timeout: float, no_leader: ApiError) -> Response:
 
 
 def _path(flight: Flight) -> str:
+    if flight.endpoint is not None:
+        return flight.endpoint
     return "/v1/chat/completions" if flight.chat else "/v1/completions"
 
 

@@ -31,7 +31,8 @@ _MESSAGE_OVERHEAD = 4
 _IMAGE_PART = 8
 
 
-def _text_tokens(text: str) -> int:
+def text_tokens(text: str) -> int:
+    """Estimated tokens of `text`: one per 4 characters, rounded up."""
     return -(-len(text) // _CHARS_PER_TOKEN)
 
 
@@ -77,11 +78,11 @@ def _content_tokens(
     if content is None:
         return 0
     if isinstance(content, str):
-        return _text_tokens(content)
+        return text_tokens(content)
     total = 0
     for j, part in enumerate(content):
         if part.get("type") == "text":
-            total += _text_tokens(str(part.get("text", "")))
+            total += text_tokens(str(part.get("text", "")))
         else:
             total += images(part, f"{param}[{j}]")
     return total
@@ -103,10 +104,10 @@ def estimate_prompt_tokens(
         return max(1, n)
     prompt = body.prompt
     if isinstance(prompt, str):
-        return max(1, _text_tokens(prompt))
+        return max(1, text_tokens(prompt))
     first = prompt[0]
     if isinstance(first, int):
         return len(prompt)
     if isinstance(first, list):
         return max(1, len(first))
-    return max(1, _text_tokens(str(first)))
+    return max(1, text_tokens(str(first)))

@@ -4,10 +4,9 @@ entries (pure: no I/O)."""
 from __future__ import annotations
 
 from control_plane.contracts.events import Complete, PolicySwitched
+from control_plane.core.unified import unified_cost
 from storage.records import REQUEST_STATUSES, RequestRecord
 from storage.write_guard import AuditDraft
-
-W_P, W_Q = 1.0, 2.0
 
 
 def _opt_ms(seconds: float | None) -> float | None:
@@ -45,7 +44,7 @@ def request_row(event: Complete, policy: str | None) -> RequestRecord | None:
         finished_at=event.finished,
         n_in=outcome.n_in,
         n_out=outcome.n_out,
-        unified_cost=sender.unit_factor * (W_P * outcome.n_in + W_Q * outcome.n_out),
+        unified_cost=unified_cost(outcome.n_in, outcome.n_out, sender.unit_factor),
         slo_ttft_ms=_opt_ms(slo.ttft_s),
         slo_tpot_ms=_opt_ms(slo.tpot_s),
         slo_e2e_ms=_opt_ms(slo.e2e_s),
@@ -58,6 +57,7 @@ def request_row(event: Complete, policy: str | None) -> RequestRecord | None:
         policy=event.policy or policy,
         error=event.error,
         attempts=event.attempts + 1,
+        images=event.images,
     )
 
 

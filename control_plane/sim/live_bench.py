@@ -1,7 +1,9 @@
 """Replay a scenario live through a gateway's OpenAI API and record what clients saw.
 
 Each request of the scenario's workload is sent at `arrival / speed` seconds after the start,
-as a streamed `/v1/completions` call with the tenant's API key, `X-Arbiter-App/Agent/Task`
+in the shape its model's kind calls for (`live_shapes`: a text request is a streamed
+`/v1/completions` call; a VLM's carries real images, an image model's is an image generation)
+with the tenant's API key, `X-Arbiter-App/Agent/Task`
 and SLO headers (targets divided by `speed`), a token-id prompt of exactly `n_in` tokens,
 the client's cap as `max_tokens` (what the scheduler sees, as in the simulator) and the
 scenario's true length as `min_tokens`, on which the simulated worker ends its answer with EOS
@@ -25,11 +27,10 @@ from typing import Any
 
 import httpx
 
+from control_plane.sim.live_shapes import request_shape
 from control_plane.sim.records import RequestRecord
 from control_plane.sim.workload import RequestSpec
-
-PROMPT_TOKEN = 1000
-"""Token id repeated to build prompts (any id below the vocabulary size works)."""
+from workers.engine.profile import ModelInfo
 
 _FAILED = {429: "rejected", 504: "timeout"}
 """Refusals with a record status of their own: a door limit's 429 (queue cap, rate limit, token
@@ -45,6 +46,9 @@ class LiveTarget:
     timeout_s: float = 600.0
     models: Mapping[str, str] = field(default_factory=dict)
     """Scenario model name → the name the gateway serves it under (default: the same)."""
+    infos: Mapping[str, ModelInfo] = field(default_factory=dict)
+    """Scenario model name → its profile's model (its kind picks the request's shape,
+    `live_shapes`); a model not here is sent as text."""
 
     def key_for(self, tenant: str) -> str:
         key = self.keys.get(tenant) or self.keys.get("*")
@@ -86,17 +90,6 @@ def request_headers(spec: RequestSpec, key: str, speed: float) -> dict[str, str]
     return headers
 
 
-def request_body(spec: RequestSpec, model: str | None = None) -> dict[str, Any]:
-    return {
-        "model": model or spec.model,
-        "prompt": [PROMPT_TOKEN] * spec.n_in,
-        "max_tokens": spec.cap,
-        "min_tokens": spec.n_out,
-        "stream": True,
-        "stream_options": {"include_usage": True},
-    }
-
-
 async def _stream(
     client: httpx.AsyncClient,
     spec: RequestSpec,
@@ -104,9 +97,10 @@ async def _stream(
     target: LiveTarget,
     clock: Callable[[], float],
 ) -> None:
-    url = target.gateway.rstrip("/") + "/v1/completions"
+    served = target.models.get(spec.model) or spec.model
+    path, body = request_shape(spec, served, target.infos.get(spec.model))
+    url = target.gateway.rstrip("/") + path
     headers = request_headers(spec, target.key_for(spec.tenant), target.speed)
-    body = request_body(spec, target.models.get(spec.model))
     async with client.stream("POST", url, json=body, headers=headers) as resp:
         queue_ms = resp.headers.get("x-arbiter-queue-ms")
         if queue_ms is not None:
@@ -116,28 +110,44 @@ async def _stream(
             record.status = _FAILED.get(resp.status_code, "error")
             record.finished = clock()
             return
-        async for line in resp.aiter_lines():
-            if not line.startswith("data:"):
-                continue
-            payload = line[5:].strip()
-            if payload == "[DONE]":
-                break
-            chunk = json.loads(payload)
-            if "error" in chunk:
-                record.status = "error"
-                break
-            if any(c.get("text") for c in chunk.get("choices") or []):
-                if record.first_token is None:
-                    record.first_token = clock()
-                record.n_out += 1
-            usage = chunk.get("usage")
-            if usage and usage.get("completion_tokens") is not None:
-                record.n_out = int(usage["completion_tokens"])
+        if body.get("stream"):
+            await _read_stream(resp, record, clock)
+        else:
+            usage = json.loads(await resp.aread()).get("usage") or {}
+            record.first_token = clock()
+            record.n_out = int(usage.get("output_tokens") or 0)
     record.finished = clock()
     if record.status == "queued":
         record.status = "ok"
     if record.dispatched is None:
         record.dispatched = record.first_token or record.finished
+
+
+async def _read_stream(
+    resp: httpx.Response, record: RequestRecord, clock: Callable[[], float]
+) -> None:
+    async for line in resp.aiter_lines():
+        if not line.startswith("data:"):
+            continue
+        payload = line[5:].strip()
+        if payload == "[DONE]":
+            break
+        chunk = json.loads(payload)
+        if "error" in chunk:
+            record.status = "error"
+            break
+        if any(_has_text(c) for c in chunk.get("choices") or []):
+            if record.first_token is None:
+                record.first_token = clock()
+            record.n_out += 1
+        usage = chunk.get("usage")
+        if usage and usage.get("completion_tokens") is not None:
+            record.n_out = int(usage["completion_tokens"])
+
+
+def _has_text(choice: dict[str, Any]) -> bool:
+    delta = choice.get("delta")
+    return bool(choice.get("text") or (isinstance(delta, dict) and delta.get("content")))
 
 
 async def replay(

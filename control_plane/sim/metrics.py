@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from control_plane.core.unified import unified_cost
 from control_plane.sim.fairness_metrics import esg, jain, safi, violation_rate
 from control_plane.sim.percentiles import cdf_points, summary
 from control_plane.sim.records import RequestRecord
@@ -123,7 +124,7 @@ def group_metrics(records: Sequence[RequestRecord], t0: float, t1: float) -> dic
     total_esg = esg(records)
     out["esg"], out["esg_per_s"] = total_esg, total_esg / span
     out["service"] = sum(r.service() for r in records)
-    out["demand"] = sum((r.n_in + 2.0 * r.length) * r.unit_factor for r in records)
+    out["demand"] = sum(unified_cost(r.n_in, r.length, r.unit_factor) for r in records)
     return out
 
 

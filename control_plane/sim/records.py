@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from control_plane.core.job import Outcome, Slo
+from control_plane.core.unified import W_P, W_Q, unified_cost
 
 FINAL_STATUSES = ("ok", "error", "aborted", "timeout", "withdrawn", "rejected")
 """`ok` served; `error` failed; `aborted` cut off while running (end of run); `timeout`
@@ -87,10 +88,10 @@ class RequestRecord:
         """Outcome semantics: any set target exceeded, or not served while carrying targets."""
         return self.outcome().violated(self.slo)
 
-    def service(self, w_p: float = 1.0, w_q: float = 2.0) -> float:
+    def service(self, w_p: float = W_P, w_q: float = W_Q) -> float:
         """Unified Tokens charged: the prompt once dispatched, plus every output token."""
         prompt = self.n_in if self.dispatched is not None else 0
-        return (w_p * prompt + w_q * self.n_out) * self.unit_factor
+        return unified_cost(prompt, self.n_out, self.unit_factor, w_p, w_q)
 
     def to_json(self) -> dict[str, Any]:
         return {

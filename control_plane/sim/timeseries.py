@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from control_plane.core.unified import unified_cost
 from control_plane.sim.fairness_metrics import jain, safi
 from control_plane.sim.records import RequestRecord
 
@@ -51,7 +52,7 @@ def service_cumulative(records: Sequence[RequestRecord], at: Array) -> Array:
     if not dispatched:
         return np.zeros(at.shape)
     t_in = np.array([r.dispatched for r in dispatched], dtype=np.float64)
-    cost_in = np.array([r.n_in * r.unit_factor for r in dispatched])
+    cost_in = np.array([unified_cost(r.n_in, 0, r.unit_factor) for r in dispatched])
     cum = ramp_cumulative(t_in, t_in, cost_in, at)
     return cum + _output_cumulative(dispatched, at, unified=True)
 
@@ -62,7 +63,9 @@ def _output_cumulative(records: Sequence[RequestRecord], at: Array, unified: boo
         return np.zeros(at.shape)
     a = np.array([r.first_token if r.first_token is not None else r.dispatched for r in rows])
     b = np.array([r.finished for r in rows], dtype=np.float64)
-    amount = np.array([2.0 * r.n_out * r.unit_factor if unified else r.n_out for r in rows])
+    amount = np.array(
+        [unified_cost(0, r.n_out, r.unit_factor) if unified else r.n_out for r in rows]
+    )
     return ramp_cumulative(a.astype(np.float64), b, amount, at)
 
 

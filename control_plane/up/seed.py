@@ -38,6 +38,7 @@ def register_model(db: Database, profile: LatencyProfile) -> None:
                 num_layers=m.num_layers,
                 max_model_len=m.max_model_len,
                 image_tokens=m.image_tokens.model_dump() if m.image_tokens else None,
+                generation=m.generation.model_dump() if m.generation else None,
             )
 
 

@@ -30,6 +30,8 @@ class ModelSpec(Base):
     max_model_len: Mapped[int | None] = mapped_column(Integer)
     image_tokens: Mapped[Any] = mapped_column(JsonValue, nullable=True)
     """A VLM's image-token rule (`workers/engine/vision.py` `ImageTokenRule` as JSON)."""
+    generation: Mapped[Any] = mapped_column(JsonValue, nullable=True)
+    """An image model's steps and sizes (`workers/engine/diffusion.py` `GenerationRule`)."""
 
 
 class Worker(Base):

@@ -59,6 +59,8 @@ class RequestRow(Base):
     status: Mapped[str] = mapped_column(String(16))
     error: Mapped[str | None] = mapped_column(Text)
     attempts: Mapped[int] = mapped_column(Integer, default=1)
+    images: Mapped[int | None] = mapped_column(Integer)
+    """Images generated (image models; `n_out` is then images × denoising steps)."""
 
 
 class AuditEntry(Base):

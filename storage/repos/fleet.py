@@ -37,6 +37,7 @@ class ModelRepo:
         unified_cost_factor: float | None = None,
         max_model_len: int | None = None,
         image_tokens: dict[str, Any] | None = None,
+        generation: dict[str, Any] | None = None,
     ) -> ModelRecord:
         """Create or replace the model `name`."""
         if kind not in get_args(ModelKind):
@@ -54,6 +55,7 @@ class ModelRepo:
             "unified_cost_factor": unified_cost_factor,
             "max_model_len": max_model_len,
             "image_tokens": image_tokens,
+            "generation": generation,
         }
         stmt = insert_for(self.session, table_of(ModelSpec)).values(name=name, **values)
         self.session.execute(stmt.on_conflict_do_update(index_elements=["name"], set_=values))

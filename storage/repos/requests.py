@@ -11,8 +11,9 @@ from sqlalchemy.orm import Session
 
 from storage.dialects import insert_new
 from storage.errors import InvalidValueError
-from storage.models import RequestRow, table_of
+from storage.models import ModelSpec, RequestRow, table_of
 from storage.records import RequestRecord, RequestStatus, TenantUsage, record_from
+from storage.reports import UNREGISTERED_KIND, KindService, KindTotals, kind_service
 from storage.repos.rollups import RollupRepo
 from storage.rollup_stats import rollup_deltas
 
@@ -88,8 +89,9 @@ class RequestRepo:
             func.coalesce(func.sum(RequestRow.n_in), 0),
             func.coalesce(func.sum(RequestRow.n_out), 0),
             func.coalesce(func.sum(RequestRow.unified_cost), 0.0),
+            func.coalesce(func.sum(RequestRow.images), 0),
         ).where(RequestRow.tenant == tenant, RequestRow.arrival >= since)
-        count, n_in, n_out, service = self.session.execute(stmt).one()
+        count, n_in, n_out, service, images = self.session.execute(stmt).one()
         return TenantUsage(
             tenant=tenant,
             since=since,
@@ -97,6 +99,34 @@ class RequestRepo:
             n_in=int(n_in),
             n_out=int(n_out),
             unified_service=float(service),
+            images=int(images or 0),
+        )
+
+    def service_by_kind(self, *, since: float, until: float) -> Sequence[KindService]:
+        """Per (tenant, model kind) with arrival in [since, until): requests, tokens and unified
+        service, and the tenant's share of the kind's service. Every row counts, whatever its
+        status (as in `usage_for_tenant` and the reports); a model missing from the registry
+        counts as kind "llm". Summed in SQL: requests LEFT JOIN models, GROUP BY tenant, kind.
+        """
+        kind = func.coalesce(ModelSpec.kind, UNREGISTERED_KIND).label("kind")
+        stmt = (
+            select(
+                RequestRow.tenant,
+                kind,
+                func.count(),
+                func.coalesce(func.sum(RequestRow.n_in), 0),
+                func.coalesce(func.sum(RequestRow.n_out), 0),
+                func.coalesce(func.sum(RequestRow.unified_cost), 0.0),
+                func.coalesce(func.sum(RequestRow.images), 0),
+            )
+            .select_from(RequestRow)
+            .outerjoin(ModelSpec, ModelSpec.name == RequestRow.model)
+            .where(*_filters(None, None, None, since, until, None))
+            .group_by(RequestRow.tenant, kind)
+        )
+        return kind_service(
+            KindTotals(tenant, str(k), int(c), int(n_in), int(n_out), float(u), int(images or 0))
+            for tenant, k, c, n_in, n_out, u, images in self.session.execute(stmt)
         )
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import io
+import json
 import time
 from typing import Any
 
@@ -81,3 +82,45 @@ def test_report_page_table_and_downloads(
     at.radio(key="rep_level").set_value("agent")
     at.button(key="report_submit").click().run()
     assert list(at.dataframe[0].value["node"]) == ["north/chat/a", "south/chat/a"]
+
+
+def test_service_per_model_kind_section(admin_server: AdminServer, app_test: AppTest) -> None:
+    """The section's table is the API's service per (tenant, kind); the chart stacks kinds."""
+    now = time.time()
+    with admin_server.http() as http:
+        spec = {"kind": "image", "hidden_size": 1280, "num_layers": 24, "reason": "test"}
+        assert http.put("/admin/models/pix", json=spec).status_code == 200
+    rows = [
+        RequestRecord(id=f"kp{i}", tenant=t, app="chat", agent="a", model="pix", status="ok",
+                      arrival=now - 600 * (i + 1), n_in=5, n_out=50, unified_cost=cost)
+        for i, (t, cost) in enumerate([("north", 300.0), ("south", 100.0), ("north", 200.0)])
+    ]  # fmt: skip
+    with admin_server.db.repos() as r:
+        r.requests.insert_many(rows)
+    at = signed_in(app_test, "app_pages/reports.py")
+    assert not at.exception, at.exception
+    assert "Service per model kind" in [h.value for h in at.subheader]
+    charts = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
+    stacked = next(c for c in charts if c["layout"].get("barmode") == "stack")
+    assert {"llm", "image"} <= {bar["name"] for bar in stacked["data"]}
+    table = at.dataframe[1].value
+    today = dt.datetime.now(dt.UTC).date()
+    params = {
+        "from": (today - dt.timedelta(days=7)).isoformat(),
+        "to": (today + dt.timedelta(days=1)).isoformat(),
+    }
+    with admin_server.http() as http:
+        api = http.get("/admin/reports/service-by-kind", params=params).json()
+    assert table.to_dict("records") == [
+        {c: d[c] for c in table.columns} for d in api["data"]
+    ]  # the API's numbers, unchanged
+    image = table[table["kind"] == "image"].set_index("tenant")
+    assert image.loc["north", "unified_service"] == pytest.approx(500.0)
+    assert image.loc["north", "requests"] == 2 and image.loc["south", "n_out"] == 50
+    assert image.loc["north", "share"] == pytest.approx(500.0 / 600.0)
+    assert image["share"].sum() == pytest.approx(1.0)
+
+    at.text_input(key="rep_tenant").input("south")
+    at.button(key="report_submit").click().run()
+    assert not at.exception, at.exception
+    assert set(at.dataframe[1].value["tenant"]) == {"south"}

@@ -75,3 +75,13 @@ def test_a_model_keeps_its_image_rule(db: Database) -> None:
         assert stored is not None and stored.image_tokens == rule
     with db.repos() as r:  # an upsert replaces the description: no rule given, none kept
         assert r.models.upsert(**shape).image_tokens is None  # type: ignore[arg-type]
+
+
+def test_an_image_model_keeps_its_generation_rule(db: Database) -> None:
+    rule = {"steps": 28, "sizes": ["1024x1024"], "max_images": 10}
+    shape = {"name": "sd", "kind": "image", "hidden_size": 1536, "num_layers": 24}
+    with db.repos() as r:
+        r.models.upsert(**shape, generation=rule)  # type: ignore[arg-type]
+    with db.reader() as r:
+        stored = r.models.get(name="sd")
+        assert stored is not None and stored.generation == rule and stored.kind == "image"

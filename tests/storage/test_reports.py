@@ -1,4 +1,5 @@
-"""Report arithmetic: Jain's index, shares, SAFI, weights, series and the JSON form."""
+"""Report arithmetic: Jain's index, shares, SAFI, weights, series, the JSON form and shares per
+model kind."""
 
 from __future__ import annotations
 
@@ -6,7 +7,16 @@ import json
 
 import pytest
 
-from storage.reports import NodeLatency, Path, Percentiles, WindowTotals, assemble_report, jain
+from storage.reports import (
+    KindTotals,
+    NodeLatency,
+    Path,
+    Percentiles,
+    WindowTotals,
+    assemble_report,
+    jain,
+    kind_service,
+)
 from storage.rollup_stats import Counters
 
 
@@ -50,3 +60,23 @@ def test_assembled_figures() -> None:
     data = json.loads(json.dumps(report.to_json()))
     assert data["nodes"][0]["key"] == "a" and data["nodes"][0]["ttft_ms"]["p99"] == 3.0
     assert data["series"][2]["service"] == {"a": 0.0, "b": 100.0}
+
+
+def test_kind_shares_are_per_kind_and_ordered() -> None:
+    rows = kind_service(
+        [
+            KindTotals("b", "vlm", 1, 10, 1, 30.0),
+            KindTotals("b", "llm", 2, 20, 2, 60.0),
+            KindTotals("a", "audio", 1, 5, 0, 0.0),
+            KindTotals("a", "llm", 1, 10, 1, 20.0),
+            KindTotals("a", "vlm", 1, 10, 1, 90.0),
+        ]
+    )
+    assert [(r.tenant, r.kind) for r in rows] == [
+        ("a", "llm"), ("a", "vlm"), ("a", "audio"), ("b", "llm"), ("b", "vlm"),
+    ]  # fmt: skip
+    shares = {(r.tenant, r.kind): r.share for r in rows}
+    assert shares["a", "llm"] == pytest.approx(0.25) and shares["b", "llm"] == pytest.approx(0.75)
+    assert shares["a", "vlm"] == pytest.approx(0.75) and shares["b", "vlm"] == pytest.approx(0.25)
+    assert shares["a", "audio"] == 0.0  # a kind with no service: no share, no division by 0
+    assert kind_service([]) == []

@@ -44,11 +44,13 @@ def test_insert_many_is_idempotent_on_id(db: Database) -> None:
 def test_a_row_round_trips_every_field(db: Database) -> None:
     original = _request(3, error="upstream closed", status="error", attempts=2, slo_violated=True)
     sparse = RequestRecord(id="bare", tenant="acme", arrival=5.0, status="withdrawn")
+    images = _request(4, model="sd", n_out=56, images=2)
     with db.repos() as r:
-        r.requests.insert_many([original, sparse])
+        r.requests.insert_many([original, sparse, images])
     with db.reader() as r:
         assert r.requests.get(request_id=original.id) == original
         assert r.requests.get(request_id="bare") == sparse
+        assert r.requests.get(request_id=images.id) == images
         assert r.requests.get(request_id="missing") is None
 
 
@@ -96,3 +98,39 @@ def test_invalid_rows_are_refused_before_writing(db: Database) -> None:
         with pytest.raises(InvalidValueError):
             r.requests.insert_many([_request(1, id="x" * 65)])
         assert r.requests.count() == 0
+
+
+def test_service_by_kind_joins_the_registry_in_a_window(db: Database) -> None:
+    """Two tenants on an llm, a vlm and an unregistered model: sums per (tenant, kind), the
+    unregistered model counted as llm, shares summing to 1 per kind, [since, until) honoured."""
+    rows = [
+        _request(1, model="llama", n_in=100, n_out=10, unified_cost=120.0),
+        _request(2, model="llama", n_in=50, n_out=5, unified_cost=60.0, status="error"),
+        _request(3, model="llava", n_in=400, n_out=20, unified_cost=900.0),
+        _request(4, model="mystery", n_in=30, n_out=3, unified_cost=20.0, status="withdrawn"),
+        _request(5, tenant="beta", model="llama", n_in=70, n_out=7, unified_cost=100.0),
+        _request(6, tenant="beta", model="llava", n_in=200, n_out=10, unified_cost=300.0),
+        _request(0, model="llava", unified_cost=5_000.0),  # arrival 1000.0: before `since`
+        _request(9, tenant="beta", model="llama", unified_cost=7_000.0),  # arrival == until
+    ]
+    with db.repos() as r:
+        r.models.upsert(name="llama", kind="llm", hidden_size=4096, num_layers=32)
+        r.models.upsert(name="llava", kind="vlm", hidden_size=4096, num_layers=32)
+        r.requests.insert_many(rows)
+    with db.reader() as r:
+        got = r.requests.service_by_kind(since=1_001.0, until=1_009.0)
+    table = {(s.tenant, s.kind): s for s in got}
+    assert [(s.tenant, s.kind) for s in got] == [
+        ("acme", "llm"), ("acme", "vlm"), ("beta", "llm"), ("beta", "vlm"),
+    ]  # fmt: skip
+    acme_llm = table["acme", "llm"]  # llama ×2 + the unregistered "mystery"
+    assert (acme_llm.requests, acme_llm.n_in, acme_llm.n_out) == (3, 180, 18)
+    assert acme_llm.unified_service == pytest.approx(200.0)
+    assert (table["acme", "vlm"].requests, table["acme", "vlm"].n_in) == (1, 400)
+    assert table["beta", "llm"].unified_service == pytest.approx(100.0)
+    assert acme_llm.share == pytest.approx(200.0 / 300.0)
+    assert table["beta", "vlm"].share == pytest.approx(300.0 / 1200.0)
+    for kind in ("llm", "vlm"):
+        assert sum(s.share for s in got if s.kind == kind) == pytest.approx(1.0)
+    with db.reader() as r:
+        assert r.requests.service_by_kind(since=2_000.0, until=3_000.0) == []

@@ -42,6 +42,7 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
+from workers.engine.diffusion import GenerationRule
 from workers.engine.vision import ImageTokenRule
 
 PROFILES_DIR = Path(__file__).with_name("profiles")
@@ -62,6 +63,8 @@ class ModelInfo(BaseModel):
     """How many model tokens one output unit stands for (e.g. latent patches per denoising step)."""
     image_tokens: ImageTokenRule | None = None
     """How an input image counts as tokens (VLMs; `workers/engine/vision.py`)."""
+    generation: GenerationRule | None = None
+    """Steps and sizes of an image-generation model (`workers/engine/diffusion.py`)."""
 
 
 class OutputLenDist(BaseModel):

@@ -43,15 +43,15 @@ class ImageTokenRule(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     kind: Literal["patch_merge", "fixed"] = "patch_merge"
-    patch_size: int = Field(14, ge=1)
-    merge_size: int = Field(2, ge=1)
-    min_pixels: int = Field(56 * 56, ge=1)
-    max_pixels: int = Field(12_845_056, ge=1)
-    max_ratio: float = Field(200.0, gt=1)
+    patch_size: int = Field(14, strict=True, ge=1)
+    merge_size: int = Field(2, strict=True, ge=1)
+    min_pixels: int = Field(56 * 56, strict=True, ge=1)
+    max_pixels: int = Field(12_845_056, strict=True, ge=1)
+    max_ratio: float = Field(200.0, strict=True, gt=1)
     """Longest side over shortest side beyond which the processor refuses the image."""
-    tokens: int = Field(576, ge=1)
+    tokens: int = Field(576, strict=True, ge=1)
     """Tokens per image for `fixed`."""
-    extra_tokens: int = Field(2, ge=0)
+    extra_tokens: int = Field(2, strict=True, ge=0)
     """Marker tokens around each image (e.g. `<|vision_start|>` and `<|vision_end|>`)."""
 
 

@@ -1,7 +1,8 @@
 """``create_app``: the simulated worker as an ASGI app with vLLM's OpenAI-server surface.
 
 Routes (as ``python -m vllm.entrypoints.openai.api_server`` serves them): ``POST
-/v1/chat/completions``, ``POST /v1/completions``, ``GET /v1/models``, ``POST /tokenize``,
+/v1/chat/completions``, ``POST /v1/completions``, ``POST /v1/images/generations`` (an image
+model's; ``workers.sim.images``), ``GET /v1/models``, ``POST /tokenize``,
 ``GET /health``, ``GET /metrics``, ``GET /version``. Any other path is 404 and a wrong method
 405, in FastAPI's ``{"detail": ...}`` shape as vLLM answers them. Bodies must be
 ``application/json``, as vLLM requires. ``/tokenize`` counts with the one rule of
@@ -16,12 +17,13 @@ import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from workers.engine.vision import ImageError
 from workers.sim import asgi
 from workers.sim.asgi import Receive, Scope, Send
 from workers.sim.config import SimConfig
 from workers.sim.errors import PlainHTTPError, SimHTTPError, invalid_field
-from workers.sim.requests import check_model, load_json_object
-from workers.sim.tokens import render_chat, token_ids, token_strs
+from workers.sim.requests import check_model, image_counter, load_json_object
+from workers.sim.tokens import chat_token_ids, count_tokens, render_chat, token_ids, token_strs
 from workers.sim.worker import SimWorker
 
 VLLM_VERSION = "0.32.0"
@@ -47,6 +49,11 @@ async def _chat(w: SimWorker, scope: Scope, receive: Receive, send: Send) -> Non
 async def _completions(w: SimWorker, scope: Scope, receive: Receive, send: Send) -> None:
     body = await _json_body(scope, receive)
     await w.serve(w.validate("completion", body, scope), receive, send)
+
+
+async def _images(w: SimWorker, scope: Scope, receive: Receive, send: Send) -> None:
+    body = await _json_body(scope, receive)
+    await w.serve_images(body, receive, send)
 
 
 async def _models(w: SimWorker, scope: Scope, receive: Receive, send: Send) -> None:
@@ -81,18 +88,21 @@ async def _models(w: SimWorker, scope: Scope, receive: Receive, send: Send) -> N
 async def _tokenize(w: SimWorker, scope: Scope, receive: Receive, send: Send) -> None:
     body = await _json_body(scope, receive)
     check_model(body, w.served_model)
+    strs: list[str] | None = None
     if "messages" in body:
         try:
+            ids = chat_token_ids(body["messages"], image_counter(w.profile.model.image_tokens))
             text = render_chat(body["messages"])
-        except ValueError as exc:
+        except (ValueError, ImageError) as exc:
             raise invalid_field("messages", "value_error", str(exc), body["messages"]) from None
-        bos = True
+        if body.get("return_token_strs") and len(ids) == count_tokens(text):
+            strs = token_strs(text)
     elif isinstance(body.get("prompt"), str):
         text, bos = body["prompt"], body.get("add_special_tokens", True) is not False
+        ids = token_ids(text, bos)
+        strs = token_strs(text, bos) if body.get("return_token_strs") else None
     else:
         raise invalid_field("prompt", "missing", "Field required", body)
-    ids = token_ids(text, bos)
-    strs = token_strs(text, bos) if body.get("return_token_strs") else None
     await asgi.send_json(
         send,
         {"count": len(ids), "max_model_len": w.max_model_len, "tokens": ids, "token_strs": strs},
@@ -114,6 +124,7 @@ async def _version(w: SimWorker, scope: Scope, receive: Receive, send: Send) -> 
 ROUTES: dict[str, tuple[str, Handler]] = {
     "/v1/chat/completions": ("POST", _chat),
     "/v1/completions": ("POST", _completions),
+    "/v1/images/generations": ("POST", _images),
     "/v1/models": ("GET", _models),
     "/tokenize": ("POST", _tokenize),
     "/health": ("GET", _health),

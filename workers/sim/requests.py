@@ -99,7 +99,7 @@ def _stops(body: dict[str, Any]) -> tuple[str, ...]:
     raise invalid_field("stop", "string_type", "Input should be a valid string", stop)
 
 
-def _image_counter(rule: ImageTokenRule | None) -> Callable[[dict[str, Any]], int] | None:
+def image_counter(rule: ImageTokenRule | None) -> Callable[[dict[str, Any]], int] | None:
     """Tokens of one image part under `rule` (None: a text-only model's placeholder count)."""
     if rule is None:
         return None
@@ -120,7 +120,7 @@ def _prompt_tokens(kind: Kind, body: dict[str, Any], rule: ImageTokenRule | None
     if kind == "chat":
         messages = body.get("messages")
         try:
-            return count_chat_tokens(messages, _image_counter(rule))  # type: ignore[arg-type]
+            return count_chat_tokens(messages, image_counter(rule))  # type: ignore[arg-type]
         except (ChatFormatError, ImageError) as exc:
             raise invalid_field("messages", "value_error", str(exc), messages) from None
     prompt = body.get("prompt")
@@ -261,6 +261,7 @@ __all__ = [
     "Kind",
     "SimHTTPError",
     "check_model",
+    "image_counter",
     "load_json_object",
     "parse_generation",
 ]

@@ -98,6 +98,26 @@ def count_chat_tokens(
     return n + sum(image_tokens(p) - _PLACEHOLDER_TOKENS for p in image_parts(messages))
 
 
+IMAGE_PAD_ID = 0
+"""The id each image token gets in `/tokenize`'s list (as a VLM's `<|image_pad|>`)."""
+
+
+def chat_token_ids(
+    messages: Sequence[Any], image_tokens: Callable[[dict[str, Any]], int] | None = None
+) -> list[int]:
+    """The ids of chat ``messages``; with ``image_tokens`` (a VLM) each image's placeholder is
+    replaced by that many ``IMAGE_PAD_ID``, so ``len`` equals :func:`count_chat_tokens`."""
+    text = render_chat(messages)
+    if image_tokens is None:
+        return token_ids(text)
+    segments = text.split(IMAGE_PLACEHOLDER)
+    ids = token_ids(segments[0])
+    for part, segment in zip(image_parts(messages), segments[1:], strict=True):
+        ids += [IMAGE_PAD_ID] * image_tokens(part)
+        ids += token_ids(segment, bos=False)
+    return ids
+
+
 def render_chat(messages: Sequence[Any]) -> str:
     """Render chat ``messages`` through the fixed template (generation prompt appended)."""
     if not isinstance(messages, list | tuple) or not messages:

@@ -31,6 +31,7 @@ from workers.sim.chunks import DONE, ChunkEncoder, full_response
 from workers.sim.config import SimConfig
 from workers.sim.driver import EngineDriver, TokenStream
 from workers.sim.errors import bad_request, internal_error
+from workers.sim.images import generate, parse_image_request, send_answer
 from workers.sim.metrics import EngineGauges, SimMetrics
 from workers.sim.outputs import OutputPlan, plan_output
 from workers.sim.requests import GenerationRequest, Kind, parse_generation
@@ -95,6 +96,10 @@ class SimWorker:
     # --- request entry ----------------------------------------------------------------------
     def validate(self, kind: Kind, body: dict[str, Any], scope: Scope) -> GenerationRequest:
         """Validate a generation ``body``; raises ``SimHTTPError`` where vLLM answers an error."""
+        if self.profile.model.generation is not None:
+            raise bad_request(
+                f"The model {self.served_model!r} generates images: use /v1/images/generations."
+            )
         return parse_generation(
             kind,
             body,
@@ -104,6 +109,25 @@ class SimWorker:
             priority_header=header(scope, b"x-vllm-priority"),
             image_rule=self.profile.model.image_tokens,
         )
+
+    async def serve_images(self, body: dict[str, Any], receive: Receive, send: Send) -> None:
+        """Serve ``POST /v1/images/generations`` (``workers.sim.images``); 400 on a worker whose
+        model generates no images."""
+        rule = self.profile.model.generation
+        if rule is None:
+            raise bad_request(f"The model {self.served_model!r} does not generate images.")
+        req = parse_image_request(body, self.served_model, rule)
+        index = next(self._index)
+        cfg = self.config
+        if cfg.fail_rate > 0 and random.Random(f"{cfg.seed}:fail:{index}").random() < cfg.fail_rate:
+            self.metrics.finished("error", req.prompt_tokens, 0)
+            raise internal_error("Simulated engine failure (fault injection).")
+        answer = await generate(self.driver, req, rule.steps, str(index), receive)
+        if answer is None:
+            return
+        for k in range(req.n):
+            self.metrics.finished("length", req.prompt_tokens if k == 0 else 1, rule.steps)
+        await send_answer(send, answer)
 
     async def serve(self, req: GenerationRequest, receive: Receive, send: Send) -> None:
         """Run a validated request in the engine and write its answer."""

@@ -1,5 +1,5 @@
 """`/admin/reports`: historical fairness per node as JSON, CSV or HTML (same numbers as
-`arbiter admin report`)."""
+`arbiter admin report`); `/admin/reports/service-by-kind`: service per tenant per model kind."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from typing import Annotated, Any, TypeVar, cast
 from fastapi import APIRouter, Query
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 
+from control_plane.admin.kind_report import service_by_kind
 from control_plane.admin.report_render import to_csv, to_html
 from control_plane.admin.reports import (
     ReportQuery,
@@ -53,14 +54,28 @@ def _time(text: str | None, default: float, param: str) -> float:
         ) from None
 
 
+def _period(from_: str | None, to: str | None) -> tuple[float, float]:
+    """[from, to) in epoch seconds: `to` defaults to now, `from` to 24 h before `to`; 422
+    naming the parameter when one cannot be read or the period is empty."""
+    end = _time(to, time.time(), "to")
+    start = _time(from_, end - DAY_S, "from")
+    if not start < end:
+        raise ApiError(422, "'from' must be before 'to'", param="from", code="invalid_value")
+    return start, end
+
+
+From = Annotated[
+    str | None, Query(alias="from", description="epoch s or ISO 8601; default 24 h before 'to'")
+]
+To = Annotated[str | None, Query(description="epoch s or ISO 8601; default now")]
+
+
 @router.get("/reports", response_model=None)
 async def report(
     ctx: Ctx,
     _: Admin,
-    from_: Annotated[
-        str | None, Query(alias="from", description="default: 24 h before 'to'")
-    ] = None,
-    to: Annotated[str | None, Query(description="epoch s or ISO 8601; default now")] = None,
+    from_: From = None,
+    to: To = None,
     level: Annotated[str, Query(description="tenant | app | agent")] = "tenant",
     format: Annotated[str, Query(description="json | csv | html")] = "json",
     tenant: str | None = None,
@@ -69,10 +84,7 @@ async def report(
 ) -> Response:
     """Per node: requests, tokens, unified service, share against weight, SLO-violation rate,
     TTFT/TPOT/e2e p50/p95/p99, SAFI; Jain's index for the period and per series window."""
-    end = _time(to, time.time(), "to")
-    start = _time(from_, end - DAY_S, "from")
-    if not start < end:
-        raise ApiError(422, "'from' must be before 'to'", param="from", code="invalid_value")
+    start, end = _period(from_, to)
     query = ReportQuery(
         start,
         end,
@@ -93,3 +105,12 @@ async def report(
     if format == "html":
         return HTMLResponse(await in_thread(to_html, data))
     return JSONResponse(data)
+
+
+@router.get("/reports/service-by-kind")
+async def service_per_kind(ctx: Ctx, _: Admin, from_: From = None, to: To = None) -> dict[str, Any]:
+    """Per tenant per model kind (llm, vlm, image, video, audio), for arrivals in [from, to):
+    requests, tokens and unified service, and the tenant's `share` of the kind's unified
+    service (a kind's shares sum to 1). A model missing from the registry counts as llm."""
+    start, end = _period(from_, to)
+    return await in_thread(service_by_kind, ctx.db, start, end)

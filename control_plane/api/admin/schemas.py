@@ -19,9 +19,11 @@ from control_plane.gateway.bounds import (
     Tier,
     Weight,
 )
+from workers.engine.diffusion import GenerationRule
 from workers.engine.vision import ImageTokenRule
 
 Label = Annotated[str, StringConstraints(max_length=128)]
+Factor = Annotated[float, Field(strict=True, gt=0, le=1e6, allow_inf_nan=False)]
 
 
 class Change(BaseModel):
@@ -85,10 +87,12 @@ class ModelSpecIn(Change):
     kind: Literal["llm", "vlm", "image", "video", "audio"] = "llm"
     hidden_size: PositiveInt32
     num_layers: PositiveInt32
-    unified_cost_factor: Annotated[float, Field(gt=0, le=1e6, allow_inf_nan=False)] | None = None
+    unified_cost_factor: Factor | None = None
     max_model_len: PositiveInt32 | None = None
     image_tokens: ImageTokenRule | None = None
     """How the model counts an input image (VLMs): `patch_merge` or `fixed`."""
+    generation: GenerationRule | None = None
+    """Denoising steps per image and the sizes an image model generates."""
 
 
 class WorkerIn(Change):

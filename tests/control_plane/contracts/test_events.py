@@ -57,6 +57,7 @@ EVENTS: list[Event] = [
     ),
     Complete("r2", "aborted", finished=5.0, error="client gone before grant", orphan=True),
     Complete("r3", "withdrawn", finished=6.0, gateway_lost="gw-2", sender=Sender("acme")),
+    Complete("r6", "ok", finished=9.0, n_in=20, n_out=56, sender=Sender("art"), images=2),
     Withdrawn("r4", "queue_timeout", tenant="acme", seq=9, at=7.0),
     WorkerFailed("r5", "w2", "connection reset", 8.0),
     PolicySwitched("switch-9.0-edf", 9.0, "fcfs", "edf", "deadlines", "rules", '{"queued":3}'),

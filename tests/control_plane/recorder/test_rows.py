@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from control_plane.contracts.events import Complete, PolicySwitched, decode
 from control_plane.recorder.rows import audit_draft, request_row
 
@@ -40,6 +42,14 @@ def test_row_latencies_and_cost() -> None:
     assert row.unified_cost == 2.0 * (10 + 2 * 5)
     assert row.slo_violated and row.slo_ttft_ms == 800.0
     assert row.policy == "vtc" and row.attempts == 1
+
+
+def test_an_image_generation_row_records_its_images_and_units() -> None:
+    row = request_row(_event(n_in=12, n_out=56, images=2, unit_factor=0.28), None)
+    assert row is not None and (row.images, row.n_out) == (2, 56)
+    assert row.unified_cost == pytest.approx(0.28 * (12 + 2 * 56))
+    text = request_row(_event(), None)
+    assert text is not None and text.images is None
 
 
 def test_met_slo_and_orphans() -> None:

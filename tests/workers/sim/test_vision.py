@@ -60,3 +60,15 @@ async def test_an_unreadable_image_is_a_400_naming_messages(client: openai.Async
     remote = one_image("https://example.com/a.png")
     with pytest.raises(openai.BadRequestError, match="data: image URLs"):
         await client.chat.completions.create(model="vl", messages=remote, max_tokens=4)  # type: ignore[arg-type]
+
+
+async def test_tokenize_counts_images_as_usage_does() -> None:
+    config = SimConfig(speed=1000, profile="qwen2-vl-7b-a100", served_model_name="vl")
+    transport = httpx.ASGITransport(app=create_app(config))
+    messages = message((448, 448), (1024, 768))
+    async with httpx.AsyncClient(transport=transport, base_url="http://sim") as http:
+        tok = (await http.post("/tokenize", json={"model": "vl", "messages": messages})).json()
+        chat = {"model": "vl", "messages": messages, "max_tokens": 2}
+        usage = (await http.post("/v1/chat/completions", json=chat)).json()["usage"]
+    assert tok["count"] == len(tok["tokens"]) == usage["prompt_tokens"]
+    assert tok["tokens"].count(0) == (256 + 2) + (999 + 2)

@@ -10,7 +10,8 @@ async def test_model_registry(api: AdminApi) -> None:
     resp = await api.client.put("/admin/models/llava", json={**spec, "reason": "new model"})
     assert resp.status_code == 200, resp.text
     assert resp.json() == {
-        **spec, "name": "llava", "unified_cost_factor": None, "image_tokens": None
+        **spec, "name": "llava", "unified_cost_factor": None, "image_tokens": None,
+        "generation": None,
     }  # fmt: skip
     resp = await api.client.put(
         "/admin/models/llava", json={**spec, "unified_cost_factor": 1.5, "reason": "measured"}
@@ -45,3 +46,13 @@ async def test_a_vlm_declares_its_image_rule_and_a_bad_rule_names_its_field(api:
     assert bad.status_code == 422 and bad.json()["error"]["param"] == "image_tokens.tokens"
     typo = await api.client.put("/admin/models/vl", json={**spec, "image_tokens": {"pixels": 1}})
     assert typo.status_code == 422 and "image_tokens" in typo.json()["error"]["param"]
+
+
+async def test_an_image_model_declares_its_generation_rule(api: AdminApi) -> None:
+    spec = {"kind": "image", "hidden_size": 1536, "num_layers": 24, "reason": "sd3"}
+    rule = {"steps": 30, "sizes": ["1024x1024", "768x768"]}
+    resp = await api.client.put("/admin/models/sd", json={**spec, "generation": rule})
+    assert resp.status_code == 200, resp.text
+    assert resp.json()["generation"] == {**rule, "max_images": 10}
+    bad = await api.client.put("/admin/models/sd", json={**spec, "generation": {"sizes": ["x"]}})
+    assert bad.status_code == 422 and "generation" in bad.json()["error"]["param"]

@@ -1,4 +1,5 @@
-"""Reports equal totals computed straight from the request rows; CSV and HTML downloads."""
+"""Reports equal totals computed straight from the request rows; CSV and HTML downloads; service
+per model kind."""
 
 from __future__ import annotations
 
@@ -171,3 +172,65 @@ async def test_report_parameters_are_checked(api: AdminApi) -> None:
         assert resp.json()["error"]["param"] == param, resp.json()
     empty = (await api.client.get("/admin/reports")).json()
     assert empty["nodes"] == [] and empty["jain_service"] == 1.0
+
+
+KIND_ROWS = [
+    # (tenant, model, n_in, n_out, unified_cost, seconds after START, status)
+    ("acme", "llama", 100, 10, 120.0, 10, "ok"),
+    ("acme", "llama", 50, 5, 60.0, 20, "timeout"),
+    ("acme", "llava", 400, 20, 900.0, 30, "ok"),
+    ("acme", "mystery", 30, 3, 20.0, 40, "ok"),  # not in the registry: llm
+    ("globex", "llama", 70, 7, 100.0, 50, "ok"),
+    ("globex", "llava", 200, 10, 300.0, 60, "withdrawn"),
+    ("globex", "llava", 999, 99, 5_000.0, -1, "ok"),  # before 'from'
+    ("acme", "llama", 999, 99, 7_000.0, 3600, "ok"),  # at 'to': outside [from, to)
+]
+
+
+async def test_service_by_kind_sums_and_shares(api_any_db: AdminApi) -> None:
+    api = api_any_db
+    for name, kind in (("llama", "llm"), ("llava", "vlm")):
+        spec = {"kind": kind, "hidden_size": 4096, "num_layers": 32, "reason": "r"}
+        assert (await api.client.put(f"/admin/models/{name}", json=spec)).status_code == 200
+    rows = [
+        RequestRecord(
+            id=f"k{i}", tenant=t, app="chat", agent="a", model=m, n_in=n_in, n_out=n_out,
+            unified_cost=cost, arrival=START + dt, status=status,  # type: ignore[arg-type]
+        )
+        for i, (t, m, n_in, n_out, cost, dt, status) in enumerate(KIND_ROWS)
+    ]  # fmt: skip
+    with api.db.repos() as r:
+        r.requests.insert_many(rows)
+    iso_from = datetime.fromtimestamp(START, UTC).isoformat()
+    params: dict[str, Any] = {"from": iso_from, "to": START + 3600}
+    resp = await api.client.get("/admin/reports/service-by-kind", params=params)
+    assert resp.status_code == 200, resp.text
+    body = resp.json()
+    assert (body["start"], body["end"]) == (START, START + 3600)
+    assert body["kinds"] == ["llm", "vlm"] and body["tenants"] == ["acme", "globex"]
+    got = {(d["tenant"], d["kind"]): d for d in body["data"]}
+    assert set(got) == {("acme", "llm"), ("acme", "vlm"), ("globex", "llm"), ("globex", "vlm")}
+    acme_llm = got["acme", "llm"]
+    assert (acme_llm["requests"], acme_llm["n_in"], acme_llm["n_out"]) == (3, 180, 18)
+    assert acme_llm["unified_service"] == pytest.approx(200.0)
+    assert acme_llm["share"] == pytest.approx(200.0 / 300.0)
+    assert got["globex", "vlm"]["share"] == pytest.approx(300.0 / 1200.0)
+    for kind in body["kinds"]:
+        assert sum(d["share"] for d in body["data"] if d["kind"] == kind) == pytest.approx(1.0)
+    totals = {t["kind"]: t for t in body["totals"]}
+    assert totals["llm"]["requests"] == 4 and totals["llm"]["unified_service"] == pytest.approx(300)
+    assert (totals["vlm"]["n_in"], totals["vlm"]["n_out"]) == (600, 30)
+
+
+async def test_service_by_kind_parameters_are_checked(api: AdminApi) -> None:
+    for params, param in (({"from": "yesterday"}, "from"), ({"from": 100, "to": 50}, "from")):
+        resp = await api.client.get("/admin/reports/service-by-kind", params=params)
+        assert resp.status_code == 422, params
+        assert resp.json()["error"]["param"] == param, resp.json()
+    empty = (await api.client.get("/admin/reports/service-by-kind")).json()
+    assert empty["data"] == [] and empty["kinds"] == [] and empty["totals"] == []
+    assert empty["end"] - empty["start"] == pytest.approx(86400.0)
+    refused = await api.client.get(
+        "/admin/reports/service-by-kind", headers={"Authorization": "Bearer wrong"}
+    )
+    assert refused.status_code == 401 and "error" in refused.json()
