@@ -67,6 +67,9 @@ class Guards:
     changed load the comparison says nothing about the policy)."""
     rollback_floor: float = 0.05
     """Violation rates below this are not compared (noise)."""
+    rollback_ttft_floor_s: float = 0.1
+    """p99 TTFTs below this are not compared: in a lightly loaded pool 15 ms against 26 ms is
+    noise, not a policy that made things worse."""
     enabled: bool = True
     """False: neither guard acts (an ablation)."""
 
@@ -221,7 +224,7 @@ class MetaController:
         worse_ttft = (
             trial.ttft_p99_s is not None
             and view.ttft_p99_s is not None
-            and view.ttft_p99_s > rho * trial.ttft_p99_s
+            and view.ttft_p99_s > rho * max(trial.ttft_p99_s, self.guards.rollback_ttft_floor_s)
         )
         floor = self.guards.rollback_floor
         worse_viol = view.violation_rate > floor and view.violation_rate > rho * max(

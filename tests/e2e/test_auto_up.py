@@ -4,9 +4,10 @@ One deployment (one simulated worker with 2 slots, one scheduler, the recorder, 
 The operator hands the policy to `auto` over the admin API, then:
 1. underload, then a burst of long prompts: the rules switch fcfs → sjf (the queue grows),
    and once the burst has drained and two periods in a row are calm, back to fcfs;
-2. a case built for the rollback guard: an open-loop overload at a constant rate switches the
-   policy to sjf; from that moment the answers asked for are 4× longer at the same arrival
-   rate, so the period after the switch has a far higher p99 TTFT at the same load — what the
+2. a case built for the rollback guard: an open-loop load at a constant rate, light until just
+   before the end of a period, then an overload that switches the policy to sjf; from that
+   moment the answers asked for are 4× longer at the same arrival rate, so the period after
+   the switch has a far higher p99 TTFT at the same load — what the
    guard reads as a switch that made things worse (it cannot tell a heavier mix from a worse
    order at the same arrival rate) — and it switches back.
 Every switch is an audit row of actor `controller` in the SQL history (read through
@@ -109,22 +110,45 @@ async def underload_then_burst(up: UpProcess, since: float) -> list[dict[str, An
     return rows
 
 
+def last_period_end(up: UpProcess, since: float) -> float | None:
+    """When the controller handed the policy at `since` last closed a period (scheduler clock,
+    epoch seconds), or None before its first."""
+    with admin(up) as client:
+        resp = client.get("/admin/policy")
+    assert resp.status_code == 200, resp.text
+    view = (resp.json().get("controller") or {}).get("view") or {}
+    t = view.get("t")
+    return float(t) if isinstance(t, int | float) and t > since else None
+
+
 async def overload_that_worsens(up: UpProcess, since: float, rate: float) -> list[dict[str, Any]]:
-    """Open loop at `rate` requests/s, each sent on time whatever the others do: 48-token
-    answers (the queue grows) until the controller switches, then 4× longer answers at the
-    same rate, until it switches again or 4 periods have passed."""
+    """Open loop at `rate` requests/s on a fixed timetable, whatever the others do:
+    - 4-token answers, well within capacity, until just before the end of a period;
+    - 48-token answers from then until the controller switches: the queue grows for only the
+      last moments of that period, so its p99 TTFT stays short;
+    - then 4× longer answers at the same rate, until it switches again or 4 periods pass.
+    The arrival rate is the same in both periods the guard compares, and the period after the
+    switch carries a whole period of backlog: its p99 TTFT is far above the one before, however
+    busy the box is."""
     client = openai_client(up)
     sent: list[asyncio.Task[None]] = []
     rows: list[dict[str, Any]] = []
+    boundary: float | None = None
     switched_at: float | None = None
     began = time.monotonic()
-    while time.monotonic() - began < 10 * PERIOD_S:
+    while time.monotonic() - began < 12 * PERIOD_S:
         if switched_at is not None and time.monotonic() - switched_at > 4 * PERIOD_S:
             break
-        tokens = 48 if switched_at is None else 192
+        overload = boundary is not None and time.time() >= boundary - 0.2 * PERIOD_S
+        tokens = 192 if switched_at is not None else 48 if overload else 4
         sent.append(asyncio.create_task(ask(client, 200, tokens)))
-        await asyncio.sleep(1.0 / rate)
-        if len(sent) % int(rate / 4) == 0:  # look 4 times a second
+        # a timetable, not a pause after each send: on a busy box the pauses stretch, the
+        # arrival rate drifts out of the guard's load band and the guard rightly stays silent
+        await asyncio.sleep(max(0.0, began + len(sent) / rate - time.monotonic()))
+        if len(sent) % int(rate / 8) == 0:  # look 8 times a second
+            if boundary is None:
+                closed = await asyncio.to_thread(last_period_end, up, since)
+                boundary = None if closed is None else closed + PERIOD_S
             rows = await asyncio.to_thread(controller_rows, up, since)
             if rows and switched_at is None:
                 switched_at = time.monotonic()

@@ -111,6 +111,34 @@ def test_rollback_restores_the_previous_policy_when_the_switch_made_it_worse() -
     assert core.dispatcher.policy.name == "fcfs"
 
 
+def finish_without_slo(core: SchedulerCore, k: int, now: float, ttft_s: float) -> None:
+    assert core.controller is not None
+    core.controller.on_finish(job(f"done{k}"), Outcome("ok", 10, 10, ttft_s=ttft_s), now)
+
+
+@pytest.mark.parametrize(
+    ("before_s", "after_s", "rolled"), [(0.015, 0.026, False), (0.2, 0.4, True)]
+)
+def test_rollback_compares_p99_ttft_from_a_floor(
+    before_s: float, after_s: float, rolled: bool
+) -> None:
+    """15 ms against 26 ms is noise of a lightly loaded pool; 200 against 400 ms is worse."""
+    ctl = scripted("sjf")
+    core = core_with(ctl)
+    core.tick(0.0)
+    for k in range(10):
+        core.arrive(job(f"a{k}"), None, float(k))
+        finish_without_slo(core, k, float(k) + 0.5, before_s)
+    core.tick(10.0)
+    assert core.dispatcher.policy.name == "sjf"
+    for k in range(10, 20):
+        core.arrive(job(f"a{k}"), None, float(k))
+        finish_without_slo(core, k, float(k) + 0.5, after_s)
+    core.tick(20.0)
+    assert (core.dispatcher.policy.name == "fcfs") is rolled
+    assert ctl.switches[-1].reason.startswith("rollback") is rolled
+
+
 def test_the_emergency_bypass_runs_fcfs_for_at_most_one_period() -> None:
     ctl = build_controller({"initial": "sjf", "period_s": 10.0}, unset)
     core = core_with(ctl)
