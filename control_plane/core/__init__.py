@@ -5,7 +5,7 @@ accounts), Unified Token pricing, the latency model, the worker view, the plug-i
 (`Policy`, `Admission`, `Placement`) and their one registry type, the `Dispatcher` that composes
 them and `SchedulerCore`, the bookkeeping of pending and running jobs both clocks drive.
 Rule: no I/O and no clock of its own — time comes in as `now`.
-May import: the standard library, pydantic, numpy/scipy. Never `control_plane.policies`,
+May import: the standard library, pydantic, numpy/scipy, networkx. Never `control_plane.policies`,
 `admission`, `placement` (their plug-ins implement what is defined here), nor anything that
 does I/O (`state`, `gateway`, `scheduler`, `recorder`, `sim`, `api`).
 """

@@ -122,10 +122,14 @@ class Dispatcher:
     # -- queue ------------------------------------------------------------------------------
     def push(self, job: Job, now: float) -> None:
         self.lengths.label(job)
+        job.workflow_start = self.policy.ctx.workflows.on_arrival(job, now)
         self.policy.push(job, now)
 
     def remove(self, job_id: str) -> Job | None:
-        return self.policy.remove(job_id)
+        job = self.policy.remove(job_id)
+        if job is not None:
+            self.policy.ctx.workflows.on_withdrawn(job)
+        return job
 
     def switch(self, policy: Policy, now: float) -> None:
         """Zero-downtime switch: `policy` adopts every pending job (same ledger expected)."""
@@ -150,6 +154,7 @@ class Dispatcher:
             "placement": self.placement.snapshot(),
             "lengths": self.lengths.snapshot(),
             "latency": self.policy.ctx.latency.snapshot(),
+            "workflows": self.policy.ctx.workflows.snapshot(),
         }
 
     def restore(self, snapshot: dict[str, Any]) -> None:
@@ -165,6 +170,7 @@ class Dispatcher:
         if isinstance(snapshot, dict):
             self.lengths.restore(snapshot.get("lengths"))
             self.policy.ctx.latency.restore(snapshot.get("latency"))
+            self.policy.ctx.workflows.restore(snapshot.get("workflows"))
 
     # -- decisions --------------------------------------------------------------------------
     def next(self, now: float, workers: Sequence[WorkerView]) -> Decision | None:
@@ -250,6 +256,7 @@ class Dispatcher:
     def on_finish(self, job: Job, outcome: Outcome, now: float) -> None:
         """A running job ended; charges any output tokens not yet reported."""
         self.on_tokens(job, outcome.n_out - job.n_out, now)
+        self.policy.ctx.workflows.on_finish(job, outcome.n_out, now)
         self.policy.on_finish(job, outcome, now)
         self.lengths.observe(job, outcome)
         self.policy.ctx.latency.observe(job, outcome)
@@ -258,4 +265,5 @@ class Dispatcher:
         self.policy.ctx.ledger.record_completion(job.path, outcome.violated(job.slo), now)
 
     def tick(self, now: float) -> None:
+        self.policy.ctx.workflows.tick(now)
         self.policy.tick(now)

@@ -19,6 +19,7 @@ from control_plane.core.latency import LatencyModel
 from control_plane.core.latency_fit import FittedLatency
 from control_plane.core.ledger import CounterPlan, Ledger, Node, OutputCharge
 from control_plane.core.unified import W_P, W_Q, unified_cost
+from control_plane.core.workflows.orchestrator import Orchestrator
 
 Admit = Callable[[Job], bool]
 Refuses = Callable[[str], bool]
@@ -103,6 +104,8 @@ class PolicyContext:
     cost: CostModel = field(default_factory=CostModel)
     ledger: Ledger = field(default_factory=Ledger)
     latency: LatencyModel = field(default_factory=FittedLatency)
+    workflows: Orchestrator = field(default_factory=Orchestrator)
+    """What is learned from finished workflows (agent graphs, latency windows, priorities)."""
 
 
 class Policy(ABC):

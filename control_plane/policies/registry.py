@@ -64,5 +64,8 @@ for _name, _cls in (
     ("llf", "LlfPolicy"),
     ("two_lane", "TwoLanePolicy"),
     ("priority", "PriorityPolicy"),
+    ("kairos", "KairosPolicy"),
+    ("parrot", "ParrotPolicy"),
+    ("ayo", "AyoPolicy"),
 ):
     register_builtin(_name, f"control_plane.policies.{_name}:{_cls}")

@@ -1,0 +1,224 @@
+"""The workflow orchestrator: what the scheduler learns online from finished calls (Kairos
+§5.2–§5.4, docs/algorithms.md §19).
+
+Fed by the dispatcher — every arrival, withdrawal and finish, under whatever policy runs — it
+keeps the calls of each open workflow; a workflow is *closed* once none of its calls is queued
+or running and none has ended for `idle_s` (agent code gives no other end signal). A closed
+workflow is reconstructed (`calls.reconstruct`), merged into its application's agent graph,
+and gives each of its calls a single-call latency and a remaining-latency sample. At most
+every `recompute_s`, when a policy asks (`refresh`), the agents' priority scores are
+recomputed (`mds.agent_scores`) from each agent's remaining-latency window, or its
+application's pooled window while the agent's has not converged.
+
+Rule: no I/O, time comes in as `now`; memory is bounded (a window per agent and application,
+at most `max_open` open workflows of at most `max_calls` calls each — beyond that the oldest
+open workflow is closed early). The learned state is JSON (`snapshot`/`restore`) so a new
+leader keeps it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from control_plane.core.job import Job
+from control_plane.core.workflows.agent_graph import AgentGraph
+from control_plane.core.workflows.calls import Call, reconstruct
+from control_plane.core.workflows.mds import agent_scores
+from control_plane.core.workflows.samples import Samples
+
+AppKey = tuple[str, str]
+"""(tenant, application)."""
+AgentKey = tuple[str, str, str]
+"""(tenant, application, agent): a job's `path`."""
+
+
+@dataclass
+class _Open:
+    app: AppKey
+    start: float
+    calls: list[Call] = field(default_factory=list)
+    outstanding: int = 0
+    """Calls arrived and not yet ended (queued or running): the workflow is not idle."""
+    last: float = 0.0
+
+
+@dataclass
+class AgentStats:
+    """One agent's single-call and remaining-latency windows (seconds)."""
+
+    single: Samples
+    remaining: Samples
+
+
+class Orchestrator:
+    """Online agent graphs, latency distributions and priority scores (module docstring)."""
+
+    def __init__(
+        self,
+        window: int = 512,
+        tolerance: float = 0.05,
+        idle_s: float = 10.0,
+        recompute_s: float = 5.0,
+        max_open: int = 20_000,
+        max_calls: int = 256,
+    ) -> None:
+        self.window, self.tolerance = window, tolerance
+        self.idle_s, self.recompute_s = idle_s, recompute_s
+        self.max_open, self.max_calls = max_open, max_calls
+        self.graphs: dict[AppKey, AgentGraph] = {}
+        self.agents: dict[AgentKey, AgentStats] = {}
+        self.pooled: dict[AppKey, Samples] = {}
+        self.scores: dict[AgentKey, float] = {}
+        """The latest priority score per agent (lower = served sooner)."""
+        self.scored_at: float | None = None
+        self.version = 0
+        """How many workflows have been learned (a policy re-reads graphs when it moves)."""
+        self._open: dict[tuple[str, str, str], _Open] = {}
+        self._stages: dict[AppKey, dict[str, int]] = {}
+
+    # -- feeding ----------------------------------------------------------------------------
+    def _key(self, job: Job) -> tuple[str, str, str]:
+        return (job.tenant, job.app, job.workflow or f"solo:{job.id}")
+
+    def on_arrival(self, job: Job, now: float) -> float:
+        """A call arrived: returns its workflow's start (the first call's arrival as the
+        scheduler saw it, or the start the request carried if earlier)."""
+        key = self._key(job)
+        wf = self._open.get(key)
+        if wf is None:
+            self._evict_if_full()
+            start = min(job.arrival, job.workflow_start or job.arrival)
+            wf = self._open[key] = _Open((job.tenant, job.app), start, last=now)
+        wf.outstanding += 1
+        wf.last = max(wf.last, now)
+        return wf.start
+
+    def on_withdrawn(self, job: Job) -> None:
+        """A call left the queue without running (client gone, timeout)."""
+        wf = self._open.get(self._key(job))
+        if wf is not None:
+            wf.outstanding = max(0, wf.outstanding - 1)
+
+    def on_finish(self, job: Job, n_out: int, now: float) -> None:
+        """A call ended (any status: an aborted call still took its time in the workflow)."""
+        key = self._key(job)
+        wf = self._open.get(key)
+        if wf is None:  # arrived before a fail-over: count the workflow from here
+            self._evict_if_full()
+            wf = self._open[key] = _Open((job.tenant, job.app), job.workflow_start or job.arrival)
+        else:
+            wf.outstanding = max(0, wf.outstanding - 1)
+        start = job.dispatched_at if job.dispatched_at is not None else job.arrival
+        wf.calls.append(Call(job.id, job.agent, job.upstream, start, max(now, start), n_out))
+        wf.last = now
+        if len(wf.calls) >= self.max_calls:
+            self._close(key)
+
+    def _evict_if_full(self) -> None:
+        if len(self._open) >= self.max_open:
+            oldest = min(self._open, key=lambda k: self._open[k].last)
+            self._close(oldest)
+
+    # -- learning ---------------------------------------------------------------------------
+    def tick(self, now: float) -> None:
+        """Close the workflows idle for `idle_s`."""
+        idle = [
+            k
+            for k, wf in self._open.items()
+            if wf.outstanding == 0 and now - wf.last >= self.idle_s
+        ]
+        for key in idle:
+            self._close(key)
+
+    def refresh(self, now: float) -> bool:
+        """Recompute the scores when `recompute_s` has passed since the last time; True when
+        it did. Only the policies that read scores call it (nothing is computed otherwise)."""
+        if self.scored_at is not None and now - self.scored_at < self.recompute_s:
+            return False
+        self.recompute(now)
+        return True
+
+    def _close(self, key: tuple[str, str, str]) -> None:
+        wf = self._open.pop(key)
+        if not wf.calls:
+            return
+        graph = reconstruct(wf.calls)
+        self.graphs.setdefault(wf.app, AgentGraph()).add(graph)
+        self._stages.pop(wf.app, None)
+        self.version += 1
+        remaining = graph.remaining()
+        pooled = self.pooled.setdefault(wf.app, Samples(self.window, self.tolerance))
+        for call in graph.calls:
+            stats = self._stats((*wf.app, call.agent))
+            stats.single.add(call.end - call.start)
+            stats.remaining.add(remaining[call.id])
+            pooled.add(remaining[call.id])
+
+    def _stats(self, key: AgentKey) -> AgentStats:
+        stats = self.agents.get(key)
+        if stats is None:
+            stats = AgentStats(
+                Samples(self.window, self.tolerance), Samples(self.window, self.tolerance)
+            )
+            self.agents[key] = stats
+        return stats
+
+    def distribution(self, key: AgentKey) -> np.ndarray:
+        """The remaining-latency samples that rank `key`: its own once converged, else its
+        application's pooled window (empty when the application has none yet)."""
+        stats = self.agents.get(key)
+        if stats is not None and stats.remaining.converged:
+            return stats.remaining.array()
+        pooled = self.pooled.get((key[0], key[1]))
+        return pooled.array() if pooled is not None else np.zeros(0)
+
+    def recompute(self, now: float) -> None:
+        self.scores = agent_scores({k: self.distribution(k) for k in self.agents})
+        self.scored_at = now
+
+    def score(self, key: AgentKey) -> float:
+        """`key`'s score; an agent never seen takes its application's pooled score, and
+        an application never seen the median of all scores (0 with none)."""
+        known = self.scores.get(key)
+        if known is not None:
+            return known
+        same_app = [v for k, v in self.scores.items() if k[:2] == key[:2]]
+        pool = same_app or list(self.scores.values())
+        return float(np.median(pool)) if pool else 0.0
+
+    def stages(self, key: AgentKey) -> int:
+        """Remaining stages after `key` in its application's learned graph (Ayo); 0 unknown."""
+        app = (key[0], key[1])
+        stages = self._stages.get(app)
+        if stages is None:
+            graph = self.graphs.get(app)
+            stages = self._stages[app] = graph.stages() if graph is not None else {}
+        return stages.get(key[2], 0)
+
+    # -- checkpoint -------------------------------------------------------------------------
+    def snapshot(self) -> dict[str, Any]:
+        """What was learned (graphs, windows, scores); open workflows are not kept."""
+        return {
+            "graphs": [[*app, g.to_json()] for app, g in self.graphs.items()],
+            "agents": [
+                [*key, s.single.to_json(), s.remaining.to_json()] for key, s in self.agents.items()
+            ],
+            "pooled": [[*app, s.to_json()] for app, s in self.pooled.items()],
+            "scores": [[*key, v] for key, v in self.scores.items()],
+        }
+
+    def restore(self, data: Any) -> None:
+        if not isinstance(data, dict):
+            return
+        w, tol = self.window, self.tolerance
+        self.graphs = {(t, a): AgentGraph.from_json(g) for t, a, g in data.get("graphs", [])}
+        self.agents = {
+            (t, a, g): AgentStats(Samples.from_json(s, w, tol), Samples.from_json(r, w, tol))
+            for t, a, g, s, r in data.get("agents", [])
+        }
+        self.pooled = {(t, a): Samples.from_json(s, w, tol) for t, a, s in data.get("pooled", [])}
+        self.scores = {(t, a, g): float(v) for t, a, g, v in data.get("scores", [])}
+        self._stages = {}

@@ -1,0 +1,79 @@
+"""The orchestrator fed as the dispatcher feeds it: workflows close when idle, agents learn
+remaining latency, scores rank the agent nearer its workflow's end first, state survives."""
+
+from __future__ import annotations
+
+from control_plane.core.job import Job
+from control_plane.core.workflows.orchestrator import Orchestrator
+
+
+def call(
+    orch: Orchestrator, wf: str, agent: str, upstream: str | None, t: float, dur: float
+) -> None:
+    job = Job(f"{wf}-{agent}-{t}", "acme", t, 10, 10, app="qa", agent=agent, workflow=wf)
+    job.upstream = upstream
+    orch.on_arrival(job, t)
+    job.dispatched_at = t
+    orch.on_finish(job, 10, t + dur)
+
+
+def run_qa(orch: Orchestrator, n: int) -> float:
+    """`n` workflows router (1 s) → writer (4 s), 10 s apart; returns the last time."""
+    t = 0.0
+    for i in range(n):
+        call(orch, f"w{i}", "router", None, t, 1.0)
+        call(orch, f"w{i}", "writer", "router", t + 1.0, 4.0)
+        t += 10.0
+        orch.tick(t)
+        orch.refresh(t)
+    return t
+
+
+def test_workflows_close_when_idle_and_build_the_graph() -> None:
+    orch = Orchestrator(idle_s=2.0)
+    run_qa(orch, 3)
+    graph = orch.graphs[("acme", "qa")]
+    assert graph.workflows == 3 and graph.frequency("router", "writer") == 1.0
+    assert list(orch.agents[("acme", "qa", "router")].remaining.values) == [5.0, 5.0, 5.0]
+    assert list(orch.agents[("acme", "qa", "writer")].single.values) == [4.0, 4.0, 4.0]
+
+
+def test_a_workflow_with_a_call_outstanding_stays_open() -> None:
+    orch = Orchestrator(idle_s=1.0)
+    call(orch, "w", "router", None, 0.0, 1.0)
+    queued = Job("q", "acme", 1.5, 10, 10, app="qa", agent="writer", workflow="w")
+    assert orch.on_arrival(queued, 1.5) == 0.0  # the workflow started with the router
+    orch.tick(60.0)
+    assert ("acme", "qa") not in orch.graphs
+    orch.on_withdrawn(queued)
+    orch.tick(61.0)
+    assert orch.graphs[("acme", "qa")].workflows == 1
+
+
+def test_the_agent_nearer_its_workflows_end_scores_lower_once_converged() -> None:
+    orch = Orchestrator(idle_s=2.0, recompute_s=0.0)
+    run_qa(orch, 40)
+    router, writer = ("acme", "qa", "router"), ("acme", "qa", "writer")
+    assert orch.agents[writer].remaining.converged
+    assert orch.score(writer) < orch.score(router)
+    assert orch.score(("acme", "qa", "new")) == orch.score(("acme", "qa", "new2"))
+
+
+def test_open_workflows_and_windows_are_bounded() -> None:
+    orch = Orchestrator(window=16, max_open=5, idle_s=1e9)
+    for i in range(50):
+        job = Job(f"j{i}", "acme", float(i), 1, 1, app="qa", agent="a", workflow=f"w{i}")
+        orch.on_arrival(job, float(i))
+    assert len(orch._open) == 5
+    run_qa(orch, 1)
+    assert all(len(s.remaining.values) <= 16 for s in orch.agents.values())
+
+
+def test_snapshot_restore_keeps_what_was_learned() -> None:
+    orch = Orchestrator(idle_s=2.0, recompute_s=0.0)
+    run_qa(orch, 20)
+    again = Orchestrator()
+    again.restore(orch.snapshot())
+    assert again.scores == orch.scores
+    assert again.graphs[("acme", "qa")].to_json() == orch.graphs[("acme", "qa")].to_json()
+    assert again.stages(("acme", "qa", "router")) == 1
