@@ -69,7 +69,10 @@ def pool_loads(scenario: Scenario, horizon_s: float = 300.0) -> list[PoolLoad]:
     out = []
     for model in scenario.served_models():
         pool = [w for w in workers if w.model == model]
-        mine = [(s.n_in, s.n_out) for s in specs if s.model == model]
+        # by arrival: a workflow's later calls (listed after every entry call, stamped with
+        # the workflow's arrival) then mix with the entry calls as they do when served
+        by_arrival = sorted(specs, key=lambda s: s.arrival)
+        mine = [(s.n_in, s.n_out) for s in by_arrival if s.model == model]
         if not mine:
             continue
         rps, tps = measure_capacity(pool[0].engine, mine, horizon_s, horizon_s / 5)

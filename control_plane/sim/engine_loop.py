@@ -25,6 +25,7 @@ import heapq
 import math
 from collections import deque
 from collections.abc import Callable
+from dataclasses import replace
 
 from control_plane.core.job import Job
 from control_plane.core.scheduler_core import SchedulerCore
@@ -77,7 +78,14 @@ class Simulator:
         advisor: Callable[[SchedulerCore, float], None] | None = None,
     ) -> None:
         self.setup = setup
-        self.specs = specs
+        self.specs = [spec for spec in specs if spec.after is None]
+        self._waiting: dict[str, list[RequestSpec]] = {}
+        """Workflow calls not issued yet, by the call whose end releases them."""
+        for spec in specs:
+            if spec.after is not None:
+                self._waiting.setdefault(spec.after, []).append(spec)
+        self._released: list[tuple[float, int, RequestSpec]] = []
+        """Workflow calls released by their upstream's end, by arrival (a heap)."""
         self.core = core or SchedulerCore(setup.dispatcher, controller=setup.controller)
         """Over `setup.dispatcher`; given only to observe the run (a recording subclass)."""
         self.workers = setup.workers
@@ -108,7 +116,8 @@ class Simulator:
         while True:
             t_heap = self._heap[0][0] if self._heap else math.inf
             t_arr = specs[cursor].arrival if cursor < len(specs) else math.inf
-            t = min(t_heap, t_arr)
+            t_rel = self._released[0][0] if self._released else math.inf
+            t = min(t_heap, t_arr, t_rel)
             if t > end or (t == math.inf):
                 break
             self.now = t
@@ -125,10 +134,15 @@ class Simulator:
                 self._arrive(specs[cursor], cursor, t)
                 cursor += 1
                 changed = True
+            while self._released and self._released[0][0] <= t:
+                _, seq, spec = heapq.heappop(self._released)
+                self._arrive(spec, seq, t)
+                changed = True
             changed |= self._expire(t)
             if changed and self.pending:
                 self._dispatch(t)
-            if cursor == len(specs) and not self.pending and not self.active:
+            done = cursor == len(specs) and not self._released
+            if done and not self.pending and not self.active:
                 break
         self._finish_run(end if (self.pending or self.active) else self.now)
         return self.records
@@ -177,6 +191,8 @@ class Simulator:
             tier=spec.tier,
             slo=spec.slo,
             unit_factor=factor,
+            workflow=spec.workflow,
+            upstream=spec.upstream,
         )
         self.pending[job.id] = record
         self.core.arrive(job, None, t)
@@ -282,6 +298,18 @@ class Simulator:
         record.status, record.finished = "ok", at
         self._release(a)
         self.core.complete(a.job.id, record.outcome(), t)
+        self._issue_next(a.job.id, at)
+
+    def _issue_next(self, job_id: str, at: float) -> None:
+        """The workflow calls waiting on `job_id` arrive after their think time (a call that
+        did not end `ok` releases nothing: its workflow stops there, as agent code would)."""
+        for spec in self._waiting.pop(job_id, ()):
+            self._seq += 1
+            arrival = at + spec.think_s
+            heapq.heappush(
+                self._released,
+                (arrival, len(self.specs) + self._seq, replace(spec, arrival=arrival)),
+            )
 
     def _release(self, a: Active) -> None:
         del self.active[a.job.id]

@@ -19,6 +19,7 @@ from typing import Any
 from control_plane.core.unified import unified_cost
 from control_plane.sim.fairness_metrics import esg, jain, safi, violation_rate
 from control_plane.sim.percentiles import cdf_points, summary
+from control_plane.sim.program_metrics import workflow_metrics
 from control_plane.sim.records import RequestRecord
 from control_plane.sim.timeseries import output_tokens_between, timeseries
 
@@ -197,5 +198,6 @@ def policy_results(records: Sequence[RequestRecord], info: RunInfo) -> dict[str,
             "e2e_s": cdf_points(r.e2e_s for r in records),
             "ttft_s": cdf_points(r.ttft_s for r in records),
         },
+        workflows=workflow_metrics(records),
     )
     return out

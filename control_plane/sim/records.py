@@ -44,6 +44,7 @@ class RequestRecord:
     true_out: int | None = None
     """What the model generates when let run (the engine model's EOS), never shown to the
     scheduler; None: `max_tokens`."""
+    workflow: str | None = None
 
     @property
     def length(self) -> int:

@@ -26,6 +26,7 @@ from control_plane.core.job import Slo
 from control_plane.sim.arrivals import Gamma, OnOff, Piecewise, Poisson
 from control_plane.sim.distributions import LengthDist
 from control_plane.sim.traces import Trace
+from control_plane.sim.workflow_spec import WorkflowTemplate
 from control_plane.sim.yaml_file import ScenarioError, describe, read_yaml
 from workers.engine.profile import LatencyProfile, load_profile
 
@@ -202,7 +203,9 @@ class Scenario(_Strict):
     models: dict[str, ModelOverride] = Field(default_factory=dict)
     tenants: list[TenantSpec] = Field(min_length=1)
     classes: dict[str, RequestClass] = Field(default_factory=dict)
-    workload: list[Stream] = Field(min_length=1)
+    workload: list[Stream] = Field(default_factory=list)
+    workflows: list[WorkflowTemplate] = Field(default_factory=list)
+    """Multi-agent applications as closed loops (`sim/workflow_spec.py`)."""
     phases: list[PhaseSpec] = Field(default_factory=list)
     scheduler: SchedulerSpec = Field(default_factory=SchedulerSpec)
 
@@ -288,6 +291,19 @@ def _check_references(s: Scenario) -> None:
         for cname in ([stream.cls] if stream.cls else []) + list(stream.mix or {}):
             if cname not in s.classes:
                 raise ValueError(f"{where}: unknown class {cname!r}")
+    if not s.workload and not s.workflows:
+        raise ValueError("workload: a scenario needs streams or workflows")
+    for template in s.workflows:
+        where = f"workflows[{template.name}]"
+        tenant = s.tenant(template.tenant)
+        app = tenant.app(template.app or tenant.apps[0].name)
+        if app is None:
+            raise ValueError(f"{where}: tenant {tenant.name!r} has no app {template.app!r}")
+        for name, agent in template.agents.items():
+            if app.agent(name) is None:
+                raise ValueError(f"{where}: app {app.name!r} has no agent {name!r}")
+            if agent.cls not in s.classes:
+                raise ValueError(f"{where}: unknown class {agent.cls!r}")
     for phase in s.phases:
         if phase.end_s <= phase.start_s:
             raise ValueError(f"phase {phase.name!r}: end_s must be after start_s")

@@ -19,60 +19,12 @@ import itertools
 import random
 from dataclasses import dataclass
 
-from control_plane.core.job import Slo
-from control_plane.sim.records import RequestRecord
+from control_plane.sim.request_spec import DEFAULT_MAX_TOKENS, RequestSpec
 from control_plane.sim.scenario import RequestClass, Scenario, Stream, merge_slo
 from control_plane.sim.traces import Trace, TraceRow
+from control_plane.sim.workflow_draw import workflow_specs
 
-DEFAULT_MAX_TOKENS = 2048
-"""The cap a class without `max_tokens` sends: a generous client default, far above the
-shipped scenarios' answers, as clients that cannot know the length set it."""
-
-
-@dataclass(frozen=True, slots=True)
-class RequestSpec:
-    """One request of the workload: who, when, how long, which model, which targets.
-
-    `n_out` is the true output length (engine only); `max_tokens` the client's cap, what the
-    scheduler sees (None: the client asked for exactly `n_out`).
-    """
-
-    id: str
-    arrival: float
-    tenant: str
-    app: str
-    agent: str
-    model: str
-    cls: str | None
-    task: str | None
-    n_in: int
-    n_out: int
-    slo: Slo
-    tier: int
-    max_tokens: int | None = None
-
-    @property
-    def cap(self) -> int:
-        """The `max_tokens` the client sends (at least `n_out`)."""
-        return self.n_out if self.max_tokens is None else max(self.n_out, self.max_tokens)
-
-    def record(self, unit_factor: float) -> RequestRecord:
-        """A fresh record of this request, as the simulator and the live bench both keep it."""
-        return RequestRecord(
-            self.id,
-            self.tenant,
-            self.app,
-            self.agent,
-            self.model,
-            self.cls,
-            self.arrival,
-            self.n_in,
-            self.cap,
-            self.slo,
-            unit_factor,
-            self.task,
-            true_out=self.n_out,
-        )
+__all__ = ["DEFAULT_MAX_TOKENS", "RequestSpec", "build_workload"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,7 +105,17 @@ def _trace_drafts(s: Scenario, index: int, stream: Stream, rows: list[TraceRow])
 
 
 def build_workload(s: Scenario) -> list[RequestSpec]:
-    """Every request of the scenario, in arrival order (see the module docstring)."""
+    """Every request of the scenario, in arrival order (see the module docstring), then the
+    workflows' calls (`workflow_draw`): their entry calls merged in arrival order, each later
+    call right after (its arrival is set when it is released)."""
+    calls = [c for i, t in enumerate(s.workflows) for c in workflow_specs(s, i, t)]
+    merged = sorted(
+        _stream_specs(s) + [c for c in calls if c.after is None], key=lambda r: r.arrival
+    )
+    return merged + [c for c in calls if c.after is not None]
+
+
+def _stream_specs(s: Scenario) -> list[RequestSpec]:
     drafts = [d for i, st in enumerate(s.workload) for d in _stream_drafts(s, i, st)]
     drafts.sort(key=lambda d: (d.arrival, d.order))
     default_model = s.served_models()[0]

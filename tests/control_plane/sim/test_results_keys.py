@@ -59,6 +59,7 @@ RUN = GROUP | {
     "per_phase",
     "timeseries",
     "cdf",
+    "workflows",
 }
 TENANT = GROUP | {"weight", "service_share", "safi"}
 TIMESERIES = {"t", "service", "queued", "tokens_per_s", "safi", "jain_service", "jain_safi"}
