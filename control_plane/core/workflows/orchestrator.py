@@ -25,7 +25,7 @@ import numpy as np
 
 from control_plane.core.job import Job
 from control_plane.core.workflows.agent_graph import AgentGraph
-from control_plane.core.workflows.calls import Call, reconstruct
+from control_plane.core.workflows.calls import Call, WorkflowGraph, reconstruct
 from control_plane.core.workflows.mds import agent_scores
 from control_plane.core.workflows.samples import Samples
 
@@ -93,7 +93,7 @@ class Orchestrator:
             start = min(job.arrival, job.workflow_start or job.arrival)
             wf = self._open[key] = _Open((job.tenant, job.app), start, last=now)
         wf.outstanding += 1
-        wf.last = max(wf.last, now)
+        self._touch(key, wf, now)
         return wf.start
 
     def on_withdrawn(self, job: Job) -> None:
@@ -113,23 +113,28 @@ class Orchestrator:
             wf.outstanding = max(0, wf.outstanding - 1)
         start = job.dispatched_at if job.dispatched_at is not None else job.arrival
         wf.calls.append(Call(job.id, job.agent, job.upstream, start, max(now, start), n_out))
-        wf.last = now
+        self._touch(key, wf, now)
         if len(wf.calls) >= self.max_calls:
             self._close(key)
 
+    def _touch(self, key: tuple[str, str, str], wf: _Open, now: float) -> None:
+        wf.last = max(wf.last, now)
+        self._open[key] = self._open.pop(key)  # to the end: the most recently active
+
     def _evict_if_full(self) -> None:
         if len(self._open) >= self.max_open:
-            oldest = min(self._open, key=lambda k: self._open[k].last)
-            self._close(oldest)
+            self._close(next(iter(self._open)))  # the least recently active
 
     # -- learning ---------------------------------------------------------------------------
     def tick(self, now: float) -> None:
-        """Close the workflows idle for `idle_s`."""
-        idle = [
-            k
-            for k, wf in self._open.items()
-            if wf.outstanding == 0 and now - wf.last >= self.idle_s
-        ]
+        """Close the workflows idle for `idle_s`: `_open` is in order of last activity, so
+        the walk stops at the first one active since (calls running longer are skipped)."""
+        idle = []
+        for key, wf in self._open.items():
+            if now - wf.last < self.idle_s:
+                break
+            if wf.outstanding == 0:
+                idle.append(key)
         for key in idle:
             self._close(key)
 
@@ -145,12 +150,20 @@ class Orchestrator:
         wf = self._open.pop(key)
         if not wf.calls:
             return
-        graph = reconstruct(wf.calls)
+        calls = wf.calls
+        # most workflows are one call (a request without one gets its own): nothing to sweep
+        graph = (
+            WorkflowGraph((calls[0],), (), (calls[0].id,))
+            if len(calls) == 1
+            else reconstruct(calls)
+        )
         self.graphs.setdefault(wf.app, AgentGraph()).add(graph)
         self._stages.pop(wf.app, None)
         self.version += 1
         remaining = graph.remaining()
-        pooled = self.pooled.setdefault(wf.app, Samples(self.window, self.tolerance))
+        pooled = self.pooled.get(wf.app)
+        if pooled is None:
+            pooled = self.pooled[wf.app] = Samples(self.window, self.tolerance)
         for call in graph.calls:
             stats = self._stats((*wf.app, call.agent))
             stats.single.add(call.end - call.start)
