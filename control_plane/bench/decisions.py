@@ -29,6 +29,8 @@ T = TypeVar("T")
 
 HIERARCHICAL = frozenset({"hmfs"})
 """Policies whose leaves are agents of a tenant × application × agent tree."""
+AGENT_ORDERED = frozenset({"kairos", "ayo"})
+"""Policies that order agents: their leaves are agents of one application (Kairos's shape)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -52,6 +54,8 @@ def tree_shape(leaves: int) -> tuple[int, int, int]:
 
 
 def leaf_paths(policy: str, leaves: int) -> list[tuple[str, str, str]]:
+    if policy in AGENT_ORDERED:
+        return [("t0", "app", f"g{g}") for g in range(leaves)]
     if policy not in HIERARCHICAL:
         return [(f"t{i}", "app", "agent") for i in range(leaves)]
     tenants, apps, agents = tree_shape(leaves)

@@ -38,8 +38,9 @@ class PoolGate:
         now: float,
         hol_blocking: bool,
         limits: ExecutionLimits | None = None,
+        placement: Placement | None = None,
     ) -> None:
-        self.admit = admitter(admission, limits)
+        self.admit = admitter(admission, limits, placement)
         """Admission and the execution limits together, for one (job, worker) pair."""
         self._pools = pools
         self._now = now
@@ -63,17 +64,26 @@ class PoolGate:
 
 
 def admitter(
-    admission: Admission, limits: ExecutionLimits | None
+    admission: Admission, limits: ExecutionLimits | None, placement: Placement | None = None
 ) -> Callable[[Job, WorkerView, float], bool]:
-    """`admission.admit`, and the execution limits when any is set."""
-    if limits is None or limits.off:
-        return admission.admit
-    admit, reserve, within = admission.admit, admission.reserve, limits.admit
+    """`admission.admit`, and the execution limits when any is set, and the placement's
+    `fits` when it vetoes workers."""
+    admit = admission.admit
+    if limits is not None and not limits.off:
+        reserve, within, admission_admit = admission.reserve, limits.admit, admit
 
-    def both(job: Job, worker: WorkerView, now: float) -> bool:
-        return within(job, worker, reserve(job)) and admit(job, worker, now)
+        def both(job: Job, worker: WorkerView, now: float) -> bool:
+            return within(job, worker, reserve(job)) and admission_admit(job, worker, now)
 
-    return both
+        admit = both
+    if placement is None or not placement.vetoes:
+        return admit
+    fits, admitted = placement.fits, admit
+
+    def vetted(job: Job, worker: WorkerView, now: float) -> bool:
+        return admitted(job, worker, now) and fits(job, worker, now)
+
+    return vetted
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,6 +128,16 @@ class Dispatcher:
         self.lengths = lengths or LengthPredictor()
         self.limits = ExecutionLimits()
         """Per-worker caps the meta-controller's execution loop tunes (none by default)."""
+
+    @property
+    def placement(self) -> Placement:
+        """Swappable at run time; each one is bound to the policy context as it joins."""
+        return self._placement
+
+    @placement.setter
+    def placement(self, placement: Placement) -> None:
+        placement.bind(self.policy.ctx)
+        self._placement = placement
 
     # -- queue ------------------------------------------------------------------------------
     def push(self, job: Job, now: float) -> None:
@@ -185,7 +205,7 @@ class Dispatcher:
                 by_model.setdefault(w.model, []).append(w)
         if not by_model:
             return None
-        gate = PoolGate(self.admission, by_model, now, self.hol_blocking, limits)
+        gate = PoolGate(self.admission, by_model, now, self.hol_blocking, limits, self.placement)
         try:
             job = self.policy.pop(now, gate)
         except StopPop:

@@ -9,18 +9,32 @@ from typing import Any, ClassVar
 from pydantic import BaseModel
 
 from control_plane.core.job import Job, Outcome
-from control_plane.core.policy import NoParams
+from control_plane.core.policy import NoParams, PolicyContext
 from control_plane.core.worker_view import WorkerView
 
 
 class Placement(ABC):
-    """Chooses a worker among those admission accepted for a job; deterministic (ties by id)."""
+    """Chooses a worker among those admission accepted for a job; deterministic (ties by id).
+
+    A placement that sets `vetoes` may also refuse a worker (`fits`), as a memory-aware
+    dispatcher does: the dispatcher then treats it as admission does, and a job that no worker
+    fits stays queued.
+    """
 
     name: ClassVar[str]
     Params: ClassVar[type[BaseModel]] = NoParams
+    vetoes: ClassVar[bool] = False
 
     def __init__(self, params: BaseModel | None = None) -> None:
         self.params = params if params is not None else self.Params()
+
+    def bind(self, ctx: PolicyContext) -> None:  # noqa: B027 - optional
+        """The policy context (what was learned: latency model, workflows), given once the
+        placement joins a dispatcher."""
+
+    def fits(self, job: Job, worker: WorkerView, now: float) -> bool:
+        """Whether `job` may go to `worker` now (only asked when `vetoes`)."""
+        return True
 
     @abstractmethod
     def choose(self, job: Job, workers: Sequence[WorkerView], now: float) -> WorkerView:

@@ -1,4 +1,5 @@
-"""Placement registry: `least_loaded`, `round_robin`, `kv_aware`, or any `module:Class`."""
+"""Placement registry: `least_loaded`, `round_robin`, `kv_aware`, `kairos_slots`, or any
+`module:Class`."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ PLACEMENTS: PluginRegistry[Placement] = PluginRegistry("placement", Placement)
 PLACEMENTS.register("least_loaded", "control_plane.placement.least_loaded:LeastLoadedPlacement")
 PLACEMENTS.register("round_robin", "control_plane.placement.round_robin:RoundRobinPlacement")
 PLACEMENTS.register("kv_aware", "control_plane.placement.kv_aware:KvAwarePlacement")
+PLACEMENTS.register("kairos_slots", "control_plane.placement.kairos_slots:KairosSlotsPlacement")
 
 
 def build_placement(name: str, params: dict[str, Any] | None = None) -> Placement:

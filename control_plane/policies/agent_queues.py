@@ -1,24 +1,31 @@
-"""One queue per agent, served in an agent order that changes only when the policy says so.
+"""Agents in a learned order, requests within an agent by their workflow's start.
 
-The building block of the workflow-aware policies (`kairos`, `ayo`): within an agent, jobs
-go by `(workflow start, arrival, seq, id)` — the request whose workflow started earliest
-first; across agents, by a rank the subclass gives (`rank`), re-read when `rerank` is called;
-agents of equal rank share one workflow-start order. A pop walks the agents in rank order and
-takes the first admissible job: O(agents + log n).
+The building block of the workflow-aware policies (`kairos`, `ayo`). The global order is
+`(rank of the job's agent, workflow start, arrival, seq, id)`: across agents by the rank the
+subclass gives (`rank`, smaller first); within an agent — and among agents of equal rank, as
+before anything is learned — the request whose workflow started earliest first.
+
+One queue per agent (keyed by workflow start only, so a new rank never re-sorts it) and a
+sorted list of the agents' heads keyed `(rank, head's key)`. A pop walks the heads in order
+and stops once a head cannot beat the best admissible job found: O(log n) when the first
+head is admissible. Ranks are read when an agent is first seen and on `rerank` (the periodic
+tick, when what they read moved), which re-sorts the heads only: O(agents log agents).
 """
 
 from __future__ import annotations
 
-from bisect import insort
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 
 from pydantic import BaseModel
+from sortedcontainers import SortedList
 
 from control_plane.core.job import Job
 from control_plane.core.policy import Admit, Policy, PolicyContext
 from control_plane.policies.queues import JobQueue, SortKey
 
 AgentKey = tuple[str, str, str]
+OrderKey = tuple[float, float, int, str]
+HeadEntry = tuple[float, OrderKey, AgentKey]
 
 
 def workflow_start(job: Job) -> float:
@@ -29,79 +36,88 @@ def workflow_first(job: Job) -> SortKey:
     return (workflow_start(job),)
 
 
-def order_key(job: Job) -> tuple[float, float, int, str]:
+def order_key(job: Job) -> OrderKey:
     return (workflow_start(job), job.arrival, job.seq, job.id)
 
 
 class AgentQueuesPolicy(Policy):
-    """Serves the admissible job of the best-ranked agent that has one; among agents of equal
-    rank, the admissible job whose workflow started first. Subclasses define `rank` (smaller
-    first)."""
+    """Serves the admissible job with the smallest `(rank(agent), workflow start, arrival,
+    seq, id)`. Subclasses define `rank` and `learned` (whether what `rank` reads moved)."""
 
     def __init__(self, ctx: PolicyContext, params: BaseModel | None = None) -> None:
         super().__init__(ctx, params)
         self._queues: dict[AgentKey, JobQueue] = {}
+        self._ranks: dict[AgentKey, float] = {}
         self._where: dict[str, AgentKey] = {}
-        self._order: list[tuple[float, AgentKey]] = []
+        self._heads: SortedList = SortedList()
+        self._head_of: dict[AgentKey, HeadEntry] = {}
 
     def rank(self, agent: AgentKey) -> float:
         return 0.0
-
-    def rerank(self) -> None:
-        """Re-read every agent's rank (after the learned priorities changed)."""
-        self._order = sorted((self.rank(k), k) for k in self._queues)
 
     def learned(self, now: float) -> bool:
         """True when what `rank` reads has changed since the last call."""
         return False
 
+    def rerank(self) -> None:
+        """Re-read every agent's rank and re-sort the heads."""
+        self._ranks = {agent: self.rank(agent) for agent in self._queues}
+        self._heads.clear()
+        self._head_of.clear()
+        for agent in self._queues:
+            self._refresh(agent)
+
     def tick(self, now: float) -> None:
         if self.learned(now):
             self.rerank()
 
+    def _refresh(self, agent: AgentKey) -> None:
+        old = self._head_of.pop(agent, None)
+        if old is not None:
+            self._heads.remove(old)
+        head = self._queues[agent].head()
+        if head is not None:
+            entry = (self._ranks[agent], order_key(head), agent)
+            self._heads.add(entry)
+            self._head_of[agent] = entry
+
     def push(self, job: Job, now: float) -> None:
-        key = job.path
-        queue = self._queues.get(key)
+        agent = job.path
+        queue = self._queues.get(agent)
         if queue is None:
-            queue = self._queues[key] = JobQueue(workflow_first)
-            insort(self._order, (self.rank(key), key))
+            queue = self._queues[agent] = JobQueue(workflow_first)
+            self._ranks[agent] = self.rank(agent)
         queue.add(job)
-        self._where[job.id] = key
+        self._where[job.id] = agent
+        if queue.head() is job:
+            self._refresh(agent)
 
     def pop(self, now: float, admit: Admit) -> Job | None:
-        for group in self._rank_groups():
-            heads = [h for h in (self._queues[k].first(admit) for k in group) if h is not None]
-            if heads:
-                job = min(heads, key=order_key)
-                self._queues[self._where.pop(job.id)].remove(job.id)
-                return job
-        return None
-
-    def _rank_groups(self) -> Iterator[list[AgentKey]]:
-        """Agents with a queued job, grouped by equal rank, best rank first."""
-        group: list[AgentKey] = []
-        rank: float | None = None
-        for r, key in self._order:
-            if not self._queues[key]:
-                continue
-            if group and r != rank:
-                yield group
-                group = []
-            group.append(key)
-            rank = r
-        if group:
-            yield group
+        best: tuple[float, OrderKey] | None = None
+        chosen: Job | None = None
+        for rank, head_key, agent in self._heads:
+            if best is not None and (rank, head_key) >= best:
+                break
+            job = self._queues[agent].first(admit)
+            if job is not None and (best is None or (rank, order_key(job)) < best):
+                best, chosen = (rank, order_key(job)), job
+        if chosen is not None:
+            self.remove(chosen.id)
+        return chosen
 
     def remove(self, job_id: str) -> Job | None:
-        key = self._where.pop(job_id, None)
-        return None if key is None else self._queues[key].remove(job_id)
+        agent = self._where.pop(job_id, None)
+        if agent is None:
+            return None
+        queue = self._queues[agent]
+        was_head = queue.head()
+        job = queue.remove(job_id)
+        if was_head is not None and was_head.id == job_id:
+            self._refresh(agent)
+        return job
 
     def jobs(self) -> Iterable[Job]:
-        return list(self._all())
-
-    def _all(self) -> Iterator[Job]:
-        for queue in self._queues.values():
-            yield from queue
+        return [job for queue in self._queues.values() for job in queue]
 
     def __len__(self) -> int:
         return len(self._where)

@@ -22,9 +22,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+from scipy.stats import gaussian_kde
 
 from control_plane.core.job import Job
-from control_plane.core.workflows.agent_graph import AgentGraph
+from control_plane.core.workflows.agent_graph import ENTRY, AgentGraph
 from control_plane.core.workflows.calls import Call, WorkflowGraph, reconstruct
 from control_plane.core.workflows.mds import agent_scores
 from control_plane.core.workflows.samples import Samples
@@ -33,6 +34,22 @@ AppKey = tuple[str, str]
 """(tenant, application)."""
 AgentKey = tuple[str, str, str]
 """(tenant, application, agent): a job's `path`."""
+MIN_KDE = 8
+"""Single-call samples before an agent's latency mode is estimated."""
+
+
+def _mean(samples: Samples | None) -> float | None:
+    return float(np.mean(samples.values)) if samples is not None and samples.values else None
+
+
+def kde_mode(values: np.ndarray) -> float:
+    """The argmax of a Gaussian KDE of `values` on a 128-point grid (the sample itself when
+    all values are equal, where a KDE is undefined)."""
+    low, high = float(values.min()), float(values.max())
+    if high - low < 1e-9:
+        return low
+    grid = np.linspace(low, high, 128)
+    return float(grid[int(np.argmax(gaussian_kde(values)(grid)))])
 
 
 @dataclass
@@ -78,6 +95,7 @@ class Orchestrator:
         """How many workflows have been learned (a policy re-reads graphs when it moves)."""
         self._open: dict[tuple[str, str, str], _Open] = {}
         self._stages: dict[AppKey, dict[str, int]] = {}
+        self._modes: dict[AgentKey, tuple[int, float]] = {}
 
     # -- feeding ----------------------------------------------------------------------------
     def _key(self, job: Job) -> tuple[str, str, str]:
@@ -188,6 +206,20 @@ class Orchestrator:
         pooled = self.pooled.get((key[0], key[1]))
         return pooled.array() if pooled is not None else np.zeros(0)
 
+    def single_call_mode(self, key: AgentKey) -> float | None:
+        """The most likely single-call latency of `key` (the argmax of a Gaussian KDE over
+        its window, scipy), None before `MIN_KDE` samples; recomputed once the count seen
+        has grown by a quarter since the last time."""
+        stats = self.agents.get(key)
+        if stats is None or len(stats.single.values) < MIN_KDE:
+            return None
+        cached = self._modes.get(key)
+        if cached is not None and stats.single.seen < cached[0] * 1.25:
+            return cached[1]
+        mode = kde_mode(stats.single.array())
+        self._modes[key] = (stats.single.seen, mode)
+        return mode
+
     def recompute(self, now: float) -> None:
         self.scores = agent_scores({k: self.distribution(k) for k in self.agents})
         self.scored_at = now
@@ -210,6 +242,55 @@ class Orchestrator:
             graph = self.graphs.get(app)
             stages = self._stages[app] = graph.stages() if graph is not None else {}
         return stages.get(key[2], 0)
+
+    # -- views ------------------------------------------------------------------------------
+    def learned(self) -> list[dict[str, Any]]:
+        """Per application, what was learned and how it is used: the agent graph (calls,
+        edge frequencies, parallel counts), each agent's windows, convergence, single-call
+        mode, remaining stages and priority score (`priority`: 1 = served first)."""
+        order = sorted(self.scores, key=lambda k: (self.scores[k], k))
+        position = {key: i + 1 for i, key in enumerate(order)}
+        out = []
+        for app, graph in sorted(self.graphs.items()):
+            agents = []
+            for name in sorted(a for a in graph.calls if a != ENTRY):
+                key = (app[0], app[1], name)
+                stats = self.agents.get(key)
+                remaining = stats.remaining if stats else None
+                agents.append(
+                    {
+                        "agent": name,
+                        "calls": graph.calls[name],
+                        "samples": remaining.seen if remaining else 0,
+                        "converged": bool(remaining and remaining.converged),
+                        "distance": remaining.distance if remaining else None,
+                        "remaining_mean_s": _mean(remaining),
+                        "single_mode_s": self.single_call_mode(key),
+                        "stages": self.stages(key),
+                        "score": self.scores.get(key),
+                        "priority": position.get(key),
+                    }
+                )
+            edges = [
+                {
+                    "from": a,
+                    "to": b,
+                    "count": n,
+                    "frequency": graph.frequency(a, b),
+                    "parallel": graph.parallel.get((a, b), 0),
+                }
+                for (a, b), n in sorted(graph.edges.items())
+            ]
+            out.append(
+                {
+                    "tenant": app[0],
+                    "app": app[1],
+                    "workflows": graph.workflows,
+                    "agents": agents,
+                    "edges": edges,
+                }
+            )
+        return out
 
     # -- checkpoint -------------------------------------------------------------------------
     def snapshot(self) -> dict[str, Any]:

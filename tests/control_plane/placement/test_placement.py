@@ -54,6 +54,6 @@ def test_kv_aware_prefers_headroom_and_avoids_recent_preemptions() -> None:
 
 
 def test_registry() -> None:
-    assert names() == ["kv_aware", "least_loaded", "round_robin"]
+    assert names() == ["kairos_slots", "kv_aware", "least_loaded", "round_robin"]
     with pytest.raises(PluginParamsError):
         build_placement("least_loaded", {"x": 1})
