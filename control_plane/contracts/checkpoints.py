@@ -110,6 +110,8 @@ class LiveView:
     controller: JsonValue = None
     """The meta-controller when the policy is `auto` (selector, pool, current policy, last
     `V_long`, latest switches); None when a policy is pinned."""
+    workflows: JsonValue = None
+    """What the workflow orchestrator learned, per application (`Orchestrator.learned`)."""
 
     def to_json(self) -> dict[str, Any]:
         out = asdict(self)
@@ -141,6 +143,7 @@ def decode_live_view(data: object) -> LiveView:
         weights={str(k): f.inner("weights").number(str(k), 0.0) for k in f.inner("weights").data},
         workers=tuple(_worker(w) for w in _list(f, "workers")),
         controller=f.data.get("controller"),
+        workflows=f.data.get("workflows"),
     )
 
 

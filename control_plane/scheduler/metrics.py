@@ -142,3 +142,27 @@ class SchedulerMetrics:
             ["to", "reason"],
             registry=r,
         )
+        agent = ["tenant", "app", "agent"]
+        self.agent_priority = Gauge(
+            "arbiter_agent_priority",
+            "Learned workflow priority of an agent (1 = served first by kairos)",
+            agent,
+            registry=r,
+        )
+        self.agent_converged = Gauge(
+            "arbiter_agent_converged",
+            "1 when an agent's remaining-latency distribution has converged",
+            agent,
+            registry=r,
+        )
+
+    def export_workflows(self, learned: Sequence[Any]) -> None:
+        """The orchestrator's per-agent priority and convergence (`Orchestrator.learned`)."""
+        self.agent_priority.clear()
+        self.agent_converged.clear()
+        for app in learned:
+            for a in app["agents"]:
+                labels = (app["tenant"], app["app"], a["agent"])
+                self.agent_converged.labels(*labels).set(1.0 if a["converged"] else 0.0)
+                if a["priority"] is not None:
+                    self.agent_priority.labels(*labels).set(float(a["priority"]))

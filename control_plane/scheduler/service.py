@@ -269,9 +269,10 @@ class SchedulerService:
             if self.term is not None:
                 self.term.end()
             raise StateUnavailable("fencing token is stale: another scheduler leads")
-        await self.stores.checkpoints.save_live(
-            live_view(core, self.holder, now), fencing_token=self.fencing_token
-        )
+        live = live_view(core, self.holder, now)
+        await self.stores.checkpoints.save_live(live, fencing_token=self.fencing_token)
+        if isinstance(live.workflows, list):
+            self.metrics.export_workflows(live.workflows)
         self.metrics.queue_depth.set(len(core.pending))
         self.metrics.inflight.set(len(core.running))
 

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from typing import cast
+
 from control_plane.contracts.checkpoints import LiveView, NodeCount, PolicyState, WorkerLive
+from control_plane.contracts.knobs import JsonValue
 from control_plane.core.scheduler_core import SchedulerCore
 from control_plane.scheduler.autopilot import state as controller_state
 from control_plane.scheduler.workers import probe_of
@@ -47,4 +50,5 @@ def live_view(core: SchedulerCore, holder: str, now: float) -> LiveView:
         weights={"/".join(node): w for node, w in sorted(core.ctx.weights.table.items())},
         workers=workers,
         controller=controller_state(core),
+        workflows=cast(JsonValue, core.ctx.workflows.learned()),
     )

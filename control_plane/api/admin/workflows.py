@@ -1,6 +1,7 @@
 """`/admin/workflows`: applications seen in the request history and, per application, its
 agent graph with edge frequencies and per-agent latency distributions (see
-`workflow_graph.py`). Computed from the most recent request rows of the period."""
+`workflow_graph.py`). Computed from the most recent request rows of the period.
+`/admin/learned/workflows`: what the scheduler leader learned online and schedules by."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query
 
 from control_plane.api.admin.deps import Ctx, in_thread
+from control_plane.api.admin.live import no_leader
 from control_plane.api.admin.workflow_graph import app_graph, apps_summary
 from control_plane.api.auth import Admin
 from control_plane.gateway.bounds import Epoch
@@ -36,6 +38,31 @@ Limit = Annotated[int, Query(ge=1, le=MAX_ROWS, description="most recent rows re
 def _period(since: float | None, until: float | None) -> tuple[float, float]:
     end = until if until is not None else time.time()
     return (since if since is not None else end - DEFAULT_SPAN_S), end
+
+
+@router.get("/learned/workflows")
+async def learned_workflows(
+    ctx: Ctx,
+    _: Admin,
+    tenant: Annotated[str | None, Query(max_length=128)] = None,
+    app: Annotated[str | None, Query(max_length=128)] = None,
+) -> dict[str, Any]:
+    """What the scheduler leader's workflow orchestrator learned and uses, per application:
+    the agent graph (calls, edge frequencies, parallel calls), each agent's remaining-latency
+    convergence, single-call mode, remaining stages and its live priority (1 = first), from
+    the live checkpoint (updated every second)."""
+    live = await ctx.stores.checkpoints.load_live()
+    if live is None:
+        raise no_leader()
+    apps = live.workflows if isinstance(live.workflows, list) else []
+    data = [
+        a
+        for a in apps
+        if isinstance(a, dict)
+        and (tenant is None or a.get("tenant") == tenant)
+        and (app is None or a.get("app") == app)
+    ]
+    return {"updated_at": live.updated_at, "policy": live.policy.name, "data": data}
 
 
 @router.get("/workflows")

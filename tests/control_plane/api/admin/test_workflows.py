@@ -6,6 +6,11 @@ import time
 
 import pytest
 
+from control_plane.contracts.knobs import PluginChoice
+from control_plane.core.job import Job
+from control_plane.core.ledger import Ledger
+from control_plane.scheduler.rebuild import build_core
+from control_plane.scheduler.views import live_view
 from storage.records import RequestRecord
 from tests.control_plane.api.admin.conftest import AdminApi
 
@@ -92,3 +97,42 @@ async def test_app_graph_and_distributions(api: AdminApi) -> None:
 async def test_empty_app(api: AdminApi) -> None:
     graph = (await api.client.get("/admin/workflows/none")).json()
     assert (graph["calls"], graph["nodes"], graph["edges"], graph["agents"]) == (0, [], [], {})
+
+
+async def test_learned_workflows_come_from_the_leader_s_live_checkpoint(api: AdminApi) -> None:
+    """What the orchestrator learned and schedules by: graph, convergence, live priority."""
+    resp = await api.client.get("/admin/learned/workflows")
+    assert resp.status_code == 503 and resp.json()["error"]["code"] == "no_live_state"
+    core = build_core({"policy": PluginChoice("kairos")}, Ledger(), "vtc")
+    orch = core.ctx.workflows
+    t = 0.0
+    for w in range(40):  # router (1 s) → math (2 s) | humanities (6 s)
+        expert, secs = ("math", 2.0) if w % 5 < 3 else ("humanities", 6.0)
+        for agent, upstream, start, dur in (
+            ("router", None, 0.0, 1.0),
+            (expert, "router", 1.0, secs),
+        ):
+            job = Job(f"{w}{agent}", "acme", t + start, 10, 10, app="qa", agent=agent)
+            job.workflow, job.upstream = f"wf{w}", upstream
+            orch.on_arrival(job, t + start)
+            job.dispatched_at = t + start
+            orch.on_finish(job, 10, t + start + dur)
+        t += 20.0
+        orch.tick(t)
+    orch.refresh(t)
+    await api.stores.checkpoints.save_live(live_view(core, "leader-test", t))
+    resp = await api.client.get("/admin/learned/workflows", params={"app": "qa"})
+    assert resp.status_code == 200, resp.text
+    (qa,) = resp.json()["data"]
+    assert (qa["tenant"], qa["workflows"]) == ("acme", 40)
+    edges = {(e["from"], e["to"]): e["frequency"] for e in qa["edges"]}
+    assert edges[("router", "math")] == pytest.approx(0.6)
+    assert edges[("router", "humanities")] == pytest.approx(0.4)
+    agents = {a["agent"]: a for a in qa["agents"]}
+    assert agents["math"]["converged"] and agents["math"]["stages"] == 0
+    assert agents["router"]["stages"] == 1
+    # math has the least left of its workflow: served first
+    assert agents["math"]["priority"] < agents["humanities"]["priority"]
+    assert agents["math"]["single_mode_s"] == pytest.approx(2.0)
+    other = await api.client.get("/admin/learned/workflows", params={"tenant": "nobody"})
+    assert other.json()["data"] == []
