@@ -25,6 +25,14 @@ from typing import Any
 from control_plane.control.meta import AUTO, DEFAULT_POOL
 from control_plane.sim.capacity import pool_loads
 from control_plane.sim.results_hmas import AUTO_LLM, VLLM_DEFAULT
+from control_plane.sim.results_kairos import (
+    KAIROS_PLUGINS,
+    KAIROS_POLICIES,
+    KAIROS_RHOS,
+    KAIROS_SCENARIOS,
+    kairos_section,
+    replace_section,
+)
 from control_plane.sim.results_tables import COVERAGE_MARK, SWEEP_MARK, render_markdown
 from control_plane.sim.runner import PluginChoice, run_policy
 from control_plane.sim.scenario import Scenario, load_scenario
@@ -56,6 +64,7 @@ PLUGINS = {
     STATERA: PluginChoice(admission="statera", admission_params={}),
 }
 """Admission overrides by run label: vLLM's default sends everything to the engine."""
+PLUGINS.update(KAIROS_PLUGINS)
 HMFS_POLICIES = (
     PolicySpec("vtc", "vtc"),
     PolicySpec("hmfs", "hmfs"),
@@ -90,6 +99,14 @@ def plan(sweep: bool = True, llm: PolicySpec | None = None) -> list[Job]:
     if sweep:
         jobs += [(s, SWEEP_POLICIES, rho) for s in EXFAIRS for rho in SWEEP_RHOS]
     jobs += [(s, (PolicySpec(STATERA, "fcfs"),), None) for s in COVERAGE_SCENARIOS]
+    return jobs + kairos_plan(sweep)
+
+
+def kairos_plan(sweep: bool = True) -> list[Job]:
+    """The Kairos scenarios as shipped and (with `sweep`) at the sweep points above them."""
+    jobs: list[Job] = [(s, KAIROS_POLICIES, None) for s in KAIROS_SCENARIOS]
+    if sweep:
+        jobs += [(s, KAIROS_POLICIES, rho) for s in KAIROS_SCENARIOS for rho in KAIROS_RHOS]
     return jobs
 
 
@@ -139,6 +156,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=DOC, help="markdown file to write")
     parser.add_argument("--json-dir", type=Path, help="also write <dir>/<scenario>.json")
     parser.add_argument("--no-sweep", action="store_true", help="skip the ExFairS load sweeps")
+    parser.add_argument(
+        "--only-kairos", action="store_true", help="regenerate only the Kairos section in --out"
+    )
     parser.add_argument("--llm-url", help="OpenAI-compatible root URL: adds `auto-llm` runs")
     parser.add_argument("--llm-model", default="tiny-llama", help="the model it serves")
     parser.add_argument(
@@ -146,6 +166,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     llm = llm_spec(args.llm_url, args.llm_model, args.llm_constrain) if args.llm_url else None
+    if args.only_kairos:
+        section = kairos_section(run_all(kairos_plan(), args.jobs))
+        args.out.write_text(replace_section(args.out.read_text(encoding="utf-8"), section))
+        print(f"wrote the Kairos section of {args.out}", file=sys.stderr)
+        return 0
     results = run_all(plan(sweep=not args.no_sweep, llm=llm), args.jobs)
     if args.json_dir is not None:
         args.json_dir.mkdir(parents=True, exist_ok=True)

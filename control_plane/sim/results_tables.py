@@ -7,6 +7,7 @@ from typing import Any
 
 from control_plane.sim.results_format import Results, fmt, table
 from control_plane.sim.results_hmas import hmas_section
+from control_plane.sim.results_kairos import KAIROS_PREFIX, kairos_section
 
 HEADER = """# Results: the papers' experiments in Arbiter's simulator
 
@@ -287,6 +288,8 @@ def oracle_section(results: Mapping[str, Results], oracle: Mapping[str, Any]) ->
 
 
 def render_markdown(results: Mapping[str, Results], oracle: Mapping[str, Any] | None = None) -> str:
+    kairos = {k: v for k, v in results.items() if k.startswith(KAIROS_PREFIX)}
+    results = {k: v for k, v in results.items() if k not in kairos}
     sweep = {k: v for k, v in results.items() if SWEEP_MARK in k}
     coverage = {k: v for k, v in results.items() if COVERAGE_MARK in k}
     results = {k: v for k, v in results.items() if SWEEP_MARK not in k and k not in coverage}
@@ -299,6 +302,8 @@ def render_markdown(results: Mapping[str, Results], oracle: Mapping[str, Any] | 
             sections.append(hmas_section(name, results[name]))
     if "hmfs-multimodal" in results:
         sections.append(hmfs_section(results["hmfs-multimodal"]))
+    if kairos:
+        sections.append(kairos_section(kairos))
     sections.append(length_section(results, coverage))
     if oracle:
         sections.append(oracle_section(results, oracle))

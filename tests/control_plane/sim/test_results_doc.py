@@ -8,6 +8,7 @@ import pytest
 
 from control_plane.sim.capacity import pool_loads
 from control_plane.sim.results_doc import at_rho, llm_spec, plan
+from control_plane.sim.results_kairos import kairos_section, replace_section
 from control_plane.sim.results_tables import (
     SWEEP_MARK,
     exfairs_claims,
@@ -38,6 +39,20 @@ def test_the_plan_covers_the_issue_s_experiments() -> None:
     hmas += ["fcfs+exec", "sjf+exec", "wfq+exec"]
     assert jobs["hmas-stress"] == jobs["hmas-drift"] == hmas
     assert jobs["hmfs-multimodal"][:2] == ["vtc", "hmfs"]
+    kairos = ["parrot", "ayo", "kairos", "kairos-rr", "fcfs-slots"]
+    for name in ("kairos-qa", "kairos-rg", "kairos-cg", "kairos-colocated"):
+        assert jobs[name] == kairos
+        assert sweeps[(name, 1.0)] == sweeps[(name, 1.2)] == kairos
+
+
+def test_the_kairos_section_replaces_itself_in_the_document() -> None:
+    result = run(tiny(), "fcfs").results
+    section = kairos_section({"kairos-qa": {"parrot": result, "kairos": result}})
+    assert section.startswith("## Kairos") and "kairos-qa: incomplete" in section
+    doc = "# R\n\n## HMFS\n\nx\n\n## Length prediction\n\ny\n"
+    once = replace_section(doc, section)
+    assert once.index("## Kairos") < once.index("## Length prediction")
+    assert replace_section(once, section) == once
 
 
 def test_markdown_has_every_table_and_verdict() -> None:
