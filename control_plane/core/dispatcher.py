@@ -273,6 +273,13 @@ class Dispatcher:
                 policy.on_tokens_batch(charges, now)
             policy.ctx.ledger.charge_outputs(charges, now, plan)
 
+    def released(self, job: Job, now: float) -> None:
+        """A dispatched job left its worker without ending (re-queued after a worker failure,
+        or its grant undone): the placement's bookkeeping and the job's count in its open
+        workflow are given back (a re-queued job is counted again when it is pushed)."""
+        self.placement.on_finish(job, Outcome("aborted", job.n_in, job.n_out), now)
+        self.policy.ctx.workflows.on_withdrawn(job)
+
     def on_finish(self, job: Job, outcome: Outcome, now: float) -> None:
         """A running job ended; charges any output tokens not yet reported."""
         self.on_tokens(job, outcome.n_out - job.n_out, now)

@@ -128,6 +128,7 @@ class SchedulerCore:
         previous = self.running.pop(job.id, None)
         if previous is not None:
             self._release(previous)
+            self.dispatcher.released(previous.job, now)
         if weights:
             self._set_weights(job, weights)
         job.dispatched_at = None
@@ -243,6 +244,8 @@ class SchedulerCore:
         run = self.running.pop(decision.job.id, None)
         if run is not None:
             self._release(run)
+            job = run.job
+            self.dispatcher.released(job, job.dispatched_at or job.arrival)
 
     def switch_policy(self, policy: Policy, now: float) -> None:
         """Zero-downtime switch: `policy` (built over `ctx`) adopts every pending job."""

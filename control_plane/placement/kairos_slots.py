@@ -30,8 +30,9 @@ class KairosSlotsPlacement(Placement):
     the latency model's time for the job) and `v = 1 / TPOT` of the latency model. A worker
     whose any slot would overflow its KV capacity with the new request is refused (`fits`);
     among the others the lowest predicted peak wins (ties by id); when none fits the request
-    stays queued. A request that ends early releases its remaining slots; a worker that
-    reported a preemption within `cooldown_s` is refused.
+    stays queued (a worker predicted idle takes any request, so none waits forever). A request
+    that ends early releases its remaining slots; a worker that reported a preemption within
+    `cooldown_s` is refused.
 
     Sees only what a live scheduler sees: prompt length, the output cap and the learned
     distributions — never a request's true output length. Its ledger is not checkpointed: a
@@ -79,7 +80,9 @@ class KairosSlotsPlacement(Placement):
     def fits(self, job: Job, worker: WorkerView, now: float) -> bool:
         if self._cooling(worker, now):
             return False
-        return self.peak_with(job, worker, now) <= worker.kv_tokens
+        ledger = self._ledger(worker.id, now)
+        # a request predicted larger than a whole worker still goes to an idle one
+        return ledger.peak() == 0.0 or self.peak_with(job, worker, now) <= worker.kv_tokens
 
     def choose(self, job: Job, workers: Sequence[WorkerView], now: float) -> WorkerView:
         return min(workers, key=lambda w: (self.peak_with(job, w, now), w.id))

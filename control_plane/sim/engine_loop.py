@@ -128,7 +128,7 @@ class Simulator:
                     changed |= self._engine_event(index, t)
                 elif kind == FLUSH:
                     changed |= self._flush_all(t)
-                elif self._tick(t, end, cursor < len(specs)):
+                elif self._tick(t, end, cursor < len(specs) or bool(self._released)):
                     changed = True
             while cursor < len(specs) and specs[cursor].arrival <= t:
                 self._arrive(specs[cursor], cursor, t)
@@ -317,6 +317,11 @@ class Simulator:
 
     # -- end of run -----------------------------------------------------------------------------
     def _finish_run(self, t: float) -> None:
+        for _, _, spec in self._released:  # issued by agent code, due after the end
+            record = spec.record(self.setup.unit_factors[spec.model])
+            record.status, record.finished = "withdrawn", t
+            self.records.append(record)
+        self._released.clear()
         for job_id, record in list(self.pending.items()):
             if self.core.withdraw(job_id) is not None:
                 record.status, record.finished = "withdrawn", t

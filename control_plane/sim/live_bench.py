@@ -156,7 +156,12 @@ async def replay(
     target: LiveTarget,
     on_done: Callable[[RequestRecord], None] | None = None,
 ) -> list[RequestRecord]:
-    """Send every request at its (compressed) arrival time; one record per request."""
+    """Send every request at its (compressed) arrival time; one record per request.
+
+    Workflow calls need a closed loop (a call only once its upstream ended), which this
+    open-loop replay does not do: a workload with any is refused rather than mis-replayed."""
+    if any(s.workflow is not None for s in specs):
+        raise ValueError("workflows: this scenario's workflows cannot be replayed live yet")
     records = [s.record(unit_factors.get(s.model, 1.0)) for s in specs]
     start = time.monotonic()
 

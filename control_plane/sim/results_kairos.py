@@ -41,8 +41,10 @@ CLAIM = 0.178
 INTRO = """## Kairos: workflow-aware priority and memory-aware dispatch
 
 Program-level token latency (a workflow's end-to-end time / the tokens it generated, seconds
-per token; mean and P90 over completed workflows, all applications of a run together) and
-preemptions. `parrot` = FCFS + round-robin, `ayo` = fewest remaining stages + round-robin,
+per token): mean and P90 of each application over its completed workflows, averaged over the
+run's applications weighted by their completed workflows; `done` = completed / issued
+workflows (a workflow is completed when every call it issued ended ok before the run's end).
+`parrot` = FCFS + round-robin, `ayo` = fewest remaining stages + round-robin,
 `kairos` = learned priority + time-slot packing (`kairos_slots`), `kairos-rr` = learned
 priority + round-robin, `fcfs-slots` = FCFS + time-slot packing (docs/algorithms.md §19).
 `queue mean s` is the mean wait in the scheduler's queue over all calls — the only place an
@@ -57,6 +59,12 @@ def _pooled(r: Mapping[str, Any], stat: str) -> float | None:
         return None
     total = sum(int(m["completed"]) for m in apps)
     return sum(float(m["token_latency_s"][stat]) * int(m["completed"]) for m in apps) / total
+
+
+def _done(r: Mapping[str, Any]) -> str:
+    apps = (r.get("workflows") or {}).values()
+    issued = sum(int(m["workflows"]) for m in apps)
+    return f"{sum(int(m['completed']) for m in apps)}/{issued}"
 
 
 def _preemptions(r: Mapping[str, Any]) -> int:
@@ -87,6 +95,7 @@ def kairos_rows(label: str, res: Results) -> list[list[str]]:
                 pct(vs),
                 pct(vs90),
                 fmt(r.get("queue_mean_s"), 3),
+                _done(r),
                 str(_preemptions(r)),
             ]
         )
@@ -118,6 +127,7 @@ def kairos_section(results: Mapping[str, Results]) -> str:
         "mean vs parrot %",
         "P90 vs parrot %",
         "queue mean s",
+        "done",
         "preemptions",
     ]
     rows = [row for label, res in results.items() for row in kairos_rows(label, res)]

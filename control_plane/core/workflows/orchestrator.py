@@ -11,9 +11,9 @@ recomputed (`mds.agent_scores`) from each agent's remaining-latency window, or i
 application's pooled window while the agent's has not converged.
 
 Rule: no I/O, time comes in as `now`; memory is bounded (a window per agent and application,
-at most `max_open` open workflows of at most `max_calls` calls each — beyond that the oldest
-open workflow is closed early). The learned state is JSON (`snapshot`/`restore`) so a new
-leader keeps it.
+at most `max_open` open workflows of at most `max_calls` calls each — beyond that the least
+recently active open workflow is closed early, on the arrival that found the table full). The
+learned state is JSON (`snapshot`/`restore`) so a new leader keeps it.
 """
 
 from __future__ import annotations
@@ -108,7 +108,8 @@ class Orchestrator:
         wf = self._open.get(key)
         if wf is None:
             self._evict_if_full()
-            start = min(job.arrival, job.workflow_start or job.arrival)
+            carried = job.workflow_start
+            start = job.arrival if carried is None else min(job.arrival, carried)
             wf = self._open[key] = _Open((job.tenant, job.app), start, last=now)
         wf.outstanding += 1
         self._touch(key, wf, now)
@@ -126,7 +127,9 @@ class Orchestrator:
         wf = self._open.get(key)
         if wf is None:  # arrived before a fail-over: count the workflow from here
             self._evict_if_full()
-            wf = self._open[key] = _Open((job.tenant, job.app), job.workflow_start or job.arrival)
+            carried = job.workflow_start
+            start = job.arrival if carried is None else carried
+            wf = self._open[key] = _Open((job.tenant, job.app), start)
         else:
             wf.outstanding = max(0, wf.outstanding - 1)
         start = job.dispatched_at if job.dispatched_at is not None else job.arrival
@@ -225,8 +228,9 @@ class Orchestrator:
         self.scored_at = now
 
     def score(self, key: AgentKey) -> float:
-        """`key`'s score; an agent never seen takes its application's pooled score, and
-        an application never seen the median of all scores (0 with none)."""
+        """`key`'s score; an agent not scored yet takes the median of its application's
+        agents' scores, and an application never seen the median of all scores (0 with
+        none)."""
         known = self.scores.get(key)
         if known is not None:
             return known

@@ -2,9 +2,10 @@
 
 A bounded window keeps the latest `window` samples (memory stays flat however long Arbiter
 runs, and the distribution follows a drifting workload). Each time the number of samples seen
-doubles, the 1-D Wasserstein distance (scipy) between the window now and the window at the
-previous doubling is measured; the samples have *converged* when it is below `tolerance` ×
-their mean. A later check that fails un-converges them (a workload that changed).
+doubles — once the window is full, every `window` samples — the 1-D Wasserstein distance
+(scipy) between the window now and the window at the previous check is measured; the samples
+have *converged* when it is below `tolerance` × their mean. A later check that fails
+un-converges them (a workload that changed).
 """
 
 from __future__ import annotations
@@ -57,7 +58,9 @@ class Samples:
             self.distance = w / mean if mean > 0 else 0.0
             self.converged = self.distance < self.tolerance
         self._reference = now
-        self._next_check = 2 * self.seen
+        # doubling, until the window is full: then every window's worth, so a changed
+        # workload is noticed within a window however long Arbiter has run
+        self._next_check = self.seen + min(self.seen, self.window)
 
     def array(self) -> np.ndarray:
         return np.fromiter(self.values, dtype=np.float64, count=len(self.values))

@@ -109,3 +109,11 @@ def test_the_ledger_drops_past_slots() -> None:
     ledger.add(curve(10, 100, 1.0, 0.0, 5.0, 0.5))
     ledger.advance(100.0)
     assert ledger.usage.size == 0 and ledger.peak() == 0.0
+
+
+def test_a_request_larger_than_a_worker_still_goes_to_an_idle_one() -> None:
+    p = placement()
+    huge = job("huge", n_in=5000, max_tokens=100)
+    assert p.fits(huge, worker("w", kv=1000), 0.0)
+    p.on_dispatch(huge, worker("w", kv=1000), 0.0)
+    assert not p.fits(job("next", n_in=10), worker("w", kv=1000), 1.0)

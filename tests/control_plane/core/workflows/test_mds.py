@@ -42,3 +42,9 @@ def test_a_stochastically_smaller_remaining_latency_always_ranks_first(
 
 def test_no_samples_no_scores() -> None:
     assert agent_scores({"a": np.zeros(0)}) == {}
+
+
+def test_agents_sharing_a_distribution_get_exactly_the_same_score() -> None:
+    pooled = np.random.default_rng(1).exponential(3.0, 200)
+    scores = agent_scores({"a": pooled, "b": pooled.copy(), "c": pooled + 5.0})
+    assert scores["a"] == scores["b"] < scores["c"]

@@ -3,8 +3,15 @@ remaining latency, scores rank the agent nearer its workflow's end first, state 
 
 from __future__ import annotations
 
+from control_plane.admission.registry import build_admission
+from control_plane.core.dispatcher import Dispatcher
 from control_plane.core.job import Job
+from control_plane.core.policy import PolicyContext
+from control_plane.core.scheduler_core import SchedulerCore
+from control_plane.core.worker_view import WorkerView
 from control_plane.core.workflows.orchestrator import Orchestrator
+from control_plane.placement.registry import build_placement
+from control_plane.policies.registry import build_policy
 
 
 def call(
@@ -77,3 +84,28 @@ def test_snapshot_restore_keeps_what_was_learned() -> None:
     assert again.scores == orch.scores
     assert again.graphs[("acme", "qa")].to_json() == orch.graphs[("acme", "qa")].to_json()
     assert again.stages(("acme", "qa", "router")) == 1
+
+
+class Probe:
+    def view(
+        self, inflight: int, inflight_tokens: int, prefilling: int = 0, prefill_tokens: int = 0
+    ) -> WorkerView:
+        return WorkerView("w", "default", 8, 100_000, inflight=inflight)
+
+
+def test_a_requeued_call_is_counted_once() -> None:
+    """Re-queued after a worker failure: the scheduler core gives the dispatch back to the
+    orchestrator and to the slot dispatcher before queueing it again."""
+    ctx = PolicyContext()
+    placement = build_placement("kairos_slots")
+    policy = build_policy("kairos", ctx)
+    core = SchedulerCore(Dispatcher(policy, build_admission("capacity", None), placement))
+    core.set_workers({"w": Probe()})
+    job = Job("j", "acme", 0.0, 10, 10, app="qa", agent="a", workflow="wf")
+    core.arrive(job, None, 0.0)
+    assert [d.job.id for d in core.decide(0.0)] == ["j"]
+    assert placement.snapshot()["running"] == 1
+    core.arrive(job, None, 1.0)  # its worker failed: queued again
+    (wf,) = ctx.workflows._open.values()
+    assert wf.outstanding == 1
+    assert placement.snapshot()["running"] == 0

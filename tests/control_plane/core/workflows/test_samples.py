@@ -13,9 +13,12 @@ def test_a_stationary_distribution_converges_and_a_shifted_one_unconverges() -> 
     for v in rng.normal(10.0, 1.0, 2048):
         samples.add(float(v))
     assert samples.converged and samples.distance is not None and samples.distance < 0.05
-    for v in rng.normal(30.0, 1.0, 2048):  # the workload changed: the next check fails
+    for v in rng.normal(30.0, 1.0, 512):  # the workload changed: noticed within a window
         samples.add(float(v))
     assert not samples.converged
+    for v in rng.normal(30.0, 1.0, 1024):  # and the new one converges in turn
+        samples.add(float(v))
+    assert samples.converged
 
 
 def test_no_verdict_before_the_count_has_doubled_once() -> None:
