@@ -56,23 +56,7 @@ def build_flight(
     slo = slo_for(d, node, tags)
     if task is not None and d.settings.task_slo:
         slo = _with_task_slo(slo, task)
-    rid = f"req-{uuid.uuid4().hex}"
-    job = Job(
-        id=rid,
-        tenant=node.tenant.name,
-        app=node.app,
-        agent=node.agent,
-        model=body.model,
-        arrival=received,
-        n_in=n_in,
-        max_tokens=max_tokens,
-        workflow=tags.workflow or f"wf-{uuid.uuid4().hex[:16]}",
-        upstream=tags.upstream,
-        task=task,
-        tier=clamp_tier(node.tier, tags.priority),
-        slo=slo,
-        unit_factor=model.unit_factor,
-    )
+    job = door_job(node, tags, model, body.model, received, n_in, max_tokens, task, slo)
     raw["metadata"] = strip_tags(body.metadata)
     if inject:
         raw["max_tokens"] = max_tokens
@@ -84,6 +68,37 @@ def build_flight(
         payload=upstream_payload(raw, None),
         received_at=received,
         client_stream_options=options,
+    )
+
+
+def door_job(
+    node: NodeInfo,
+    tags: RequestTags,
+    model: ModelEntry,
+    model_name: str,
+    received: float,
+    n_in: int,
+    max_tokens: int,
+    task: str | None,
+    slo: Slo,
+) -> Job:
+    """The scheduler's view of a request the door accepted (a fresh id; the workflow the
+    agent code named, or a new one)."""
+    return Job(
+        id=f"req-{uuid.uuid4().hex}",
+        tenant=node.tenant.name,
+        app=node.app,
+        agent=node.agent,
+        model=model_name,
+        arrival=received,
+        n_in=n_in,
+        max_tokens=max_tokens,
+        workflow=tags.workflow or f"wf-{uuid.uuid4().hex[:16]}",
+        upstream=tags.upstream,
+        task=task,
+        tier=clamp_tier(node.tier, tags.priority),
+        slo=slo,
+        unit_factor=model.unit_factor,
     )
 
 

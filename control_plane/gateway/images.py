@@ -17,7 +17,6 @@ them) and the request ends `aborted`.
 from __future__ import annotations
 
 import time
-import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any, Literal
 
@@ -26,13 +25,12 @@ import orjson
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr
 
-from control_plane.core.job import Job
 from control_plane.gateway.deps import GatewayDeps, ModelEntry
-from control_plane.gateway.door import slo_for
+from control_plane.gateway.door import door_job, slo_for
 from control_plane.gateway.errors import ApiError
 from control_plane.gateway.flight import Flight
 from control_plane.gateway.identity import NodeInfo
-from control_plane.gateway.tags import RequestTags, clamp_tier
+from control_plane.gateway.tags import RequestTags
 from control_plane.gateway.tokens import text_tokens
 from workers.engine.diffusion import (
     MAX_IMAGES,
@@ -118,21 +116,9 @@ def build_image_flight(
         size = resolve_size(rule, body.size)
     except GenerationError as exc:
         raise ApiError(400, str(exc), param=exc.param) from None
-    job = Job(
-        id=f"req-{uuid.uuid4().hex}",
-        tenant=node.tenant.name,
-        app=node.app,
-        agent=node.agent,
-        model=body.model,
-        arrival=received,
-        n_in=n_in,
-        max_tokens=output_units(rule, n),
-        workflow=tags.workflow or f"wf-{uuid.uuid4().hex[:16]}",
-        upstream=tags.upstream,
-        task=tags.task,
-        tier=clamp_tier(node.tier, tags.priority),
-        slo=slo_for(d, node, tags),
-        unit_factor=model.unit_factor,
+    units = output_units(rule, n)
+    job = door_job(
+        node, tags, model, body.model, received, n_in, units, tags.task, slo_for(d, node, tags)
     )
     raw = body.model_dump(exclude_none=True, exclude_unset=True)
     payload = {k: v for k, v in raw.items() if k in FORWARDED}

@@ -41,40 +41,21 @@ class Edge:
 
 @dataclass(frozen=True, slots=True)
 class WorkflowGraph:
-    """A reconstructed workflow: its calls, edges, end-to-end span and output tokens."""
+    """A reconstructed workflow: its calls (by start), its edges and its root calls."""
 
     calls: tuple[Call, ...]
     edges: tuple[Edge, ...]
     roots: tuple[str, ...]
 
     @property
-    def start(self) -> float:
-        return min(c.start for c in self.calls)
-
-    @property
     def end(self) -> float:
         return max(c.end for c in self.calls)
-
-    @property
-    def tokens(self) -> int:
-        return sum(c.n_out for c in self.calls)
 
     def remaining(self) -> dict[str, float]:
         """Per call: time from its start to the end of the workflow (Kairos's remaining
         latency; every observed path contributes, so frequent paths weigh more)."""
         end = self.end
         return {c.id: end - c.start for c in self.calls}
-
-    def stages_after(self) -> dict[str, int]:
-        """Per call: the most calls on a downstream path after it (0 for a leaf)."""
-        children: dict[str, list[str]] = defaultdict(list)
-        for edge in self.edges:
-            children[edge.parent].append(edge.child)
-        depth: dict[str, int] = {}
-        # parents start before their children: reverse start order visits children first
-        for call in sorted(self.calls, key=lambda c: (c.start, c.id), reverse=True):
-            depth[call.id] = max((1 + depth.get(k, 0) for k in children[call.id]), default=0)
-        return depth
 
 
 def reconstruct(calls: Iterable[Call]) -> WorkflowGraph:

@@ -309,14 +309,17 @@ class Orchestrator:
         }
 
     def restore(self, data: Any) -> None:
+        """Reload `snapshot()` all at once: a malformed part raises before anything changes
+        (the caller then starts the orchestrator fresh)."""
         if not isinstance(data, dict):
             return
         w, tol = self.window, self.tolerance
-        self.graphs = {(t, a): AgentGraph.from_json(g) for t, a, g in data.get("graphs", [])}
-        self.agents = {
+        graphs = {(t, a): AgentGraph.from_json(g) for t, a, g in data.get("graphs", [])}
+        agents = {
             (t, a, g): AgentStats(Samples.from_json(s, w, tol), Samples.from_json(r, w, tol))
             for t, a, g, s, r in data.get("agents", [])
         }
-        self.pooled = {(t, a): Samples.from_json(s, w, tol) for t, a, s in data.get("pooled", [])}
-        self.scores = {(t, a, g): float(v) for t, a, g, v in data.get("scores", [])}
-        self._stages = {}
+        pooled = {(t, a): Samples.from_json(s, w, tol) for t, a, s in data.get("pooled", [])}
+        scores = {(t, a, g): float(v) for t, a, g, v in data.get("scores", [])}
+        self.graphs, self.agents, self.pooled, self.scores = graphs, agents, pooled, scores
+        self._stages, self._modes = {}, {}

@@ -3,6 +3,8 @@ remaining latency, scores rank the agent nearer its workflow's end first, state 
 
 from __future__ import annotations
 
+import pytest
+
 from control_plane.admission.registry import build_admission
 from control_plane.core.dispatcher import Dispatcher
 from control_plane.core.job import Job
@@ -109,3 +111,12 @@ def test_a_requeued_call_is_counted_once() -> None:
     (wf,) = ctx.workflows._open.values()
     assert wf.outstanding == 1
     assert placement.snapshot()["running"] == 0
+
+
+def test_a_malformed_checkpoint_changes_nothing() -> None:
+    orch = Orchestrator(idle_s=2.0, recompute_s=0.0)
+    run_qa(orch, 5)
+    bad = {**orch.snapshot(), "scores": [["only", "two"]]}
+    with pytest.raises(ValueError):
+        orch.restore(bad)
+    assert orch.graphs[("acme", "qa")].workflows == 5
