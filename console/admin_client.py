@@ -156,6 +156,13 @@ class AdminClient:
     def workflow(self, app: str, tenant: str | None = None) -> dict[str, Any]:
         return dict(self._json("GET", f"/admin/workflows/{app}", params={"tenant": tenant}))
 
+    def learned_workflows(
+        self, tenant: str | None = None, app: str | None = None
+    ) -> dict[str, Any]:
+        """What the scheduler leader learned per application (`updated_at`, `policy`, `data`)."""
+        params = {"tenant": tenant, "app": app}
+        return dict(self._json("GET", "/admin/learned/workflows", params=params))
+
     def report(self, **params: Any) -> dict[str, Any]:
         return dict(self._json("GET", "/admin/reports", params={**params, "format": "json"}))
 
@@ -169,3 +176,11 @@ class AdminClient:
         8601; the API's defaults: the last 24 h)."""
         params = {"from": start, "to": end}
         return dict(self._json("GET", "/admin/reports/service-by-kind", params=params))
+
+    def program_report(
+        self, start: str | float | None = None, end: str | float | None = None, **params: Any
+    ) -> dict[str, Any]:
+        """Per application, program-level latencies of the workflows started in [start, end)
+        (epoch s or ISO 8601; optional `tenant`), and preemptions per worker (live)."""
+        query = {"from": start, "to": end, **params}
+        return dict(self._json("GET", "/admin/reports/programs", params=query))

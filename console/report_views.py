@@ -1,5 +1,6 @@
 """Pure builders of the Reports page from `/admin/reports` JSON (the numbers are the API's,
-unchanged: the CSV download is the API's own CSV)."""
+unchanged: the CSV download is the API's own CSV), and of its program-level tables from
+`/admin/reports/programs` (the API's numbers in human units, rounded)."""
 
 from __future__ import annotations
 
@@ -33,6 +34,11 @@ COLUMNS = (
     "e2e_p95",
     "e2e_p99",
 )
+
+
+PROGRAM_STATS = (("mean", "mean"), ("p90", "P90"), ("p95", "P95"), ("p99", "P99"))
+"""(API field, label) of each program-level statistic."""
+PREEMPTION_COLUMNS = ("Worker", "Model", "Healthy", "Preemptions (since engine start)")
 
 
 def _pct(node: Mapping[str, Any], name: str, p: str) -> float | None:
@@ -87,3 +93,39 @@ def share_figure(report: Mapping[str, Any]) -> go.Figure:
 def report_json_bytes(report: Mapping[str, Any]) -> bytes:
     """The report as a downloadable JSON document."""
     return json.dumps(report, indent=2, sort_keys=True).encode()
+
+
+def _scaled(value: float | None, factor: float, digits: int) -> float | None:
+    return None if value is None else round(value * factor, digits)
+
+
+def _program_row(app: Mapping[str, Any]) -> dict[str, Any]:
+    row: dict[str, Any] = {
+        "Application": app["key"],
+        "Workflows": app["workflows"],
+        "Completed": app["completed"],
+        "Calls / workflow": _scaled(app["calls_per_workflow"], 1.0, 2),
+    }
+    for field, label in PROGRAM_STATS:
+        row[f"E2E {label} (s)"] = _scaled(app["e2e_s"][field], 1.0, 3)
+    for field, label in PROGRAM_STATS:
+        row[f"Token latency {label} (ms/token)"] = _scaled(app["token_latency_s"][field], 1e3, 2)
+    return row
+
+
+def program_frame(report: Mapping[str, Any]) -> pd.DataFrame:
+    """One row per application: workflows, completed, calls per workflow, end-to-end latency
+    (s, 3 decimals) and program-level token latency (ms per output token, 2 decimals)."""
+    columns = ["Application", "Workflows", "Completed", "Calls / workflow"]
+    columns += [f"E2E {label} (s)" for _, label in PROGRAM_STATS]
+    columns += [f"Token latency {label} (ms/token)" for _, label in PROGRAM_STATS]
+    return pd.DataFrame([_program_row(a) for a in report["data"]], columns=columns)
+
+
+def preemption_frame(report: Mapping[str, Any]) -> pd.DataFrame:
+    """One row per worker: its engine's cumulative preemptions, as the leader last saw them."""
+    rows = [
+        (w["worker"], w["model"], w["healthy"], w["preemptions"])
+        for w in report["preemptions"]["data"]
+    ]
+    return pd.DataFrame(rows, columns=list(PREEMPTION_COLUMNS))

@@ -1,7 +1,9 @@
 """Reports: a date range and a level → per node requests, tokens, unified service, share
 against weight, SLO-violation rate, latency percentiles, SAFI and Jain's index (for the period
 and over time); download as CSV (the API's own) or JSON. Below, the service each tenant
-received per model kind (llm, vlm, image, video, audio) over the same dates."""
+received per model kind (llm, vlm, image, video, audio) over the same dates, and the
+program-level view: per application, how long its workflows took end to end and per output
+token, and each worker's preemptions."""
 
 from __future__ import annotations
 
@@ -70,6 +72,28 @@ def _kinds(params: dict[str, Any]) -> None:
     st.dataframe(kind_views.kind_frame(kinds), hide_index=True, key="kind_table")
 
 
+def _programs(params: dict[str, Any]) -> None:
+    st.subheader("Workflows (program-level)")
+    report = session.client().program_report(params["from"], params["to"], tenant=params["tenant"])
+    if report["data"]:
+        st.caption(
+            "Workflows whose first call arrived in the period. End-to-end = last call's end − "
+            "first call's arrival; token latency = end-to-end / output tokens of all its calls. "
+            "Statistics over completed workflows (every call ended ok)."
+        )
+        st.dataframe(views.program_frame(report), hide_index=True, key="program_table")
+    else:
+        st.info("No workflows started in this period.")
+    st.markdown("**Preemptions per worker**")
+    live = report["preemptions"]
+    if not live["data"]:
+        none = "No scheduler leader publishes" if live["updated_at"] is None else "No workers in"
+        st.info(f"{none} the live view.")
+        return
+    st.caption("Cumulative since each worker's engine started, as the scheduler leader saw it.")
+    st.dataframe(views.preemption_frame(report), hide_index=True, key="preemption_table")
+
+
 def main() -> None:
     st.title("Reports")
     params = _params()
@@ -80,6 +104,7 @@ def main() -> None:
             return
         _show(report, params)
         _kinds(params)
+        _programs(params)
     except AdminApiError as exc:
         session.show_error(exc)
 

@@ -3,6 +3,7 @@
 from storage.repos.audit import AuditRepo
 from storage.repos.fleet import ModelRepo, WorkerRepo
 from storage.repos.keys import KeyRepo, hash_key
+from storage.repos.program_reports import program_report_from_requests
 from storage.repos.raw_reports import report_from_requests
 from storage.repos.requests import RequestRepo
 from storage.repos.rollups import RollupRepo
@@ -17,5 +18,6 @@ __all__ = [
     "TenantRepo",
     "WorkerRepo",
     "hash_key",
+    "program_report_from_requests",
     "report_from_requests",
 ]

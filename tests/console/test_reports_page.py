@@ -1,7 +1,10 @@
-"""Reports page: the per-node table equals the API's report; CSV and JSON downloads."""
+"""Reports page: the per-node table equals the API's report; CSV and JSON downloads; service
+per model kind; program-level workflow latencies and preemptions per worker."""
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
 import datetime as dt
 import io
 import json
@@ -13,8 +16,11 @@ import pytest
 from streamlit.runtime.memory_media_file_storage import MemoryMediaFileStorage
 from streamlit.testing.v1 import AppTest
 
+from control_plane.state import StateStores
 from storage.records import RequestRecord
 from tests.console.conftest import AdminServer, signed_in
+from tests.control_plane.api.admin.preemption_state import publish_preemptions
+from tests.storage.program_rows import SINCE, make_workflow_rows, simulator_metrics
 
 
 def _rows(now: float) -> list[RequestRecord]:
@@ -124,3 +130,48 @@ def test_service_per_model_kind_section(admin_server: AdminServer, app_test: App
     at.button(key="report_submit").click().run()
     assert not at.exception, at.exception
     assert set(at.dataframe[1].value["tenant"]) == {"south"}
+
+
+def test_program_level_section(admin_server: AdminServer, app_test: AppTest) -> None:
+    """Per application the simulator's program metrics in human units (s, ms/token), rounded;
+    preemptions per worker from the leader's live view. (Last: its rows join the module's.)"""
+    shift = time.time() - 3 * 3600 - SINCE
+    rows = [
+        dataclasses.replace(
+            r, arrival=r.arrival + shift, finished_at=r.finished_at and r.finished_at + shift
+        )
+        for r in make_workflow_rows()
+    ]
+    with admin_server.db.repos() as r:
+        r.requests.insert_many(rows)
+
+    async def publish() -> None:
+        stores = StateStores.open(admin_server.redis_url, "default")
+        try:
+            await publish_preemptions(stores, {"w1": 4, "w2": 0}, time.time())
+        finally:
+            await stores.aclose()
+
+    asyncio.run(publish())
+    at = signed_in(app_test, "app_pages/reports.py")
+    assert not at.exception, at.exception
+    assert "Workflows (program-level)" in [h.value for h in at.subheader]
+    today = dt.datetime.now(dt.UTC).date()
+    start = dt.datetime.combine(today - dt.timedelta(days=7), dt.time(), dt.UTC).timestamp()
+    expected = simulator_metrics(rows, start, start + 8 * 86400)
+    table = at.dataframe[2].value.set_index("Application")
+    assert list(table.index) == list(expected) == ["acme/chat", "acme/docs", "globex/chat"]
+    for app, sim in expected.items():
+        row = table.loc[app]
+        assert (row["Workflows"], row["Completed"]) == (sim["workflows"], sim["completed"])
+        assert row["Calls / workflow"] == round(sim["calls_per_workflow"], 2)
+        assert row["E2E mean (s)"] == round(sim["e2e_s"]["mean"], 3)
+        assert row["E2E P99 (s)"] == round(sim["e2e_s"]["p99"], 3)
+        assert row["Token latency P95 (ms/token)"] == round(sim["token_latency_s"]["p95"] * 1e3, 2)
+    preemptions = at.dataframe[3].value.set_index("Worker")
+    assert preemptions["Preemptions (since engine start)"].to_dict() == {"w1": 4, "w2": 0}
+
+    at.text_input(key="rep_tenant").input("globex")
+    at.button(key="report_submit").click().run()
+    assert not at.exception, at.exception
+    assert list(at.dataframe[2].value["Application"]) == ["globex/chat"]

@@ -1,5 +1,7 @@
 """`/admin/reports`: historical fairness per node as JSON, CSV or HTML (same numbers as
-`arbiter admin report`); `/admin/reports/service-by-kind`: service per tenant per model kind."""
+`arbiter admin report`); `/admin/reports/service-by-kind`: service per tenant per model kind;
+`/admin/reports/programs`: program-level (workflow) latencies per application and
+preemptions per worker."""
 
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ from control_plane.admin.reports import (
     parse_time,
 )
 from control_plane.api.admin.deps import Ctx, in_thread
+from control_plane.api.admin.program_report import live_preemptions, program_report
 from control_plane.api.auth import Admin
 from control_plane.gateway.errors import ApiError
 from storage.records import Level
@@ -114,3 +117,22 @@ async def service_per_kind(ctx: Ctx, _: Admin, from_: From = None, to: To = None
     service (a kind's shares sum to 1). A model missing from the registry counts as llm."""
     start, end = _period(from_, to)
     return await in_thread(service_by_kind, ctx.db, start, end)
+
+
+@router.get("/reports/programs")
+async def programs(
+    ctx: Ctx,
+    _: Admin,
+    from_: From = None,
+    to: To = None,
+    tenant: Annotated[str | None, Query(max_length=128, description="only this tenant")] = None,
+) -> dict[str, Any]:
+    """Per application, over the workflows whose first call arrived in [from, to): workflows,
+    completed (every call ended ok), calls per workflow, and mean/P90/P95/P99 of end-to-end
+    latency (s) and program-level token latency (s per output token) — the simulator's
+    definitions (`storage/program_reports.py`). `preemptions`: per worker, its engine's
+    cumulative preemption count from the scheduler leader's live view (not per period)."""
+    start, end = _period(from_, to)
+    data = await in_thread(program_report, ctx.db, start, end, tenant)
+    live = await ctx.stores.checkpoints.load_live()
+    return {**data, "preemptions": live_preemptions(live)}
