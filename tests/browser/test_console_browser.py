@@ -6,8 +6,10 @@ package, the same engine and protocol as `playwright-core`, launched with
 in with the admin token (a wrong one is refused plainly), see both demo tenants' live SAFI,
 set acme's weight with a reason, see the audit row, see the new weight in the live state
 (admin API, the scheduler's `weights` knob and the Live page), open Reports and download the
-CSV, whose request counts equal what the client sent. Screenshots of every step are kept in
-`test-artifacts/browser/`.
+CSV, whose request counts equal what the client sent. Then (issue 10) the policy is switched
+to kairos, 200 QA workflows (router, then math or humanities at p 0.5) run live, and the
+Workflows page shows the graph the scheduler learned with the frequencies sent. Screenshots of
+every step are kept in `test-artifacts/browser/`.
 
 Without /usr/bin/chromium the module is skipped, except under CI (`$CI` set), where it fails.
 """
@@ -36,6 +38,8 @@ from tests.browser.streamlit_dom import (
     wait_until,
 )
 from tests.browser.traffic import Traffic
+from tests.browser.workflow_traffic import QaWorkflows
+from tests.browser.workflows_check import POLICY, see_learned_workflows, switch_policy
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -200,5 +204,16 @@ def test_operator_console_in_chromium(
     assert traffic.errors == []
     assert all(traffic.ok[t] > 0 for t in TENANTS), traffic.ok
     check_csv(download_report(console, deployment, traffic.ok), traffic.ok)
+    assert console.js_errors == []
+    assert console.console_errors == []
+
+
+def test_learned_workflows_in_chromium(deployment: UpInfo, console: ConsolePage) -> None:
+    switch_policy(deployment, POLICY)
+    qa = QaWorkflows(deployment.gateway_url, deployment.tenants["acme"])
+    qa.run()
+    assert qa.errors == []
+    sign_in(console, deployment)
+    see_learned_workflows(console, deployment, qa)
     assert console.js_errors == []
     assert console.console_errors == []

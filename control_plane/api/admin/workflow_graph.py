@@ -1,8 +1,11 @@
 """Agent graphs and latency distributions of applications, from request rows (pure).
 
 Per application (docs/algorithms.md §19): nodes are agents, an edge `upstream → agent` counts
-the calls that agent received from that upstream (`frequency` = its share of all calls out of
-the upstream; calls without an upstream come from the `ENTRY` node). Calls of one workflow that
+the calls that agent received from that upstream, and `frequency` = that count over the
+upstream agent's own calls, as the scheduler's learned graph counts it: a router that always
+calls both experts gives 1.0 on each edge, not 0.5 (calls without an upstream come from the
+`ENTRY` node, whose calls are those rows; an upstream with no row of its own in the period —
+only its downstream calls were kept — has no frequency, None). Calls of one workflow that
 share an upstream and overlap in time are counted as `parallel`. Per agent: the single-call
 latency (arrival → finish) and the remaining latency (call arrival → end of its workflow), each
 as count, mean, quantiles and a histogram.
@@ -137,19 +140,19 @@ def app_graph(rows: Sequence[RequestRecord]) -> dict[str, Any]:
             single[rec.agent].append(max(0.0, (end - start) * 1000.0))
     remaining = _remaining_ms(rows)
     positions = _layout(graph)
-    edges = []
-    for source, target, data in sorted(graph.edges(data=True)):
-        out_total = sum(d["count"] for _, _, d in graph.out_edges(source, data=True))
-        edges.append(
-            {
-                "source": source,
-                "target": target,
-                "count": data["count"],
-                "frequency": data["count"] / out_total,
-                "parallel": parallel.get((source, target), 0),
-            }
-        )
     calls = {n: sum(d["count"] for _, _, d in graph.in_edges(n, data=True)) for n in graph.nodes}
+    if ENTRY in graph:  # the entry's "calls" are the calls it started (rows with no upstream)
+        calls[ENTRY] = sum(d["count"] for _, _, d in graph.out_edges(ENTRY, data=True))
+    edges = [
+        {
+            "source": source,
+            "target": target,
+            "count": data["count"],
+            "frequency": data["count"] / calls[source] if calls[source] else None,
+            "parallel": parallel.get((source, target), 0),
+        }
+        for source, target, data in sorted(graph.edges(data=True))
+    ]
     nodes = [
         {"id": n, "calls": calls[n], "depth": positions[n][0], "row": positions[n][1]}
         for n in sorted(graph.nodes, key=lambda n: positions[n])

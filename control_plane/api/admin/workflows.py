@@ -48,9 +48,11 @@ async def learned_workflows(
     app: Annotated[str | None, Query(max_length=128)] = None,
 ) -> dict[str, Any]:
     """What the scheduler leader's workflow orchestrator learned and uses, per application:
-    the agent graph (calls, edge frequencies, parallel calls), each agent's remaining-latency
-    convergence, single-call mode, remaining stages and its live priority (1 = first), from
-    the live checkpoint (updated every second)."""
+    the agent graph (calls; per edge its count, frequency over the source agent's calls and
+    parallel calls), each agent's remaining-latency convergence, single-call mode, remaining
+    stages, live priority (1 = first) and both latency windows as quantiles in seconds
+    (`latency_s`), from the live checkpoint (updated every second). `policy` is the policy
+    the leader runs: only kairos orders by `priority`, ayo by `stages`."""
     live = await ctx.stores.checkpoints.load_live()
     if live is None:
         raise no_leader()

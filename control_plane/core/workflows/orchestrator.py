@@ -25,10 +25,11 @@ import numpy as np
 from scipy.stats import gaussian_kde
 
 from control_plane.core.job import Job
-from control_plane.core.workflows.agent_graph import ENTRY, AgentGraph
+from control_plane.core.workflows.agent_graph import AgentGraph
 from control_plane.core.workflows.calls import Call, WorkflowGraph, reconstruct
 from control_plane.core.workflows.mds import agent_scores
 from control_plane.core.workflows.samples import Samples
+from control_plane.core.workflows.views import learned as learned_view
 
 AppKey = tuple[str, str]
 """(tenant, application)."""
@@ -36,10 +37,6 @@ AgentKey = tuple[str, str, str]
 """(tenant, application, agent): a job's `path`."""
 MIN_KDE = 8
 """Single-call samples before an agent's latency mode is estimated."""
-
-
-def _mean(samples: Samples | None) -> float | None:
-    return float(np.mean(samples.values)) if samples is not None and samples.values else None
 
 
 def kde_mode(values: np.ndarray) -> float:
@@ -60,6 +57,9 @@ class _Open:
     outstanding: int = 0
     """Calls arrived and not yet ended (queued or running): the workflow is not idle."""
     last: float = 0.0
+    partial: bool = False
+    """Seen from mid-way (its first calls ran before a leader fail-over): its graph and
+    remaining latencies would be wrong, so only its calls' single-call latencies count."""
 
 
 @dataclass
@@ -110,7 +110,9 @@ class Orchestrator:
             self._evict_if_full()
             carried = job.workflow_start
             start = job.arrival if carried is None else min(job.arrival, carried)
-            wf = self._open[key] = _Open((job.tenant, job.app), start, last=now)
+            wf = self._open[key] = _Open(
+                (job.tenant, job.app), start, last=now, partial=job.upstream is not None
+            )
         wf.outstanding += 1
         self._touch(key, wf, now)
         return wf.start
@@ -129,7 +131,7 @@ class Orchestrator:
             self._evict_if_full()
             carried = job.workflow_start
             start = job.arrival if carried is None else carried
-            wf = self._open[key] = _Open((job.tenant, job.app), start)
+            wf = self._open[key] = _Open((job.tenant, job.app), start, partial=True)
         else:
             wf.outstanding = max(0, wf.outstanding - 1)
         start = job.dispatched_at if job.dispatched_at is not None else job.arrival
@@ -172,6 +174,10 @@ class Orchestrator:
         if not wf.calls:
             return
         calls = wf.calls
+        if wf.partial:
+            for call in calls:
+                self._stats((*wf.app, call.agent)).single.add(call.end - call.start)
+            return
         # most workflows are one call (a request without one gets its own): nothing to sweep
         graph = (
             WorkflowGraph((calls[0],), (), (calls[0].id,))
@@ -249,52 +255,10 @@ class Orchestrator:
 
     # -- views ------------------------------------------------------------------------------
     def learned(self) -> list[dict[str, Any]]:
-        """Per application, what was learned and how it is used: the agent graph (calls,
-        edge frequencies, parallel counts), each agent's windows, convergence, single-call
-        mode, remaining stages and priority score (`priority`: 1 = served first)."""
-        order = sorted(self.scores, key=lambda k: (self.scores[k], k))
-        position = {key: i + 1 for i, key in enumerate(order)}
-        out = []
-        for app, graph in sorted(self.graphs.items()):
-            agents = []
-            for name in sorted(a for a in graph.calls if a != ENTRY):
-                key = (app[0], app[1], name)
-                stats = self.agents.get(key)
-                remaining = stats.remaining if stats else None
-                agents.append(
-                    {
-                        "agent": name,
-                        "calls": graph.calls[name],
-                        "samples": remaining.seen if remaining else 0,
-                        "converged": bool(remaining and remaining.converged),
-                        "distance": remaining.distance if remaining else None,
-                        "remaining_mean_s": _mean(remaining),
-                        "single_mode_s": self.single_call_mode(key),
-                        "stages": self.stages(key),
-                        "score": self.scores.get(key),
-                        "priority": position.get(key),
-                    }
-                )
-            edges = [
-                {
-                    "from": a,
-                    "to": b,
-                    "count": n,
-                    "frequency": graph.frequency(a, b),
-                    "parallel": graph.parallel.get((a, b), 0),
-                }
-                for (a, b), n in sorted(graph.edges.items())
-            ]
-            out.append(
-                {
-                    "tenant": app[0],
-                    "app": app[1],
-                    "workflows": graph.workflows,
-                    "agents": agents,
-                    "edges": edges,
-                }
-            )
-        return out
+        """Per application, what was learned and how it is used (`views.learned`): the agent
+        graph, each agent's windows as quantiles, convergence, single-call mode, remaining
+        stages and priority score (`priority`: 1 = served first)."""
+        return learned_view(self)
 
     # -- checkpoint -------------------------------------------------------------------------
     def snapshot(self) -> dict[str, Any]:

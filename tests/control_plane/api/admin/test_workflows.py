@@ -7,29 +7,12 @@ import time
 import pytest
 
 from control_plane.contracts.knobs import PluginChoice
-from control_plane.core.job import Job
 from control_plane.core.ledger import Ledger
 from control_plane.scheduler.rebuild import build_core
 from control_plane.scheduler.views import live_view
 from storage.records import RequestRecord
 from tests.control_plane.api.admin.conftest import AdminApi
-
-
-def _call(
-    i: int, wf: str, agent: str, upstream: str | None, start: float, secs: float
-) -> RequestRecord:
-    return RequestRecord(
-        id=f"c{i}",
-        tenant="acme",
-        app="qa",
-        agent=agent,
-        workflow=wf,
-        upstream=upstream,
-        arrival=start,
-        finished_at=start + secs,
-        status="ok",
-        e2e_ms=secs * 1000,
-    )
+from tests.support.qa_workflows import feed_qa, history_call
 
 
 def qa_rows(now: float) -> list[RequestRecord]:
@@ -37,11 +20,11 @@ def qa_rows(now: float) -> list[RequestRecord]:
     rows, i = [], 0
     for w in range(10):
         t0 = now - 3000 + w * 60
-        rows.append(_call(i, f"wf{w}", "router", None, t0, 1.0))
+        rows.append(history_call(i, f"wf{w}", "router", None, t0, 1.0))
         i += 1
         targets = ["math", "humanities"] if w == 0 else ["math" if w < 6 else "humanities"]
         for target in targets:
-            rows.append(_call(i, f"wf{w}", target, "router", t0 + 1.0, 2.0 + w / 10))
+            rows.append(history_call(i, f"wf{w}", target, "router", t0 + 1.0, 2.0 + w / 10))
             i += 1
     return rows
 
@@ -75,8 +58,10 @@ async def test_app_graph_and_distributions(api: AdminApi) -> None:
     edges = {(e["source"], e["target"]): e for e in graph["edges"]}
     assert set(edges) == {("(entry)", "router"), ("router", "math"), ("router", "humanities")}
     assert edges[("(entry)", "router")]["count"] == 10
-    assert edges[("router", "math")]["frequency"] == pytest.approx(6 / 11)
-    assert edges[("router", "humanities")]["frequency"] == pytest.approx(5 / 11)
+    # over the router's 10 calls (workflow 0 asked both experts): 6 and 5, not 6 and 5 of 11
+    assert edges[("router", "math")]["frequency"] == pytest.approx(6 / 10)
+    assert edges[("router", "humanities")]["frequency"] == pytest.approx(5 / 10)
+    assert edges[("(entry)", "router")]["frequency"] == 1.0
     assert (
         edges[("router", "math")]["parallel"] == 1
         and edges[("router", "humanities")]["parallel"] == 1
@@ -105,20 +90,7 @@ async def test_learned_workflows_come_from_the_leader_s_live_checkpoint(api: Adm
     assert resp.status_code == 503 and resp.json()["error"]["code"] == "no_live_state"
     core = build_core({"policy": PluginChoice("kairos")}, Ledger(), "vtc")
     orch = core.ctx.workflows
-    t = 0.0
-    for w in range(40):  # router (1 s) → math (2 s) | humanities (6 s)
-        expert, secs = ("math", 2.0) if w % 5 < 3 else ("humanities", 6.0)
-        for agent, upstream, start, dur in (
-            ("router", None, 0.0, 1.0),
-            (expert, "router", 1.0, secs),
-        ):
-            job = Job(f"{w}{agent}", "acme", t + start, 10, 10, app="qa", agent=agent)
-            job.workflow, job.upstream = f"wf{w}", upstream
-            orch.on_arrival(job, t + start)
-            job.dispatched_at = t + start
-            orch.on_finish(job, 10, t + start + dur)
-        t += 20.0
-        orch.tick(t)
+    t = feed_qa(orch, 40, 0.0)
     orch.refresh(t)
     await api.stores.checkpoints.save_live(live_view(core, "leader-test", t))
     resp = await api.client.get("/admin/learned/workflows", params={"app": "qa"})

@@ -120,3 +120,21 @@ def test_a_malformed_checkpoint_changes_nothing() -> None:
     with pytest.raises(ValueError):
         orch.restore(bad)
     assert orch.graphs[("acme", "qa")].workflows == 5
+
+
+def test_a_workflow_seen_from_mid_way_teaches_no_graph() -> None:
+    """After a leader fail-over the new leader sees workflows from mid-way: a call arriving
+    with an upstream but no earlier call, or a call ending that it never saw arrive. Those
+    fragments would add false entry edges and too-short remaining latencies; only their
+    single-call latencies are kept."""
+    orch = Orchestrator(idle_s=2.0)
+    call(orch, "w1", "writer", "router", 0.0, 4.0)  # the router ran before the fail-over
+    late = Job("w2-writer", "acme", 0.0, 10, 10, app="qa", agent="writer", workflow="w2")
+    late.upstream, late.dispatched_at = "router", 0.5
+    orch.on_finish(late, 10, 3.0)  # arrived (and started) before the fail-over
+    orch.tick(10.0)
+    assert ("acme", "qa") not in orch.graphs
+    writer = orch.agents[("acme", "qa", "writer")]
+    assert list(writer.single.values) == [4.0, 2.5] and writer.remaining.seen == 0
+    run_qa(orch, 1)  # a workflow seen from its entry call is learned as before
+    assert orch.graphs[("acme", "qa")].workflows == 1
