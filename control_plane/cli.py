@@ -143,6 +143,9 @@ def up(
     vllm_python: Annotated[str | None, Opt(help="vLLM's Python interpreter.")] = None,
     tenant: Annotated[list[str] | None, Opt(help="Demo tenant to create (repeat).")] = None,
     max_num_seqs: Annotated[int | None, Opt(help="Batch size of simulated workers.")] = None,
+    kv_tokens: Annotated[
+        int | None, Opt(min=16, help="KV cache capacity (tokens) of simulated workers.")
+    ] = None,
     schedulers: Annotated[
         int, Opt(min=1, help="Scheduler replicas (one leads, the others stand by).")
     ] = 2,
@@ -170,6 +173,7 @@ def up(
             vllm_python=vllm_python,
             tenants=tenant or ["acme", "globex"],
             max_num_seqs=max_num_seqs,
+            kv_tokens=kv_tokens,
             schedulers=schedulers,
         ),
         say=lambda line: out.print(

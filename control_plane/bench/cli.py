@@ -1,8 +1,9 @@
-"""`arbiter bench overhead|faults|soak|decisions|perception|hmfs-multimodal`: what Arbiter adds
-to a request, evidence that a deployment survives faults and holds steady under hours of load
-(these three drive a real `arbiter up` over HTTP), what one scheduling decision costs and what
-tagging a prompt costs (in process), and the multi-modal HMFS scenario live beside its
-simulation (a real `arbiter up` with workers of three kinds)."""
+"""`arbiter bench overhead|faults|soak|decisions|perception|hmfs-multimodal|workflows`: what
+Arbiter adds to a request, evidence that a deployment survives faults and holds steady under
+hours of load (these three drive a real `arbiter up` over HTTP), what one scheduling decision
+costs and what tagging a prompt costs (in process), the multi-modal HMFS scenario live beside
+its simulation (a real `arbiter up` with workers of three kinds), and a workflow scenario live
+as closed-loop multi-agent clients beside its simulation (`workflows_cli.py`)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,8 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
+
+from control_plane.bench.workflows_cli import bench_workflows
 
 Opt = typer.Option
 
@@ -330,7 +333,8 @@ def register(group: typer.Typer, aliases: typer.Typer | None = None) -> None:
         ("decisions", bench_decisions),
         ("perception", bench_perception),
         ("hmfs-multimodal", bench_hmfs_multimodal),
+        ("workflows", bench_workflows),
     ):
         group.command(name)(command)
-        if aliases is not None and name not in ("decisions", "perception", "hmfs-multimodal"):
+        if aliases is not None and name in ("overhead", "faults", "soak"):
             aliases.command(f"bench-{name}", hidden=True)(command)

@@ -21,7 +21,7 @@ import asyncio
 import json
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -78,8 +78,13 @@ def request_headers(spec: RequestSpec, key: str, speed: float) -> dict[str, str]
         "X-Arbiter-App": spec.app,
         "X-Arbiter-Agent": spec.agent,
     }
-    if spec.task:
-        headers["X-Arbiter-Task"] = spec.task
+    for name, tag in (
+        ("Task", spec.task),
+        ("Workflow", spec.workflow),
+        ("Upstream", spec.upstream),
+    ):
+        if tag:
+            headers[f"X-Arbiter-{name}"] = tag
     for name, value in (
         ("TTFT", spec.slo.ttft_s),
         ("TPOT", spec.slo.tpot_s),
@@ -156,13 +161,18 @@ async def replay(
     target: LiveTarget,
     on_done: Callable[[RequestRecord], None] | None = None,
 ) -> list[RequestRecord]:
-    """Send every request at its (compressed) arrival time; one record per request.
+    """Send every request at its (compressed) arrival time; one record per request sent.
 
-    Workflow calls need a closed loop (a call only once its upstream ended), which this
-    open-loop replay does not do: a workload with any is refused rather than mis-replayed."""
-    if any(s.workflow is not None for s in specs):
-        raise ValueError("workflows: this scenario's workflows cannot be replayed live yet")
-    records = [s.record(unit_factors.get(s.model, 1.0)) for s in specs]
+    A workflow call (`spec.after` set) is sent as agent code would: only once the call it
+    waits on ended `ok`, after its think time (`arrival` = that end + `think_s`, scenario
+    time), with `X-Arbiter-Workflow` and `X-Arbiter-Upstream`; a call whose predecessor
+    failed is never sent (its workflow stops there, as in the simulator's closed loop).
+    Records come in send order of the roots, then of the released calls."""
+    waiting: dict[str, list[RequestSpec]] = {}
+    roots: list[RequestSpec] = []
+    for s in specs:
+        (waiting.setdefault(s.after, []) if s.after is not None else roots).append(s)
+    records: list[RequestRecord] = []
     start = time.monotonic()
 
     def clock() -> float:
@@ -170,9 +180,14 @@ async def replay(
 
     limits = httpx.Limits(max_connections=None, max_keepalive_connections=256)
     timeout = httpx.Timeout(target.timeout_s, connect=10.0)
-    async with httpx.AsyncClient(limits=limits, timeout=timeout) as client:
+    async with (
+        httpx.AsyncClient(limits=limits, timeout=timeout) as client,
+        asyncio.TaskGroup() as group,
+    ):
 
-        async def one(spec: RequestSpec, record: RequestRecord) -> None:
+        async def one(spec: RequestSpec) -> None:
+            record = spec.record(unit_factors.get(spec.model, 1.0))
+            records.append(record)
             await asyncio.sleep(max(0.0, spec.arrival / target.speed - (time.monotonic() - start)))
             try:
                 await _stream(client, spec, record, target, clock)
@@ -180,6 +195,11 @@ async def replay(
                 record.status, record.finished = "error", clock()
             if on_done is not None:
                 on_done(record)
+            released = waiting.pop(spec.id, [])
+            if record.status == "ok" and record.finished is not None:
+                for nxt in released:
+                    group.create_task(one(replace(nxt, arrival=record.finished + nxt.think_s)))
 
-        await asyncio.gather(*(one(s, r) for s, r in zip(specs, records, strict=True)))
+        for spec in roots:
+            group.create_task(one(spec))
     return records

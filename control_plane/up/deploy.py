@@ -56,6 +56,7 @@ class UpOptions:
     vllm_python: str | None = None
     cluster: str = "local"
     max_num_seqs: int | None = None
+    kv_tokens: int | None = None
     schedulers: int = 2
     backoff: Backoff = field(default_factory=Backoff)
 
@@ -240,6 +241,8 @@ class Deployment:
                 ]
                 if o.max_num_seqs:
                     argv += ["--max-num-seqs", str(o.max_num_seqs)]
+                if o.kv_tokens:
+                    argv += ["--kv-tokens", str(o.kv_tokens)]
                 rec = {
                     "id": f"sim-{i}",
                     "url": url,

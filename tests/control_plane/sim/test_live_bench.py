@@ -21,6 +21,7 @@ from control_plane.sim.live_report import live_document
 from control_plane.sim.setup import PolicySpec
 from control_plane.sim.workload import build_workload
 from tests.control_plane.sim.builders import scenario_dict, tiny
+from tests.control_plane.sim.test_workflows import workflow_scenario
 from tests.support.ports import free_port, wait_http
 
 REPO = Path(__file__).resolve().parents[3]
@@ -122,3 +123,53 @@ def test_bench_command_writes_the_simulator_s_results_shape(
     assert data["scenario"]["source"] == "live" and list(data["results"]) == ["fcfs"]
     assert data["results"]["fcfs"]["completed"] == data["results"]["fcfs"]["requests"] > 5
     assert (out / "report.html").is_file()
+
+
+SEQUENCE = [
+    {"from": "router", "mode": "sequence", "to": [{"agent": "math"}, {"agent": "humanities"}]},
+    {"from": "math", "to": [{"agent": "qa", "p": 0.5}]},
+]
+
+
+@pytest.mark.e2e
+def test_workflows_replay_in_a_closed_loop(worker_url: str) -> None:
+    scenario = workflow_scenario(SEQUENCE).with_overrides(None, 4.0)
+    specs = build_workload(scenario)
+    target = LiveTarget(worker_url, {"*": "sk-test"}, speed=SPEED, timeout_s=60)
+    records = asyncio.run(replay(specs, unit_factors(scenario), target))
+    assert sorted(r.id for r in records) == sorted(s.id for s in specs)
+    assert {r.status for r in records} == {"ok"}
+    by_id = {r.id: r for r in records}
+    waited = 0
+    for spec in specs:
+        r = by_id[spec.id]
+        if spec.after is None:
+            assert r.arrival == spec.arrival
+            continue
+        before = by_id[spec.after]
+        assert before.finished is not None and r.first_token is not None
+        assert r.arrival == pytest.approx(before.finished + spec.think_s)
+        assert r.first_token >= r.arrival  # sent only once its predecessor ended
+        waited += 1
+    assert waited > len(specs) // 2
+
+
+def test_a_failed_call_releases_nothing() -> None:
+    specs = build_workload(workflow_scenario(SEQUENCE).with_overrides(None, 2.0))
+    roots = [s for s in specs if s.after is None]
+    target = LiveTarget("http://127.0.0.1:9", {"*": "sk"}, speed=50.0, timeout_s=5)
+    records = asyncio.run(replay(specs, {}, target))
+    assert len(roots) < len(specs)
+    assert sorted(r.id for r in records) == sorted(s.id for s in roots)
+    assert {r.status for r in records} == {"error"}
+
+
+def test_workflow_calls_carry_their_workflow_and_upstream() -> None:
+    specs = build_workload(workflow_scenario(SEQUENCE).with_overrides(None, 2.0))
+    root = next(s for s in specs if s.after is None)
+    child = next(s for s in specs if s.after == root.id)
+    assert request_headers(root, "k", 1.0)["X-Arbiter-Workflow"] == root.workflow
+    assert "X-Arbiter-Upstream" not in request_headers(root, "k", 1.0)
+    headers = request_headers(child, "k", 1.0)
+    assert headers["X-Arbiter-Workflow"] == root.workflow
+    assert headers["X-Arbiter-Upstream"] == "router" and headers["X-Arbiter-Agent"] == child.agent

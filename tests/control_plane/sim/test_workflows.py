@@ -3,7 +3,6 @@ closed loops (a call exists only once its upstream has ended), measured per prog
 
 from __future__ import annotations
 
-import asyncio
 import random
 from collections import defaultdict
 from typing import Any
@@ -11,7 +10,6 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from control_plane.sim.live_bench import LiveTarget, replay
 from control_plane.sim.scenario import Scenario, load_scenario, parse_scenario
 from control_plane.sim.workflow_draw import expand
 from control_plane.sim.workflow_spec import WorkflowTemplate
@@ -166,9 +164,3 @@ def test_a_call_due_after_the_run_ends_is_recorded_and_its_workflow_incomplete()
     maths = [r for r in result.records if r.agent == "math"]
     assert maths and {r.status for r in maths} == {"withdrawn"}
     assert result.results["workflows"]["a/app"]["completed"] == 0
-
-
-def test_the_open_loop_replay_refuses_workflows() -> None:
-    specs = build_workload(workflow_scenario(BRANCH))
-    with pytest.raises(ValueError, match="workflows"):
-        asyncio.run(replay(specs, {}, LiveTarget("http://127.0.0.1:9", {}, speed=1.0)))
