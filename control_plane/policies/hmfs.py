@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterable, Iterator
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -19,6 +19,7 @@ from control_plane.core.policy import (
     refusals,
 )
 from control_plane.policies.counters import lift_adopted, lift_joining
+from control_plane.policies.leaf_order import KairosLeaves
 from control_plane.policies.min_index import Key, LazyMinIndex
 from control_plane.policies.queues import DuplicateJobError, JobQueue
 
@@ -30,6 +31,9 @@ class HmfsParams(BaseModel):
 
     depth: int = Field(3, ge=1, le=3)
     """Levels of the hierarchy: 1 = tenants, 2 = + applications, 3 = + agents."""
+    order: Literal["fcfs", "kairos"] = "fcfs"
+    """How the leaf whose turn it is serves its requests: arrival order, or Kairos's
+    workflow-aware order (agent score, then workflow start; docs/algorithms.md §19.5)."""
 
 
 class HmfsPolicy(Policy):
@@ -39,14 +43,18 @@ class HmfsPolicy(Policy):
     dispatch and `w_q · U(n_out) / w_node` as tokens stream, on every node of the job's path;
     `U` is the Unified Token cost (`job.unit_factor`), so an image or video request pays for
     its model's size. A node that becomes backlogged is lifted among its siblings (VTC's rule).
-    Siblings tie on their earliest pending request, then id; the chosen leaf serves FCFS, and
+    Siblings tie on their earliest pending request, then id; the chosen leaf serves FCFS (or,
+    with `order: kairos`, by Kairos's agent score, then workflow start: `leaf_order.py`), and
     an inadmissible subtree is skipped for the next one (work conserving).
     Guarantee: VTC's bound holds among siblings at every level, so a tenant's share does not
     grow with its number of applications or agents; with one app and one agent per tenant the
-    order is VTC's.
+    order is VTC's. The leaf order never changes whose turn it is: counters and heads (the
+    earliest arrival) are the same whatever `order` serves within the leaf.
     Cost: each internal node keeps its backlogged children in two `LazyMinIndex`es (by
     `(counter, head)` and by head), so push, pop, lift and charge are O(depth · log n); only a
-    pop whose first choice `admit` refuses walks on through the tree.
+    pop whose first choice `admit` refuses walks on through the tree. With `order: kairos`
+    the leaf's pick is a `kairos` pop over its own agents (O(log n) when admissible), and the
+    scores are re-read only when the orchestrator recomputes them, on the periodic tick.
     """
 
     name: ClassVar[str] = "hmfs"
@@ -68,6 +76,8 @@ class HmfsPolicy(Policy):
         self._leaf_of: dict[str, Node] = {}
         self._plan: CounterPlan | None = None
         self._counter = ctx.ledger.counter  # the ledger lives as long as the context
+        self._served = KairosLeaves(ctx) if self.params.order == "kairos" else None
+        """The leaves' Kairos order; None serves each leaf's FCFS queue."""
         self._open(())
 
     def leaf(self, job: Job) -> Node:
@@ -110,6 +120,8 @@ class HmfsPolicy(Policy):
         if queue is None:
             queue = self._leaves[leaf] = JobQueue()
         queue.add(job)
+        if self._served is not None:
+            self._served.add(leaf, job)
         self._leaf_of[job.id] = leaf
         return joined
 
@@ -185,22 +197,37 @@ class HmfsPolicy(Policy):
         """Siblings of equal counter, by their earliest pending request (heads only if tied)."""
         return nodes if len(nodes) == 1 else sorted(nodes, key=self._head)
 
-    def _walk(self, parent: Node, refuses: Refuses | None = None) -> Iterator[Job]:
-        """Pending jobs in HMFS order, without those of models `refuses` names."""
+    def _walk_leaves(self, parent: Node) -> Iterator[Node]:
+        """Backlogged leaves under `parent` in HMFS order."""
         for kid in self._ordered(parent):
             if len(kid) == self._depth:
-                for _, job in self._leaves[kid].candidates(refuses):
-                    yield job
+                yield kid
             else:
-                yield from self._walk(kid, refuses)
+                yield from self._walk_leaves(kid)
 
-    def pop(self, now: float, admit: Admit) -> Job | None:
+    def _walk(self, parent: Node, refuses: Refuses | None = None) -> Iterator[Job]:
+        """Pending jobs in HMFS order (FCFS within a leaf), without those of models `refuses`
+        names."""
+        for leaf in self._walk_leaves(parent):
+            for _, job in self._leaves[leaf].candidates(refuses):
+                yield job
+
+    def _descend(self) -> Node | None:
+        """The leaf whose turn it is: least (counter, head) at every level."""
         node: Node = ()
-        while len(node) < self._depth:  # the descent: least (counter, head) at every level
+        while len(node) < self._depth:
             least = self._kids[node].least()
             if least is None:
                 return None
             node = least[1]
+        return node
+
+    def pop(self, now: float, admit: Admit) -> Job | None:
+        node = self._descend()
+        if node is None:
+            return None
+        if self._served is not None:
+            return self._pop_ordered(self._served, node, now, admit)
         first = self._leaves[node].head()
         assert first is not None
         if admit(first):
@@ -212,6 +239,20 @@ class HmfsPolicy(Policy):
                 return job
         return None
 
+    def _pop_ordered(
+        self, served: KairosLeaves, turn: Node, now: float, admit: Admit
+    ) -> Job | None:
+        """The first admissible job of leaf `turn` in the leaves' order; when it has none, of
+        the next leaf in HMFS order that has one (rare: admission refused the whole leaf)."""
+        job = served.pop(turn, now, admit)
+        if job is None:
+            for leaf in self._walk_leaves(()):
+                if leaf != turn and (job := served.pop(leaf, now, admit)) is not None:
+                    break
+        if job is not None:
+            self._take(job.id, served=True)
+        return job
+
     def _take(self, job_id: str, served: bool) -> Job | None:
         leaf = self._leaf_of.pop(job_id, None)
         if leaf is None:
@@ -221,6 +262,8 @@ class HmfsPolicy(Policy):
         assert job is not None
         if not queue:
             del self._leaves[leaf]
+        if self._served is not None:
+            self._served.remove(leaf, job_id)
         gone = (job.arrival, job.seq, job.id)
         moved = True  # the node below lost its head: this one may have too
         ledger, pending, head_of = self.ctx.ledger, self._pending, self._head_of
@@ -254,6 +297,10 @@ class HmfsPolicy(Policy):
 
     def remove(self, job_id: str) -> Job | None:
         return self._take(job_id, served=False)
+
+    def tick(self, now: float) -> None:
+        if self._served is not None:
+            self._served.tick(now)
 
     def jobs(self) -> Iterable[Job]:
         return list(self._walk(()))

@@ -24,6 +24,7 @@ from typing import Any
 
 from control_plane.control.meta import AUTO, DEFAULT_POOL
 from control_plane.sim.capacity import pool_loads
+from control_plane.sim.results_fair import FAIR_POLICIES, FAIR_SCENARIO, fair_extras
 from control_plane.sim.results_hmas import AUTO_LLM, VLLM_DEFAULT
 from control_plane.sim.results_kairos import (
     KAIROS_PLUGINS,
@@ -103,11 +104,12 @@ def plan(sweep: bool = True, llm: PolicySpec | None = None) -> list[Job]:
 
 
 def kairos_plan(sweep: bool = True) -> list[Job]:
-    """The Kairos scenarios as shipped and (with `sweep`) at the sweep points above them."""
+    """The Kairos scenarios as shipped and (with `sweep`) at the sweep points above them, then
+    `kairos-fair` (fairness composed with Kairos's order) as shipped."""
     jobs: list[Job] = [(s, KAIROS_POLICIES, None) for s in KAIROS_SCENARIOS]
     if sweep:
         jobs += [(s, KAIROS_POLICIES, rho) for s in KAIROS_SCENARIOS for rho in KAIROS_RHOS]
-    return jobs
+    return [*jobs, (FAIR_SCENARIO, FAIR_POLICIES, None)]
 
 
 def at_rho(scenario: Scenario, rho: float) -> Scenario:
@@ -130,6 +132,9 @@ def run_job(job: Job) -> tuple[str, dict[str, Any], float]:
     for policy in policies:
         run = run_policy(scenario, policy, specs, plugins=PLUGINS.get(policy.label))
         results[policy.label] = {**run.results, "load_scale": scenario.load_scale}
+        if name == FAIR_SCENARIO:  # the contended window needs the records, not kept
+            tenants = [t.name for t in scenario.tenants]
+            results[policy.label].update(fair_extras(run.records, tenants, scenario.duration_s))
         cpu += run.cpu_s
     label = name if rho is None else f"{name}{SWEEP_MARK}{rho}"
     if policies == (PolicySpec(STATERA, "fcfs"),):

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from control_plane.sim.results_fair import FAIR_SCENARIO, fair_section
 from control_plane.sim.results_format import Results, fmt, table
 from control_plane.sim.runner import PluginChoice
 from control_plane.sim.setup import PolicySpec
@@ -34,6 +35,7 @@ KAIROS_PLUGINS = {
     "kairos": SLOTS,
     "kairos-rr": ROUND_ROBIN,
     "fcfs-slots": SLOTS,
+    "hmfs-kairos": SLOTS,
 }
 CLAIM = 0.178
 """Kairos's smallest reduction of mean latency against Parrot in the paper (§1, §7.2)."""
@@ -130,9 +132,12 @@ def kairos_section(results: Mapping[str, Results]) -> str:
         "done",
         "preemptions",
     ]
+    fair = results.get(FAIR_SCENARIO)
+    results = {label: res for label, res in results.items() if label != FAIR_SCENARIO}
     rows = [row for label, res in results.items() for row in kairos_rows(label, res)]
     verdicts = [verdict(label, res) for label, res in results.items()]
-    return "\n\n".join([INTRO, table(header, rows), "Verdicts:\n" + "\n".join(verdicts)])
+    parts = [INTRO, table(header, rows), "Verdicts:\n" + "\n".join(verdicts)]
+    return "\n\n".join(parts + ([fair_section(fair)] if fair else []))
 
 
 def replace_section(doc: str, section: str) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -25,6 +26,12 @@ from tests.control_plane.policies.harness import Harness, Op, ops_strategy
 from tests.control_plane.policies.jobs import job
 
 ALL = names()
+VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
+    "hmfs[order=kairos]": ("hmfs", {"order": "kairos"}),
+    "hmfs[depth=1,order=kairos]": ("hmfs", {"depth": 1, "order": "kairos"}),
+}
+"""Registered policies again with params that change how they order (ids for the cases)."""
+CASES = [*ALL, *VARIANTS]
 EXPECTED = {
     "fcfs",
     "rr",
@@ -41,8 +48,14 @@ EXPECTED = {
 SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
+def build(case: str, ctx: PolicyContext) -> Policy:
+    """The policy of a case: a registered name, or a `VARIANTS` id."""
+    name, params = VARIANTS.get(case, (case, {}))
+    return build_policy(name, ctx, params)
+
+
 def run(name: str, ops: list[Op]) -> Harness:
-    harness = Harness(build_policy(name, PolicyContext()))
+    harness = Harness(build(name, PolicyContext()))
     harness.run(ops)
     return harness
 
@@ -53,7 +66,7 @@ def test_every_policy_of_the_issue_is_registered() -> None:
         assert policy_class(name).name == name
 
 
-@pytest.mark.parametrize("name", ALL)
+@pytest.mark.parametrize("name", CASES)
 @SETTINGS
 @given(ops=ops_strategy)
 def test_pop_honours_admit_and_nothing_is_lost(name: str, ops: list[Op]) -> None:
@@ -61,7 +74,7 @@ def test_pop_honours_admit_and_nothing_is_lost(name: str, ops: list[Op]) -> None
     harness.drain()  # asserts every pushed job left exactly once
 
 
-@pytest.mark.parametrize("name", ALL)
+@pytest.mark.parametrize("name", CASES)
 @SETTINGS
 @given(ops=ops_strategy)
 def test_deterministic(name: str, ops: list[Op]) -> None:
@@ -71,16 +84,16 @@ def test_deterministic(name: str, ops: list[Op]) -> None:
     assert first.drain() == second.drain()
 
 
-@pytest.mark.parametrize("name", ALL)
+@pytest.mark.parametrize("name", CASES)
 @SETTINGS
-@given(before=ops_strategy, after=ops_strategy, other=st.sampled_from(ALL))
+@given(before=ops_strategy, after=ops_strategy, other=st.sampled_from(CASES))
 def test_switch_keeps_every_pending_job(
     name: str, before: list[Op], after: list[Op], other: str
 ) -> None:
     harness = run(name, before)
     pending = {j.id for j in harness.policy.jobs()}
     old = harness.policy
-    harness.policy = switch_policy(old, build_policy(other, old.ctx), harness.now)
+    harness.policy = switch_policy(old, build(other, old.ctx), harness.now)
     assert {j.id for j in harness.policy.jobs()} == pending
     harness.run(after)
     harness.drain()
@@ -92,7 +105,7 @@ def copy(j: Job) -> Job:
     return decode_envelope(wire).job
 
 
-@pytest.mark.parametrize("name", ALL)
+@pytest.mark.parametrize("name", CASES)
 @SETTINGS
 @given(before=ops_strategy, after=ops_strategy)
 def test_snapshot_is_json_and_fail_over_continues_the_same_order(
@@ -104,7 +117,8 @@ def test_snapshot_is_json_and_fail_over_continues_the_same_order(
     ledger = Ledger.from_snapshot(ledger_state)
     assert ledger.snapshot() == ledger_state
 
-    standby = build_policy(name, PolicyContext(ledger=ledger), policy_state["params"])
+    state_name = policy_state["name"]
+    standby = build_policy(state_name, PolicyContext(ledger=ledger), policy_state["params"])
     standby.restore(policy_state)
     standby.adopt([copy(j) for j in harness.policy.jobs()], harness.now)
     replica = Harness(standby)
@@ -119,7 +133,7 @@ def test_snapshot_is_json_and_fail_over_continues_the_same_order(
     assert replica.drain() == harness.drain()
 
 
-@pytest.mark.parametrize("name", ALL)
+@pytest.mark.parametrize("name", CASES)
 @SETTINGS
 @given(ops=ops_strategy, refusals=st.integers(0, 5))
 def test_a_pop_aborted_by_stop_pop_changes_nothing(name: str, ops: list[Op], refusals: int) -> None:
@@ -149,9 +163,9 @@ def test_unknown_params_are_rejected(name: str) -> None:
         build_policy(name, PolicyContext(), {"no_such_knob": 1})
 
 
-@pytest.mark.parametrize("name", ALL)
+@pytest.mark.parametrize("name", CASES)
 def test_a_job_id_cannot_be_pending_twice(name: str) -> None:
-    policy = build_policy(name, PolicyContext())
+    policy = build(name, PolicyContext())
     policy.push(job("x"), 0.0)
     with pytest.raises(DuplicateJobError):
         policy.push(job("x"), 0.0)
