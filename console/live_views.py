@@ -14,21 +14,28 @@ import pandas as pd
 import plotly.graph_objects as go
 
 Row = Mapping[str, Any]
-COLUMNS = (
-    "key",
-    "weight",
-    "queued",
-    "inflight",
-    "counter",
-    "service",
-    "service_rate",
-    "safi",
-    "safi_slo",
-    "safi_usage",
-    "credit",
-    "resource",
-    "slo_attainment_1m",
-    "slo_attainment_1h",
+MISSING = "—"
+LEVEL_LABELS = {"tenant": "Tenant", "app": "Application", "agent": "Agent"}
+STATUS_LABELS = {"starved": "🔴 starved", "over-served": "🟠 over-served", "ok": "🟢 ok"}
+CREDIT_POLICIES = frozenset({"exfairs"})
+"""Policies that keep SAFI credits: the SAFI and credits charts are theirs."""
+COLUMNS: tuple[tuple[str, str, str], ...] = (
+    # (field, label, format): "int", "rate" (1 decimal), "pct" (share → %), "s" (2 decimals)
+    ("status", "Status", "status"),
+    ("weight", "Weight", "num"),
+    ("demand_rate", "Demand (UT/s)", "rate"),
+    ("service_rate", "Received (UT/s)", "rate"),
+    ("entitled_share", "Entitled %", "pct"),
+    ("received_share", "Received %", "pct"),
+    ("queued", "Queued", "int"),
+    ("inflight", "In flight", "int"),
+    ("wait_p95_s", "p95 wait (s)", "s"),
+    ("oldest_wait_s", "Oldest queued (s)", "s"),
+    ("slo_attainment_1m", "SLO attainment 1 min %", "pct"),
+    ("slo_attainment_1h", "SLO attainment 1 h %", "pct"),
+    ("safi", "SAFI", "safi"),
+    ("counter", "Virtual counter", "rate"),
+    ("credit", "Credit", "int"),
 )
 HISTORY_LEN = 600
 
@@ -52,14 +59,66 @@ def children(nodes: Sequence[Row], level: str, parent: Sequence[str] = ()) -> li
     )
 
 
-def nodes_frame(rows: Sequence[Row]) -> pd.DataFrame:
-    """The per-node table, one row per node, in COLUMNS order."""
-    return pd.DataFrame([{c: r.get(c) for c in COLUMNS} for r in rows], columns=list(COLUMNS))
+def cell(value: Any, kind: str) -> str:
+    """A table cell: rounded, with its unit in the column label, `—` when unknown."""
+    if value is None or (isinstance(value, float) and value != value):
+        return MISSING
+    if kind == "status":
+        return STATUS_LABELS.get(str(value), str(value))
+    if kind == "int":
+        return f"{int(value):,}"
+    if kind == "pct":
+        return f"{100 * float(value):.1f}"
+    if kind == "s":
+        return f"{float(value):.2f}"
+    if kind == "safi":
+        return f"{float(value):.3f}"
+    return f"{float(value):,.1f}" if kind == "rate" else f"{float(value):g}"
+
+
+def key_label(rows: Sequence[Row]) -> str:
+    """The pinned key column's label: the level of the rows shown."""
+    return LEVEL_LABELS.get(str(rows[0]["level"]), "Node") if rows else "Node"
+
+
+def columns_for(policy: str | None) -> list[tuple[str, str, str]]:
+    """The table's columns; credits only under a policy that keeps them."""
+    return [c for c in COLUMNS if c[0] != "credit" or policy in CREDIT_POLICIES]
+
+
+def nodes_frame(rows: Sequence[Row], policy: str | None = None) -> pd.DataFrame:
+    """The per-node table: the node's name (pinned key), then human labels with units."""
+    columns = columns_for(policy)
+    if not any(r.get("counter") for r in rows):  # a policy without virtual counters
+        columns = [c for c in columns if c[0] != "counter"]
+    label = key_label(rows)
+    records = [
+        {label: r["path"][-1], **{name: cell(r.get(f), kind) for f, name, kind in columns}}
+        for r in rows
+    ]
+    return pd.DataFrame(records, columns=[label, *(name for _, name, _ in columns)])
+
+
+def flagged(rows: Sequence[Row]) -> dict[str, list[str]]:
+    """Names of the starved and over-served nodes among `rows`."""
+    return {
+        status: [str(r["key"]) for r in rows if r.get("status") == status]
+        for status in ("starved", "over-served")
+    }
+
+
+def load_figure(rows: Sequence[Row]) -> go.Figure:
+    """Demand, received and entitled per node, in Unified Tokens per second."""
+    fields = {"demand": "demand_rate", "received": "service_rate", "entitled": "entitled_rate"}
+    fig = grouped_bars(rows, fields, "Demand, received and entitled (UT/s)")
+    fig.update_layout(yaxis_title="UT/s")
+    return fig
 
 
 def safi_figure(rows: Sequence[Row], alpha: float, beta: float) -> go.Figure:
-    """SAFI per node as its two stacked parts, with the β band above the lowest SAFI: nodes
-    above the band are far enough from the best-off node for a credit exchange."""
+    """SAFI per node as its two stacked parts, highest first, with the β band above the lowest
+    SAFI: nodes above the band are far enough from the lowest for a credit exchange."""
+    rows = sorted(rows, key=lambda r: -float(r["safi"]))
     keys = [r["key"] for r in rows]
     fig = go.Figure(
         [
@@ -78,7 +137,7 @@ def safi_figure(rows: Sequence[Row], alpha: float, beta: float) -> go.Figure:
             annotation_text=f"β = {beta:g}",
             annotation_position="top left",
         )
-    fig.update_layout(barmode="stack", title="SAFI (lower is better)", height=320)
+    fig.update_layout(barmode="stack", title="SAFI (ExFairS: violations and usage)", height=320)
     return fig
 
 

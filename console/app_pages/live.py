@@ -1,5 +1,6 @@
-"""Live: who is getting what right now — per node SAFI, credits, counters, service, queues,
-tokens/s and SLO attainment, with a drill-down tenant → applications → agents.
+"""Live: who is getting what right now — per node demand against received and entitled,
+queues and waits, a starved / over-served status, SLO attainment, and (under a policy that
+keeps them) SAFI and credits, with a drill-down tenant → applications → agents.
 
 The selectors stay outside the refreshing fragment, so a refresh never loses the operator's
 place; each refresh adds a snapshot to this session's rolling history (counters, service and
@@ -15,60 +16,89 @@ import streamlit as st
 
 from console import live_views as views
 from console import session
-from console.admin_client import AdminApiError, AdminClient
+from console.admin_client import AdminApiError
 
 ALL = "(all)"
 
 
-def _header(api: AdminClient, payload: dict[str, Any]) -> None:
-    try:
-        state: dict[str, Any] | None = api.state()
-    except AdminApiError as exc:
-        if exc.status != 503:
-            raise
-        state = None
-    cols = st.columns(5)
-    if state is None:
+def _header(payload: dict[str, Any]) -> None:
+    """Totals of the same snapshot as the table (`/admin/nodes`), so the two always agree."""
+    if payload.get("leader") is None:
         st.warning("No scheduler leader has published live state yet (is the scheduler up?).")
-    else:
-        cols[0].metric("Leader", str(state.get("leader")))
-        cols[1].metric("Policy", str((state.get("policy") or {}).get("name")))
-        cols[2].metric("Queued", int(state.get("queue_depth") or 0))
-        cols[3].metric("In flight", int(state.get("inflight") or 0))
-    jain = payload["jain"]["tenant"]
-    cols[4].metric("Jain (tenant SAFI)", f"{jain['safi']:.3f}")
+    totals = payload.get("totals") or {}
+    top = st.columns(4)
+    top[0].metric("Leader", str(payload.get("leader") or "—"))
+    top[1].metric("Policy", str(payload.get("policy") or "—"))
+    top[2].metric("Starved nodes", int(totals.get("starved", 0)))
+    top[3].metric("Jain (tenant SAFI)", f"{payload['jain']['tenant']['safi']:.3f}")
+    low = st.columns(5)
+    low[0].metric("Queued (scheduler)", int(totals.get("queued", 0)))
+    low[1].metric("In flight", int(totals.get("inflight", 0)))
+    low[2].metric("Waiting in engines", int(totals.get("waiting_in_engines", 0)))
+    low[3].metric("Demand (UT/s)", f"{float(totals.get('demand_rate', 0.0)):,.1f}")
+    low[4].metric("Received (UT/s)", f"{float(totals.get('service_rate', 0.0)):,.1f}")
+    st.caption(
+        "Queued counts requests waiting for the scheduler; a request the scheduler admitted to "
+        "a worker is in flight, even while it waits inside the engine (Waiting in engines). "
+        f"Rates are over the last {float(payload.get('window_s') or 60):g} s."
+    )
+
+
+def _table(payload: dict[str, Any], rows: list[views.Row]) -> None:
+    frame = views.nodes_frame(rows, payload.get("policy"))
+    key = views.key_label(rows)
+    st.dataframe(
+        frame,
+        hide_index=True,
+        key="nodes_table",
+        column_config={key: st.column_config.TextColumn(key, pinned=True)},
+    )
+    flags = views.flagged(rows)
+    if flags["starved"]:
+        st.error(f"Starved: {', '.join(flags['starved'])}")
+    if flags["over-served"]:
+        st.warning(f"Over-served: {', '.join(flags['over-served'])}")
+    tolerance = payload.get("tolerance")
+    threshold = payload.get("wait_threshold_s")
+    st.caption(
+        f"Status rule (tolerance {tolerance if tolerance is not None else '—'}, wait threshold "
+        f"{threshold if threshold is not None else '—'} s): {payload.get('status_rule', '')} "
+        "Shares are of what the siblings received together; UT = Unified Tokens."
+    )
 
 
 def _charts(payload: dict[str, Any], rows: list[views.Row], history: list[Any]) -> None:
     keys = [r["key"] for r in rows]
     left, right = st.columns(2)
-    left.plotly_chart(views.safi_figure(rows, payload["alpha"], payload["beta"]), key="safi")
-    right.plotly_chart(
-        views.grouped_bars(rows, {"credit": "credit", "resource": "resource"}, "ExFairS credits"),
-        key="credits",
-    )
+    left.plotly_chart(views.load_figure(rows), key="load")
+    waits = {"p95 wait": "wait_p95_s", "oldest queued": "oldest_wait_s"}
+    right.plotly_chart(views.grouped_bars(rows, waits, "Queue wait (s)"), key="waits")
+    if payload.get("policy") in views.CREDIT_POLICIES:
+        left, right = st.columns(2)
+        left.plotly_chart(views.safi_figure(rows, payload["alpha"], payload["beta"]), key="safi")
+        credits = {"credit": "credit", "resource": "resource"}
+        right.plotly_chart(views.grouped_bars(rows, credits, "ExFairS credits"), key="credits")
     left, right = st.columns(2)
     counters = views.history_frame(history, keys, "counter")
-    left.plotly_chart(views.lines_figure(counters, "Virtual counters", "counter"), key="ctr")
+    if counters["value"].abs().sum() > 0:  # only policies that keep virtual counters
+        left.plotly_chart(views.lines_figure(counters, "Virtual counters", "counter"), key="ctr")
     service = views.history_frame(history, keys, "service")
     right.plotly_chart(views.lines_figure(service, "Service (Unified Tokens)", "UT"), key="svc")
     left, right = st.columns(2)
-    queues = {"queued": "queued", "in flight": "inflight"}
-    left.plotly_chart(views.grouped_bars(rows, queues, "Queue depth"), key="queues")
     rates = views.token_rates(history, keys)
-    right.plotly_chart(views.lines_figure(rates, "Tokens per second", "tokens/s"), key="tps")
+    left.plotly_chart(views.lines_figure(rates, "Tokens per second", "tokens/s"), key="tps")
     slo = {"last minute": "slo_attainment_1m", "last hour": "slo_attainment_1h"}
-    st.plotly_chart(views.grouped_bars(rows, slo, "SLO attainment"), key="slo")
+    right.plotly_chart(views.grouped_bars(rows, slo, "SLO attainment"), key="slo")
 
 
 def _panel(tenant: str | None, app: str | None) -> None:
     api = session.client()
     try:
         payload = api.nodes()
-        _header(api, payload)
     except AdminApiError as exc:
         session.show_error(exc)
         return
+    _header(payload)
     history = views.append_history(st.session_state.get("live_history", []), payload, time.time())
     st.session_state["live_history"] = history
     rows = views.visible_nodes(payload["nodes"], tenant, app)
@@ -77,7 +107,7 @@ def _panel(tenant: str | None, app: str | None) -> None:
     if not rows:
         st.info("No activity recorded for these nodes yet.")
         return
-    st.dataframe(views.nodes_frame(rows), hide_index=True, key="nodes_table")
+    _table(payload, rows)
     _charts(payload, rows, history)
 
 

@@ -64,11 +64,27 @@ class PolicyState:
 
 @dataclass(frozen=True, slots=True)
 class NodeCount:
-    """Queued and in-flight requests of one node (tenant, tenant/app or tenant/app/agent)."""
+    """One node (tenant, tenant/app or tenant/app/agent) now and over the live window: queued
+    and in-flight requests, demand against what it received and was entitled to (Unified
+    Tokens per second), queue waits, and its status under `core.entitlement.STATUS_RULE`.
+
+    Shares are of what the node's siblings received together (None while they received
+    nothing); `wait_p95_s` is None while nothing of the node was dispatched in the window.
+    """
 
     path: tuple[str, ...]
     queued: int = 0
     inflight: int = 0
+    weight: float = 1.0
+    demand_rate: float = 0.0
+    service_rate: float = 0.0
+    entitled_rate: float = 0.0
+    entitled_share: float | None = None
+    received_share: float | None = None
+    wait_p95_s: float | None = None
+    oldest_wait_s: float = 0.0
+    backlogged: bool = False
+    status: str = "ok"
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,6 +128,11 @@ class LiveView:
     `V_long`, latest switches); None when a policy is pinned."""
     workflows: JsonValue = None
     """What the workflow orchestrator learned, per application (`Orchestrator.learned`)."""
+    window_s: float = 60.0
+    """The window of the nodes' rates, waits and status."""
+    tolerance: float = 0.2
+    wait_threshold_s: float = 2.0
+    """A node is backlogged when a request of it waited (or waits) longer than this."""
 
     def to_json(self) -> dict[str, Any]:
         out = asdict(self)
@@ -144,6 +165,9 @@ def decode_live_view(data: object) -> LiveView:
         workers=tuple(_worker(w) for w in _list(f, "workers")),
         controller=f.data.get("controller"),
         workflows=f.data.get("workflows"),
+        window_s=f.number("window_s", 60.0),
+        tolerance=f.number("tolerance", 0.2),
+        wait_threshold_s=f.number("wait_threshold_s", 2.0),
     )
 
 
@@ -164,7 +188,21 @@ def _node(f: Fields) -> NodeCount:
     path = f.data.get("path")
     if not isinstance(path, list) or not all(isinstance(p, str) for p in path):
         raise CheckpointError("nodes.path: expected a list of names")
-    return NodeCount(tuple(path), f.integer("queued", 0), f.integer("inflight", 0))
+    return NodeCount(
+        tuple(path),
+        f.integer("queued", 0),
+        f.integer("inflight", 0),
+        weight=f.number("weight", 1.0),
+        demand_rate=f.number("demand_rate", 0.0),
+        service_rate=f.number("service_rate", 0.0),
+        entitled_rate=f.number("entitled_rate", 0.0),
+        entitled_share=f.number("entitled_share"),
+        received_share=f.number("received_share"),
+        wait_p95_s=f.number("wait_p95_s"),
+        oldest_wait_s=f.number("oldest_wait_s", 0.0),
+        backlogged=f.flag("backlogged"),
+        status=f.text("status", "ok"),
+    )
 
 
 def _worker(f: Fields) -> WorkerLive:

@@ -20,6 +20,7 @@ from typing import Any, Protocol
 from control_plane.core.dispatcher import Decision, Dispatcher
 from control_plane.core.job import Job, Outcome
 from control_plane.core.limits import ExecutionLimits
+from control_plane.core.live_windows import LiveWindows
 from control_plane.core.policy import Policy, PolicyContext
 from control_plane.core.worker_view import WorkerView
 
@@ -115,6 +116,8 @@ class SchedulerCore:
         self.running: dict[str, Running] = {}
         self.workers: dict[str, WorkerSlot] = {}
         """In the order decisions see them (the registry's, or the scenario's)."""
+        self.watch: LiveWindows | None = None
+        """Offered load and queue waits for the live view; set by the live scheduler only."""
 
     @property
     def ctx(self) -> PolicyContext:
@@ -137,6 +140,10 @@ class SchedulerCore:
         self.dispatcher.push(job, now)
         if self.controller is not None and previous is None:
             self._guarded(self.controller.on_arrival, job, now)
+        if self.watch is not None and previous is None:
+            cost = self.ctx.cost
+            offered = cost.input_cost(job) + cost.output_cost(job, job.expected_out)
+            self.watch.arrived(job.path, now, offered)
 
     def adopt_pending(self, queued: list[tuple[Job, dict[str, float]]], now: float) -> None:
         """A new leader's queue, handed over at once so restored counters stay as they were."""
@@ -237,6 +244,8 @@ class SchedulerCore:
             self.pending.pop(d.job.id, None)
             self.running[d.job.id] = Running(d.job, d.worker.id, d.reserved_tokens)
             self.workers[d.worker.id].hold(d.job.id, d.reserved_tokens, d.job.n_in)
+            if self.watch is not None:
+                self.watch.dispatched(d.job.path, now, now - d.job.arrival)
         return decisions
 
     def undo(self, decision: Decision) -> None:

@@ -13,6 +13,7 @@ from control_plane.control.meta import AUTO, MetaController, build_controller
 from control_plane.core.dispatcher import Dispatcher
 from control_plane.core.job import Job
 from control_plane.core.ledger import Ledger
+from control_plane.core.live_windows import LiveWindows
 from control_plane.core.policy import PolicyContext
 from control_plane.core.scheduler_core import SchedulerCore
 from control_plane.placement.registry import build_placement
@@ -70,6 +71,7 @@ def build_core(
         build_placement(plc.name, dict(plc.params)),
     )
     core = SchedulerCore(dispatcher, failure_cooldown_s)
+    core.watch = LiveWindows(ledger.window_s, ledger.bucket_s)  # for the live view
     if controller is not None and saved is not None:
         _restore_controller(controller, saved.controller)
     if controller is not None:

@@ -4,15 +4,18 @@ from __future__ import annotations
 
 from typing import cast
 
-from control_plane.contracts.checkpoints import LiveView, NodeCount, PolicyState, WorkerLive
+from control_plane.contracts.checkpoints import LiveView, PolicyState, WorkerLive
 from control_plane.contracts.knobs import JsonValue
+from control_plane.core.entitlement import DEFAULT_TOLERANCE
 from control_plane.core.scheduler_core import SchedulerCore
 from control_plane.scheduler.autopilot import state as controller_state
+from control_plane.scheduler.node_loads import DEFAULT_WAIT_THRESHOLD_S, node_loads
 from control_plane.scheduler.workers import probe_of
 
 
 def live_view(core: SchedulerCore, holder: str, now: float) -> LiveView:
-    """Per tenant: queue, in-flight, counter, service; per worker: health and load; policy."""
+    """Per tenant: queue, in-flight, counter, service; per node: demand, received, entitled,
+    waits and status (`node_loads`); per worker: health and load; policy."""
     policy = core.dispatcher.policy
     workers = []
     for worker_id, slot in core.workers.items():
@@ -46,9 +49,12 @@ def live_view(core: SchedulerCore, holder: str, now: float) -> LiveView:
         queue_depth=len(core.pending),
         inflight=len(core.running),
         tenants=core.tenant_view(now),
-        nodes=[NodeCount(tuple(n["path"]), n["queued"], n["inflight"]) for n in core.node_counts()],
+        nodes=node_loads(core, now, DEFAULT_TOLERANCE, DEFAULT_WAIT_THRESHOLD_S),
         weights={"/".join(node): w for node, w in sorted(core.ctx.weights.table.items())},
         workers=workers,
         controller=controller_state(core),
         workflows=cast(JsonValue, core.ctx.workflows.learned()),
+        window_s=core.ctx.ledger.window_s,
+        tolerance=DEFAULT_TOLERANCE,
+        wait_threshold_s=DEFAULT_WAIT_THRESHOLD_S,
     )

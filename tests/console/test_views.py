@@ -2,11 +2,22 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from console.admin_client import AdminApiError, AdminClient
 from console.form_specs import field_specs, node_keys, to_json_value
-from console.live_views import append_history, children, token_rates, visible_nodes
+from console.live_views import (
+    append_history,
+    cell,
+    children,
+    columns_for,
+    flagged,
+    nodes_frame,
+    token_rates,
+    visible_nodes,
+)
 from console.report_views import report_frame
 from control_plane.admission.capacity import CapacityParams
 from control_plane.policies.exfairs import ExfairsParams
@@ -96,3 +107,23 @@ def test_client_errors_are_plain(admin_server: AdminServer) -> None:
     with pytest.raises(AdminApiError) as unreachable:
         AdminClient("http://127.0.0.1:1", TOKEN).policy()
     assert unreachable.value.status == 0 and "Cannot reach" in str(unreachable.value)
+
+
+def test_live_table_cells_and_policy_columns() -> None:
+    assert (cell(None, "s"), cell(float("nan"), "rate"), cell(0.1234, "pct")) == ("—", "—", "12.3")
+    assert (cell("starved", "status"), cell(1234.56, "rate"), cell(3, "int")) == (
+        "🔴 starved",
+        "1,234.6",
+        "3",
+    )
+    assert "Credit" in [c[1] for c in columns_for("exfairs")]
+    assert "Credit" not in [c[1] for c in columns_for("vtc")]  # no empty credits under vtc
+    rows: list[dict[str, Any]] = [
+        {"key": "a", "path": ["a"], "level": "tenant", "status": "starved", "wait_p95_s": None},
+        {"key": "b", "path": ["b"], "level": "tenant", "status": "over-served"},
+    ]
+    frame = nodes_frame(rows, "vtc")
+    assert list(frame.columns[:2]) == ["Tenant", "Status"]
+    assert "Virtual counter" not in frame and "Credit" not in frame
+    assert frame.loc[0, "p95 wait (s)"] == "—"
+    assert flagged(rows) == {"starved": ["a"], "over-served": ["b"]}

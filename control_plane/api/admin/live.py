@@ -15,10 +15,12 @@ from control_plane.api.admin.node_views import (
     fairness_params,
     level_jain,
     node_views,
+    totals,
 )
 from control_plane.api.auth import Admin
 from control_plane.contracts.checkpoints import LiveView
 from control_plane.contracts.knobs import Fairness, NodeWeights, PluginChoice, knob_of
+from control_plane.core.entitlement import STATUS_RULE
 from control_plane.core.ledger import Ledger, Node
 from control_plane.gateway.errors import ApiError
 from control_plane.state import StateStores
@@ -80,7 +82,9 @@ async def live_nodes(
     app: Annotated[str | None, Query()] = None,
 ) -> dict[str, Any]:
     """Every node (or one level / one tenant's or application's subtree): counter, service,
-    SAFI and its parts, credit, resource, queue, in-flight, SLO attainment (1 min, 1 h)."""
+    SAFI and its parts, credit, resource, queue, in-flight, SLO attainment (1 min, 1 h), and
+    from the leader's live view demand, received, entitled, waits and starved / over-served
+    status. `totals` (the console's header) sums the tenant rows of this same snapshot."""
     now = time.time()
     live = await ctx.stores.checkpoints.load_live()
     saved = await ctx.stores.checkpoints.load_leader()
@@ -96,7 +100,9 @@ async def live_nodes(
     weights, hour = await in_thread(_sql_inputs, ctx.db, now)
     knob_weights = knob_of(knobs, "weights", NodeWeights)
     weights.update(knob_weights.table if knob_weights else {})
-    inputs = LiveInputs(ledger, await _counts(ctx.stores, live), weights, hour, now, alpha)
+    loads = {n.path: n for n in live.nodes} if live is not None else {}
+    counts = await _counts(ctx.stores, live)
+    inputs = LiveInputs(ledger, counts, weights, hour, now, alpha, loads)
     rows = node_views(inputs)
     selected = [
         r
@@ -114,5 +120,13 @@ async def live_nodes(
         "beta": beta,
         "window_s": ledger.window_s,
         "jain": level_jain(rows),
+        "totals": {
+            **totals(rows),
+            "waiting_in_engines": sum(w.waiting for w in live.workers) if live else 0,
+            "slots": sum(w.max_num_seqs for w in live.workers if w.healthy) if live else 0,
+        },
+        "status_rule": STATUS_RULE,
+        "tolerance": live.tolerance if live else None,
+        "wait_threshold_s": live.wait_threshold_s if live else None,
         "nodes": selected,
     }

@@ -10,9 +10,10 @@ nodes of that level` (lower is better); its two parts are reported next to it.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
+from control_plane.contracts.checkpoints import NodeCount
 from control_plane.contracts.knobs import Fairness
 from control_plane.contracts.requests import RequestRecord
 from control_plane.core.ledger import Ledger, Node
@@ -42,6 +43,8 @@ class LiveInputs:
     hour: Mapping[Node, HourStats]
     now: float
     alpha: float = DEFAULT_ALPHA
+    loads: Mapping[Node, NodeCount] = field(default_factory=dict)
+    """The leader's per-node demand, entitlement, waits and status (its live view)."""
 
 
 def fairness_params(policy_params: Mapping[str, Any], knob: Fairness | None) -> tuple[float, float]:
@@ -61,7 +64,7 @@ def _all_nodes(inputs: LiveInputs) -> list[Node]:
     seen: set[Node] = set()
     for depth in LEVELS:
         seen.update(inputs.ledger.nodes_at(depth))
-    for source in (inputs.counts, inputs.weights, inputs.hour):
+    for source in (inputs.counts, inputs.weights, inputs.hour, inputs.loads):
         seen.update(node for node in source if 1 <= len(node) <= 3)
     return sorted(seen)
 
@@ -74,6 +77,7 @@ def _row(node: Node, inputs: LiveInputs, peak: float) -> dict[str, Any]:
     queued, inflight = inputs.counts.get(node, (0, 0))
     hour = inputs.hour.get(node, HourStats(0, 0))
     usage = window.service / peak if peak > 0 else 0.0
+    load = inputs.loads.get(node)
     return {
         "key": "/".join(node),
         "path": list(node),
@@ -85,7 +89,8 @@ def _row(node: Node, inputs: LiveInputs, peak: float) -> dict[str, Any]:
         "counter": ledger.counter(node),
         "service": ledger.service(node),
         "service_window": window.service,
-        "service_rate": window.service / ledger.window_s,
+        "service_rate": load.service_rate if load else window.service / ledger.window_s,
+        **_load_fields(load),
         "tokens_in": stats.tokens_in if stats else 0,
         "tokens_out": stats.tokens_out if stats else 0,
         "completed": stats.completed if stats else 0,
@@ -100,6 +105,34 @@ def _row(node: Node, inputs: LiveInputs, peak: float) -> dict[str, Any]:
         "safi": inputs.alpha * window.violation_rate + (1 - inputs.alpha) * usage,
         "credit": account.credit if account else 0,
         "resource": account.resource if account else 0,
+    }
+
+
+def _load_fields(load: NodeCount | None) -> dict[str, Any]:
+    """The live view's fields of a node; without a leader: no demand, no waits, `ok`."""
+    load = load or NodeCount(())
+    return {
+        "demand_rate": load.demand_rate,
+        "entitled_rate": load.entitled_rate,
+        "entitled_share": load.entitled_share,
+        "received_share": load.received_share,
+        "wait_p95_s": load.wait_p95_s,
+        "oldest_wait_s": load.oldest_wait_s,
+        "backlogged": load.backlogged,
+        "status": load.status,
+    }
+
+
+def totals(rows: Sequence[Mapping[str, Any]]) -> dict[str, float | int]:
+    """Header totals, summed over the tenant rows of the same snapshot as the table."""
+    tenants = [r for r in rows if r["level"] == "tenant"]
+    return {
+        "queued": sum(int(r["queued"]) for r in tenants),
+        "inflight": sum(int(r["inflight"]) for r in tenants),
+        "demand_rate": sum(float(r["demand_rate"]) for r in tenants),
+        "service_rate": sum(float(r["service_rate"]) for r in tenants),
+        "starved": sum(1 for r in rows if r["status"] == "starved"),
+        "over_served": sum(1 for r in rows if r["status"] == "over-served"),
     }
 
 

@@ -120,3 +120,34 @@ async def test_nodes_without_a_leader_still_answer_from_sql(api: AdminApi) -> No
         0.0,
         None,
     )
+
+
+async def test_nodes_carry_demand_status_and_totals_of_the_same_snapshot(api: AdminApi) -> None:
+    now = time.time()
+    facts = await publish_live_state(api.stores, now)
+    data = (await api.client.get("/admin/nodes")).json()
+    nodes = _by_key(data)
+    # demand: every arrival's prompt (50) + 2 × its expected output (the length predictor's
+    # estimate, at most the max_tokens cap of 400), over the 60 s window
+    assert 6 * 50 / 60 < nodes["alpha"]["demand_rate"] <= 6 * (50 + 800) / 60
+    assert 4 * 50 / 60 < nodes["beta"]["demand_rate"] <= 4 * (50 + 800) / 60
+    ledger = facts.core.ctx.ledger
+    assert nodes["beta"]["service_rate"] == pytest.approx(
+        ledger.window(("beta",), now).service / 60
+    )
+    tenants = [nodes["alpha"], nodes["beta"]]
+    assert sum(n["received_share"] for n in tenants) == pytest.approx(1.0)
+    assert sum(n["entitled_rate"] for n in tenants) == pytest.approx(
+        sum(n["service_rate"] for n in tenants)
+    )
+    assert {n["status"] for n in nodes.values()} <= {"ok", "starved", "over-served"}
+    assert nodes["alpha/chat/planner"]["wait_p95_s"] is not None
+    assert nodes["beta"]["queued"] == 1 and nodes["beta"]["oldest_wait_s"] >= 0.0
+    totals = data["totals"]
+    assert (totals["queued"], totals["inflight"]) == (2, 2)
+    assert totals["queued"] == sum(n["queued"] for n in tenants)
+    assert totals["inflight"] == sum(n["inflight"] for n in tenants)
+    assert totals["demand_rate"] == pytest.approx(sum(n["demand_rate"] for n in tenants))
+    assert totals["slots"] == 64 and "starved" in data["status_rule"]
+    state = (await api.client.get("/admin/state")).json()
+    assert (state["queue_depth"], state["inflight"]) == (totals["queued"], totals["inflight"])
