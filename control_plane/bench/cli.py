@@ -15,6 +15,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
+from control_plane.bench.overhead_cli import bench_overhead
 from control_plane.bench.workflows_cli import bench_workflows
 
 Opt = typer.Option
@@ -118,48 +119,6 @@ def bench_soak(
     base = state_dir or Path(tempfile.mkdtemp(prefix="arb-soak-"))
     if not run_soak(plan, config, attach, base, out, Console(width=max(150, Console().width))):
         raise typer.Exit(1)
-
-
-def bench_overhead(
-    concurrency: Annotated[list[int] | None, Opt(help="Concurrency levels (repeat).")] = None,
-    requests: Annotated[int, Opt(help="Requests per level (at least 4 × concurrency).")] = 400,
-    workers: Annotated[int, Opt(help="Simulated workers.")] = 2,
-    speed: Annotated[float, Opt(help="Speed factor of the workers.")] = 1000.0,
-    out: Annotated[Path | None, Opt(help="Write results JSON here.")] = Path(
-        "out/bench-overhead.json"
-    ),
-) -> None:
-    """Measure what gateway + Redis + scheduler add to time to first token, and max requests/s."""
-    from rich.table import Table
-
-    from control_plane.bench.overhead import measure, write
-
-    result = measure(concurrency or [1, 64], requests, workers, speed)
-    table = Table(title="Arbiter's added cost (streaming, 16 output tokens)")
-    for col in (
-        "concurrency",
-        "direct TTFT p50",
-        "full TTFT p50",
-        "added p50",
-        "added p99",
-        "full req/s",
-    ):
-        table.add_column(col, justify="right")
-    for row in result["rows"]:
-        d, g = row["direct"], row["gateway"]
-        table.add_row(
-            str(row["concurrency"]),
-            f"{d['ttft_p50_ms']:.2f} ms",
-            f"{g['ttft_p50_ms']:.2f} ms",
-            f"{row['added_ttft_p50_ms']:.2f} ms",
-            f"{row['added_ttft_p99_ms']:.2f} ms",
-            f"{g['rps']:.0f}",
-        )
-    Console().print(table)
-    Console().print(
-        f"highest sustained requests/s through the gateway: {result['max_sustained_rps']:.0f}"
-    )
-    write(result, out)
 
 
 def bench_decisions(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import statistics
 import time
 from dataclasses import dataclass, field
@@ -10,15 +11,28 @@ from dataclasses import dataclass, field
 import aiohttp
 import orjson
 
+TIMING_HEADER = "X-Arbiter-Timing"
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """Where one request goes: a URL and its headers (an API key, the debug-timing ask)."""
+
+    url: str
+    headers: dict[str, str] = field(default_factory=dict)
+
 
 @dataclass
 class LoadResult:
-    """Client-side timings (seconds) of one load run."""
+    """Client-side timings (seconds) of one load run, and the gateway's stamps when asked."""
 
     ttft: list[float] = field(default_factory=list)
     total: list[float] = field(default_factory=list)
     errors: int = 0
     wall_s: float = 0.0
+    stamps: list[dict[str, float]] = field(default_factory=list)
+    """Per request: the gateway's `X-Arbiter-Timing` epochs plus the client's `sent` and
+    `first_byte` epochs (same clock: the load runs on the gateway's machine)."""
 
     @property
     def rps(self) -> float:
@@ -42,17 +56,32 @@ class LoadResult:
         }
 
 
+def parse_timing(value: str) -> dict[str, float]:
+    """`name=epoch;name=epoch` (the gateway's debug header) as a dict; bad parts are skipped."""
+    out: dict[str, float] = {}
+    for part in value.split(";"):
+        name, _, raw = part.partition("=")
+        try:
+            out[name.strip()] = float(raw)
+        except ValueError:
+            continue
+    return out
+
+
 async def _one(
-    session: aiohttp.ClientSession, url: str, body: bytes, headers: dict[str, str], out: LoadResult
+    session: aiohttp.ClientSession, target: Target, body: bytes, out: LoadResult
 ) -> None:
     start = time.perf_counter()
+    sent = time.time()
     first: float | None = None
+    timing: str | None = None
     try:
-        async with session.post(url, data=body, headers=headers) as resp:
+        async with session.post(target.url, data=body, headers=target.headers) as resp:
             if resp.status != 200:
                 await resp.read()
                 out.errors += 1
                 return
+            timing = resp.headers.get(TIMING_HEADER)
             async for line in resp.content:
                 if first is None and line.startswith(b"data: {"):
                     first = time.perf_counter()
@@ -62,10 +91,14 @@ async def _one(
     end = time.perf_counter()
     out.ttft.append((first or end) - start)
     out.total.append(end - start)
+    if timing is not None:
+        stamps = parse_timing(timing)
+        stamps["sent"], stamps["first_byte"] = sent, sent + ((first or end) - start)
+        out.stamps.append(stamps)
 
 
 async def run_load(
-    url: str,
+    targets: str | list[Target],
     *,
     concurrency: int,
     requests: int,
@@ -73,19 +106,23 @@ async def run_load(
     headers: dict[str, str] | None = None,
     warmup: int = 10,
 ) -> LoadResult:
-    """`requests` streamed requests through `concurrency` clients (after a warm-up).
+    """`requests` streamed requests through `concurrency` clients (after a warm-up), sent to
+    `targets` in turn (round robin; a plain URL with `headers` is one target).
 
     aiohttp rather than httpx: the load generator shares this machine's cores with what it
     measures, so it must cost as little per streamed line as possible.
     """
+    if isinstance(targets, str):
+        targets = [Target(targets, headers or {})]
+    base = {"content-type": "application/json"}
+    cycle = itertools.cycle([Target(t.url, {**base, **t.headers}) for t in targets])
     raw = orjson.dumps(body)
-    hdrs = {"content-type": "application/json", **(headers or {})}
     connector = aiohttp.TCPConnector(limit=concurrency + 8)
     async with aiohttp.ClientSession(
         connector=connector, timeout=aiohttp.ClientTimeout(total=120)
     ) as session:
         warm = LoadResult()
-        await asyncio.gather(*(_one(session, url, raw, hdrs, warm) for _ in range(warmup)))
+        await asyncio.gather(*(_one(session, next(cycle), raw, warm) for _ in range(warmup)))
         out = LoadResult()
         remaining = requests
 
@@ -93,7 +130,7 @@ async def run_load(
             nonlocal remaining
             while remaining > 0:
                 remaining -= 1
-                await _one(session, url, raw, hdrs, out)
+                await _one(session, next(cycle), raw, out)
 
         started = time.perf_counter()
         await asyncio.gather(*(worker() for _ in range(concurrency)))

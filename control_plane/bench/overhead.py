@@ -1,21 +1,31 @@
 """`arbiter bench overhead`: what the full path (gateway + Redis + scheduler) adds.
 
-One run starts a private deployment (Redis, simulated workers at a high speed factor, scheduler,
-recorder, gateway), then sends the same streaming load straight to a worker and through the
-gateway at each concurrency, and reports the added time to first token (p50/p99 of the
-through-path minus the same percentile of the direct path) and the highest sustained
-requests/s through the gateway. Results are printed and written as JSON.
+One run starts a private deployment (Redis, simulated workers at a high speed factor, two
+scheduler replicas, recorder, gateway), then, in interleaved rounds (direct, gateway, direct,
+gateway, … at each concurrency), sends the same streaming load (16 output tokens,
+`include_usage`, `ignore_eos`) straight to the workers (round robin) and through the gateway.
+Each concurrency reports the median over rounds of TTFT p50/p99, the added TTFT (gateway
+minus direct, per round), requests/s and errors, and, from the gateway's `X-Arbiter-Timing`
+stamps, the median time spent in each hop. With `flood`, a second tenant floods the same
+target with as many clients again while the first is measured (fairness at work under the
+deployment's policy). Results are printed and written as JSON.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import os
 import tempfile
+import time
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from control_plane.bench.load import run_load
+from control_plane.bench.load import LoadResult, Target, run_load
+from control_plane.bench.overhead_profile import Profiler
+from control_plane.bench.overhead_stats import over_rounds, round_row
 from control_plane.up.deploy import Deployment, UpOptions, _free_port
 
 BODY: dict[str, Any] = {
@@ -24,58 +34,120 @@ BODY: dict[str, Any] = {
     "max_tokens": 16,
     "ignore_eos": True,
     "stream": True,
+    "stream_options": {"include_usage": True},
 }
+DEBUG = {"X-Arbiter-Debug-Timing": "1"}
 
 
-def measure(concurrencies: list[int], requests: int, workers: int, speed: float) -> dict[str, Any]:
+@dataclass
+class OverheadPlan:
+    """What one `arbiter bench overhead` run measures."""
+
+    concurrencies: list[int] = field(default_factory=lambda: [1, 64, 128])
+    requests: int = 400
+    rounds: int = 3
+    workers: int = 2
+    speed: float = 1000.0
+    policy: str = "vtc"
+    flood: bool = False
+    profile_dir: Path | None = None
+    profile_concurrency: int = 64
+
+
+@dataclass
+class _Targets:
+    direct: list[Target]
+    gateway: list[Target]
+    flood: dict[str, list[Target]]
+
+
+def measure(plan: OverheadPlan) -> dict[str, Any]:
     """Run the comparison; returns the JSON-ready result."""
     state = Path(tempfile.mkdtemp(prefix="arb-bench-"))
+    tenants = ["bench", "flood"] if plan.flood else ["bench"]
     dep = Deployment(
         UpOptions(
-            workers=workers,
-            speed=speed,
+            workers=plan.workers,
+            speed=plan.speed,
             port=_free_port(),
             console=False,
             database_url=f"sqlite:///{state / 'bench.db'}",
             state_dir=state,
-            tenants=["bench"],
-        )
+            tenants=tenants,
+            policy=plan.policy,
+        ),
+        say=lambda _line: None,
     )
+    load_before = os.getloadavg()
     try:
         info = dep.start()
-        key = info["tenants"]["bench"]
-        direct_url = f"{info['workers'][0]}/v1/completions"
-        gw_url = f"{info['gateway_url']}/v1/completions"
-        rows = []
-        for c in concurrencies:
-            n = max(requests, 4 * c)
-            direct = asyncio.run(run_load(direct_url, concurrency=c, requests=n, body=BODY))
-            full = asyncio.run(
-                run_load(
-                    gw_url,
-                    concurrency=c,
-                    requests=n,
-                    body=BODY,
-                    headers={"Authorization": f"Bearer {key}"},
-                )
-            )
-            row: dict[str, Any] = {
-                "concurrency": c,
-                "direct": direct.summary(),
-                "gateway": full.summary(),
-                "added_ttft_p50_ms": (full.pct("ttft", 0.5) - direct.pct("ttft", 0.5)) * 1e3,
-                "added_ttft_p99_ms": (full.pct("ttft", 0.99) - direct.pct("ttft", 0.99)) * 1e3,
-            }
-            rows.append(row)
+        targets = _targets(info)
+        rounds: dict[int, list[dict[str, Any]]] = {c: [] for c in plan.concurrencies}
+        profile: dict[str, Any] | None = None
+        for r in range(plan.rounds):
+            for c in plan.concurrencies:
+                profiler = None
+                if plan.profile_dir is not None and r == 0 and c == plan.profile_concurrency:
+                    pids = {n: s["pid"] for n, s in dep.supervisor.status().items()}
+                    profiler = Profiler(plan.profile_dir, pids, info["redis_url"])
+                rounds[c].append(_one_round(plan, targets, c, profiler))
+                if profiler is not None:
+                    profile = profiler.stop()
+        rows = [{"concurrency": c, **over_rounds(rs), "rounds": rs} for c, rs in rounds.items()]
         return {
-            "workers": workers,
-            "speed": speed,
-            "max_tokens": BODY["max_tokens"],
+            "plan": {**asdict(plan), "profile_dir": str(plan.profile_dir or "")},
+            "body": BODY,
+            "loadavg_before": list(load_before),
+            "loadavg_after": list(os.getloadavg()),
+            "cpus": os.cpu_count(),
+            "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
             "rows": rows,
             "max_sustained_rps": max(float(r["gateway"]["rps"]) for r in rows),
+            "profile": profile,
         }
     finally:
         dep.stop()
+
+
+def _targets(info: dict[str, Any]) -> _Targets:
+    keys = info["tenants"]
+    direct = [Target(f"{w}/v1/completions") for w in info["workers"]]
+    gw = f"{info['gateway_url']}/v1/completions"
+    flood: dict[str, list[Target]] = {}
+    if "flood" in keys:
+        flood = {
+            "direct": direct,
+            "gateway": [Target(gw, {"Authorization": f"Bearer {keys['flood']}"})],
+        }
+    bench = [Target(gw, {"Authorization": f"Bearer {keys['bench']}", **DEBUG})]
+    return _Targets(direct=direct, gateway=bench, flood=flood)
+
+
+def _one_round(
+    plan: OverheadPlan, targets: _Targets, c: int, profiler: Profiler | None
+) -> dict[str, Any]:
+    n = max(plan.requests, 4 * c)
+    results: dict[str, LoadResult] = {}
+    for name, dest in (("direct", targets.direct), ("gateway", targets.gateway)):
+        if profiler is not None and name == "gateway":
+            profiler.start()
+        results[name] = asyncio.run(_measured(dest, targets.flood.get(name), c, n))
+    return round_row(results)
+
+
+async def _measured(dest: list[Target], flood: list[Target] | None, c: int, n: int) -> LoadResult:
+    """The measured load; with `flood`, another tenant's c clients run beside it."""
+    if not flood:
+        return await run_load(dest, concurrency=c, requests=n, body=BODY)
+    background = asyncio.create_task(
+        run_load(flood, concurrency=c, requests=1_000_000_000, body=BODY, warmup=0)
+    )
+    try:
+        return await run_load(dest, concurrency=c, requests=n, body=BODY)
+    finally:
+        background.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await background
 
 
 def write(result: dict[str, Any], out: Path | None) -> None:

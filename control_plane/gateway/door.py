@@ -65,7 +65,11 @@ def build_flight(
         job=job,
         node=node,
         chat=isinstance(body, ChatCompletionRequest),
-        payload=upstream_payload(raw, None),
+        payload=upstream_payload(
+            raw,
+            None,
+            continuous=bool(body.stream and (options or {}).get("continuous_usage_stats")),
+        ),
         received_at=received,
         client_stream_options=options,
     )

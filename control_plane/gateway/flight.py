@@ -41,6 +41,8 @@ class Flight:
     """Images the worker generated (image requests)."""
     read_timeout_s: float | None = None
     """The worker's longest silence for this request (None: the gateway's idle bound)."""
+    debug_timing: bool = False
+    """The client sent `X-Arbiter-Debug-Timing: 1`: answer with the hop stamps."""
 
     @property
     def id(self) -> str:
@@ -57,12 +59,28 @@ class Flight:
         return max(0.0, (door + hop) * 1000.0)
 
     def response_headers(self) -> dict[str, str]:
-        return {
+        headers = {
             "X-Arbiter-Request-Id": self.id,
             "X-Arbiter-Workflow": self.job.workflow or "",
             "X-Arbiter-Queue-Ms": f"{self.queue_ms():.2f}",
             "X-Arbiter-Overhead-Ms": f"{self.overhead_ms():.2f}",
         }
+        if self.debug_timing:
+            headers["X-Arbiter-Timing"] = self.timing()
+        return headers
+
+    def timing(self) -> str:
+        """The request's hop stamps (epoch seconds, this host's clock): handler entered,
+        envelope in Redis, the scheduler's grant call, grant received, worker answered.
+        Only the caller's own request, no other tenant's, so it is safe to hand out."""
+        stamps = {
+            "received": self.received_at,
+            "submitted": self.submitted_at,
+            "decided": self.grant.granted_at if self.grant else None,
+            "granted": self.granted_at,
+            "upstream": self.upstream_ready_at,
+        }
+        return ";".join(f"{k}={v:.6f}" for k, v in stamps.items() if v)
 
     def completion_event(self, status: str, error: str | None = None) -> Complete:
         """The `complete` event: everything the scheduler and the recorder need."""

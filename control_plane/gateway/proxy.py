@@ -1,15 +1,19 @@
 """The streaming proxy: forward one granted request to its worker and relay the answer.
 
-The worker is always asked to stream with `include_usage` and `continuous_usage_stats`, so the
-gateway learns exact token counts as they happen, whatever the client asked for. The client then
-gets exactly the shape it asked for: a stream (with usage chunks only if it asked), or one
-aggregated JSON body. Every token relayed is counted in `StreamStats` and reported as progress.
+The worker is always asked to stream with `include_usage`, so the gateway learns the exact
+token counts from the last chunk, whatever the client asked for; `continuous_usage_stats` only
+when the client asked for it. The client then gets exactly the shape it asked for: a stream
+(with usage chunks only if it asked), or one aggregated JSON body. A streamed chunk is relayed
+as the worker's bytes, unparsed, unless it carries usage, a finish reason or an error; the
+tokens relayed are counted (one per content chunk, then exactly from the usage chunk) in
+`StreamStats` and reported as progress.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
@@ -21,6 +25,8 @@ import orjson
 from control_plane.gateway.errors import error_body
 
 DONE = b"data: [DONE]\n\n"
+_FINISHED = re.compile(rb'"finish_reason":\s*"')
+_CONTENT = re.compile(rb'"choices":\s*\[\s*\{')
 
 
 class WorkerUnreachable(Exception):
@@ -54,12 +60,17 @@ class StreamStats:
     last_chunk: dict[str, Any] | None = None
 
 
-def upstream_payload(body: dict[str, Any], priority: int | None) -> dict[str, Any]:
-    """The client's body as the worker must see it: always streamed, with continuous usage."""
+def upstream_payload(
+    body: dict[str, Any], priority: int | None, *, continuous: bool = False
+) -> dict[str, Any]:
+    """The client's body as the worker must see it: always streamed, with usage at the end
+    (and on every chunk when `continuous`: the client asked for it)."""
     payload = dict(body)
     payload.pop("metadata", None)
     payload["stream"] = True
-    payload["stream_options"] = {"include_usage": True, "continuous_usage_stats": True}
+    payload["stream_options"] = {"include_usage": True}
+    if continuous:
+        payload["stream_options"]["continuous_usage_stats"] = True
     payload.pop("priority", None)
     if priority is not None:
         payload["priority"] = priority
@@ -211,17 +222,62 @@ class Relay:
                     self._stats.finished_at = time.time()
                     self._done = True
                     continue
-                chunk = orjson.loads(data)
-                if "error" in chunk and "choices" not in chunk:
-                    raise self._failure(str(chunk["error"]))
-                self._account(chunk)
-                yield chunk
+                yield self._parsed(data)
         except (TimeoutError, aiohttp.ClientError, OSError) as exc:
             if self._done:
                 return
             raise self._failure(f"{type(exc).__name__}: {exc}") from exc
         if not self._done:
             raise self._failure("worker closed the stream without [DONE]")
+
+    async def stream(self) -> AsyncIterator[bytes]:
+        """The client's SSE bytes. A plain content chunk (no usage, finish reason or error in
+        it) is forwarded unchanged and counted as one token; the others are parsed and
+        re-encoded as `encode` says (the usage chunk makes the count exact). With continuous
+        usage every chunk is parsed (usage must be read from each). Raises as `chunks`."""
+        if self._want_continuous:
+            async for chunk in self.chunks():
+                out = self.encode(chunk)
+                if out is not None:
+                    yield out
+            return
+        try:
+            async for line in self._resp.content:
+                if not line.startswith(b"data: "):
+                    continue
+                data = line[6:].rstrip()
+                if data == b"[DONE]":
+                    self._stats.finished_at = time.time()
+                    self._done = True  # read on to the end of the body: the connection is reused
+                elif b'"usage"' in data or b'"error"' in data or _FINISHED.search(data):
+                    out = self.encode(self._parsed(data))
+                    if out is not None:
+                        yield out
+                else:
+                    if _CONTENT.search(data):
+                        self._count_one()
+                    yield b"data: " + data + b"\n\n"
+        except (TimeoutError, aiohttp.ClientError, OSError) as exc:
+            if self._done:
+                return
+            raise self._failure(f"{type(exc).__name__}: {exc}") from exc
+        if not self._done:
+            raise self._failure("worker closed the stream without [DONE]")
+
+    def _parsed(self, data: bytes) -> dict[str, Any]:
+        chunk: dict[str, Any] = orjson.loads(data)
+        if "error" in chunk and "choices" not in chunk:
+            raise self._failure(str(chunk["error"]))
+        self._account(chunk)
+        return chunk
+
+    def _count_one(self) -> None:
+        now = time.time()
+        stats = self._stats
+        if stats.first_token_at is None:
+            stats.first_token_at = now
+        stats.n_out += 1
+        self._on_tokens(1, now)
 
     async def close(self) -> None:
         """Return a finished connection to the pool; close an unfinished one, which makes the
@@ -242,6 +298,8 @@ class Relay:
         if usage:
             self._stats.n_in = int(usage.get("prompt_tokens") or 0)
             total = int(usage.get("completion_tokens") or 0)
+            # exact, where counting chunks was not (a chat's role chunk, several tokens a chunk)
+            self._stats.n_out = min(self._stats.n_out, total)
         else:
             total = self._stats.n_out + (1 if chunk.get("choices") else 0)
         delta = total - self._stats.n_out

@@ -56,6 +56,8 @@ from control_plane.state.errors import StateUnavailable
 
 log = logging.getLogger(__name__)
 NO_LEADER_RETRY_AFTER_S = 2
+DEBUG_TIMING = "x-arbiter-debug-timing"
+"""Request header: `1` adds `X-Arbiter-Timing` (the request's hop stamps) to the answer."""
 
 
 class Gateway:
@@ -77,6 +79,7 @@ class Gateway:
         tags, node, model = await self._door(request, body.model, body.metadata, tenant_name)
         refuse_image_model(model)
         flight = build_flight(self.d, body, tags, node, model, received)
+        flight.debug_timing = request.headers.get(DEBUG_TIMING) == "1"
         resp = await self._queue_and_open(request, flight)
         if isinstance(resp, Response):
             return resp
@@ -309,10 +312,8 @@ class Gateway:
         status: str = "aborted"
         error: str | None = "client disconnected"
         try:
-            async for chunk in relay.chunks():
-                data = relay.encode(chunk)
-                if data is not None:
-                    yield data
+            async for data in relay.stream():
+                yield data
             yield DONE
             status, error = "ok", None
         except (StreamBroken, WorkerUnreachable) as exc:

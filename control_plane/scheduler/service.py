@@ -25,17 +25,13 @@ from control_plane.contracts.checkpoints import LeaderState
 from control_plane.contracts.events import Complete, Event, encode
 from control_plane.contracts.knobs import KnobValue, NodeWeights, PluginChoice
 from control_plane.control.meta import AUTO
+from control_plane.core.dispatcher import Decision
 from control_plane.core.scheduler_core import SchedulerCore
 from control_plane.placement.registry import build_placement
 from control_plane.policies.registry import PolicyParamsError, UnknownPolicyError, build_policy
 from control_plane.scheduler.advisor import Advisor
 from control_plane.scheduler.autopilot import after_tick, controller_snapshot, hand_over
-from control_plane.scheduler.entries import (
-    apply_each,
-    apply_event,
-    arrive_each,
-    dead_letter_all,
-)
+from control_plane.scheduler.entries import apply_each, apply_event, arrive_each, dead_letter_all
 from control_plane.scheduler.fairness_view import DEFAULT_SAFI_ALPHA, node_fairness
 from control_plane.scheduler.leader import LeaderTerm, keep_lease, wait_for_lease
 from control_plane.scheduler.metrics import SchedulerMetrics, Snapshot
@@ -46,6 +42,7 @@ from control_plane.scheduler.views import live_view
 from control_plane.scheduler.workers import observe, sync_workers
 from control_plane.settings import Settings
 from control_plane.state import StaleLeader, StateStores, StateUnavailable, server_run_id
+from control_plane.state.request_store import GrantOrder
 from control_plane.state.tasks import stop_tasks
 
 log = logging.getLogger(__name__)
@@ -217,27 +214,32 @@ class SchedulerService:
             self._dirty.clear()
             started = time.perf_counter()
             decisions = self._core.decide(time.time())
-            for decision in decisions:
-                if not self._acting():
-                    return  # deposed: grant nothing more (the next leader rebuilds)
-                try:
-                    granted = await self.stores.requests.grant(
-                        decision.job.id,
-                        worker_id=decision.worker.id,
-                        worker_url=decision.worker.url,
-                        now=time.time(),
-                        fencing_token=self.fencing_token,
-                    )
-                except StaleLeader:
-                    if self.term is not None:
-                        self.term.end()
-                    raise
-                if granted:
-                    self.metrics.dispatched.labels(decision.worker.id).inc()
-                else:
-                    self._core.undo(decision)
-            if decisions:
-                self.metrics.decide_seconds.observe(time.perf_counter() - started)
+            if not decisions:
+                continue
+            if not await self._grant(decisions):
+                return  # deposed: grant nothing more (the next leader rebuilds)
+            self.metrics.decide_seconds.observe(time.perf_counter() - started)
+
+    async def _grant(self, decisions: list[Decision]) -> bool:
+        """Grant one cycle's decisions in one batch (one round trip per chunk, the fence
+        checked in the same script); refused ones are undone. False once deposed."""
+        if not self._acting():
+            return False
+        orders = [GrantOrder(d.job.id, d.worker.id, d.worker.url) for d in decisions]
+        try:
+            granted = await self.stores.requests.grant_many(
+                orders, now=time.time(), fencing_token=self.fencing_token
+            )
+        except StaleLeader:
+            if self.term is not None:
+                self.term.end()
+            raise
+        for decision, ok in zip(decisions, granted, strict=True):
+            if ok:
+                self.metrics.dispatched.labels(decision.worker.id).inc()
+            else:
+                self._core.undo(decision)
+        return True
 
     async def _scrape_loop(self) -> None:
         while True:

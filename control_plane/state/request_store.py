@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Final
 
@@ -24,6 +24,18 @@ from control_plane.state.scripts import Scripts
 FINAL_STATUSES: Final = frozenset({"ok", "error", "aborted", "timeout"})
 """Statuses `finish` accepts; `withdrawn` is set only by `withdraw`."""
 _LOAD_CHUNK: Final = 500
+_GRANT_CHUNK: Final = 256
+"""Grants per script call: long enough to amortise the round trip, short enough that Redis
+is never held for long by one call."""
+
+
+@dataclass(frozen=True, slots=True)
+class GrantOrder:
+    """One decision to grant: which request, to which worker (id and base URL)."""
+
+    request_id: str
+    worker_id: str
+    worker_url: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,6 +157,34 @@ class RequestStore:
         if result < 0:
             raise StaleLeader(f"fencing token {fencing_token} is stale: another scheduler leads")
         return result > 0
+
+    @guarded
+    async def grant_many(
+        self, orders: Sequence[GrantOrder], *, now: float, fencing_token: int | None = None
+    ) -> list[bool]:
+        """`grant` for a whole scheduler cycle, one script call per `_GRANT_CHUNK` orders: per
+        order, True when granted, False when no longer queued (drop it). The fencing token is
+        checked once per call; a deposed leader raises `StaleLeader` (a later chunk of a long
+        batch may raise after earlier ones were granted, as a run of single grants would)."""
+        fence = "" if fencing_token is None else str(fencing_token)
+        out: list[bool] = []
+        for start in range(0, len(orders), _GRANT_CHUNK):
+            out += await self._grant_chunk(orders[start : start + _GRANT_CHUNK], now, fence)
+        return out
+
+    async def _grant_chunk(
+        self, orders: Sequence[GrantOrder], now: float, fence: str
+    ) -> list[bool]:
+        ks = self._ks
+        keys = [ks.queued, ks.tenant_queued, ks.inflight, ks.grants_prefix, ks.leader_epoch]
+        keys += [ks.request(o.request_id) for o in orders]
+        args: list[str | int] = [time_arg(now), self._grants_maxlen, fence]
+        for o in orders:
+            args += [o.request_id, o.worker_id, o.worker_url]
+        result = await self._scripts.call("grant_many", keys, args)
+        if not isinstance(result, list):
+            raise StaleLeader(f"fencing token {fence} is stale: another scheduler leads")
+        return [int(r) > 0 for r in result]
 
     @guarded
     async def withdraw(self, request_id: str, *, now: float, reason: str) -> bool:

@@ -20,12 +20,12 @@ def test_estimate_rules() -> None:
     assert estimate_prompt_tokens(text) == 2
 
 
-def test_upstream_always_streams_with_continuous_usage() -> None:
+def test_upstream_always_streams_with_usage() -> None:
     payload = upstream_payload(
         {"model": "m", "stream": False, "metadata": {"a": 1}, "priority": -100}, None
     )
     assert payload["stream"] is True
-    assert payload["stream_options"] == {"include_usage": True, "continuous_usage_stats": True}
+    assert payload["stream_options"] == {"include_usage": True}
     assert "metadata" not in payload and "priority" not in payload
 
 

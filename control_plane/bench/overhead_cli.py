@@ -1,0 +1,104 @@
+"""`arbiter bench overhead`: the command and its tables (the run is `overhead.py`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+Opt = typer.Option
+
+
+def bench_overhead(
+    concurrency: Annotated[
+        list[int] | None, Opt(help="Concurrency levels (repeat); default 1, 64, 128.")
+    ] = None,
+    requests: Annotated[int, Opt(help="Requests per level (at least 4 × concurrency).")] = 400,
+    rounds: Annotated[int, Opt(min=1, help="Interleaved rounds (direct, gateway, …).")] = 3,
+    workers: Annotated[int, Opt(help="Simulated workers.")] = 2,
+    speed: Annotated[float, Opt(help="Speed factor of the workers.")] = 1000.0,
+    policy: Annotated[str, Opt(help="The scheduler's policy.")] = "vtc",
+    flood: Annotated[
+        bool, Opt(help="A second tenant floods with as many clients while one is measured.")
+    ] = False,
+    profile: Annotated[
+        Path | None,
+        Opt(help="py-spy flame graphs and Redis commandstats of one gateway round, here."),
+    ] = None,
+    profile_concurrency: Annotated[int, Opt(help="The profiled round's concurrency.")] = 64,
+    out: Annotated[Path | None, Opt(help="Write results JSON here.")] = Path(
+        "out/bench-overhead.json"
+    ),
+) -> None:
+    """Measure what gateway + Redis + scheduler add to time to first token, and max requests/s,
+    in interleaved rounds, with the per-hop breakdown of the gateway's requests."""
+    from control_plane.bench.overhead import OverheadPlan, measure, write
+
+    plan = OverheadPlan(
+        concurrencies=concurrency or [1, 64, 128],
+        requests=requests,
+        rounds=rounds,
+        workers=workers,
+        speed=speed,
+        policy=policy,
+        flood=flood,
+        profile_dir=profile,
+        profile_concurrency=profile_concurrency,
+    )
+    result = measure(plan)
+    console = Console(width=max(150, Console().width))
+    console.print(_table(result))
+    if any("hops_p50_ms" in r["gateway"] for r in result["rows"]):
+        console.print(_hops(result))
+    load = ", ".join(f"{x:.2f}" for x in result["loadavg_before"])
+    console.print(
+        f"highest sustained requests/s through the gateway: {result['max_sustained_rps']:.0f}"
+        f" (median of {rounds} rounds; load average before: {load} on {result['cpus']} CPUs)"
+    )
+    if result["profile"]:
+        console.print(f"flame graphs and Redis commandstats under {result['profile']['dir']}")
+    write(result, out)
+
+
+def _table(result: dict[str, Any]) -> Table:
+    table = Table(title="Arbiter's added cost (streaming, 16 output tokens; medians over rounds)")
+    for col in (
+        "c",
+        "direct TTFT p50 / p99",
+        "gateway TTFT p50 / p99",
+        "added p50",
+        "added p99",
+        "direct req/s",
+        "gateway req/s",
+        "errors d / g",
+    ):
+        table.add_column(col, justify="right")
+    for row in result["rows"]:
+        d, g = row["direct"], row["gateway"]
+        table.add_row(
+            str(row["concurrency"]),
+            f"{d['ttft_p50_ms']:.2f} / {d['ttft_p99_ms']:.2f} ms",
+            f"{g['ttft_p50_ms']:.2f} / {g['ttft_p99_ms']:.2f} ms",
+            f"{g['added_ttft_p50_ms']:+.2f} ms",
+            f"{g['added_ttft_p99_ms']:+.2f} ms",
+            f"{d['rps']:.0f}",
+            f"{g['rps']:.0f}",
+            f"{d['errors']} / {g['errors']}",
+        )
+    return table
+
+
+def _hops(result: dict[str, Any]) -> Table:
+    rows = [r for r in result["rows"] if "hops_p50_ms" in r["gateway"]]
+    names = list(rows[0]["gateway"]["hops_p50_ms"]) if rows else []
+    table = Table(title="Per-hop medians through the gateway (ms)")
+    table.add_column("c", justify="right")
+    for name in names:
+        table.add_column(name, justify="right")
+    for row in rows:
+        hops = row["gateway"]["hops_p50_ms"]
+        table.add_row(str(row["concurrency"]), *(f"{hops.get(n, float('nan')):.3f}" for n in names))
+    return table

@@ -1,0 +1,44 @@
+"""The overhead bench's arithmetic: timing header, hops, medians over rounds, Redis deltas."""
+
+from __future__ import annotations
+
+from control_plane.bench.load import LoadResult, parse_timing
+from control_plane.bench.overhead_profile import commandstats_diff
+from control_plane.bench.overhead_stats import hop_medians, over_rounds, round_row
+
+
+def test_the_timing_header_parses_and_skips_bad_parts() -> None:
+    assert parse_timing("received=10.5;submitted=x;granted=11") == {
+        "received": 10.5,
+        "granted": 11.0,
+    }
+
+
+def test_hops_are_intervals_between_consecutive_stamps() -> None:
+    stamps = [
+        {"sent": 0.0, "received": 0.001, "submitted": 0.003, "decided": 0.004,
+         "granted": 0.006, "upstream": 0.007, "first_byte": 0.010},
+    ]  # fmt: skip
+    hops = hop_medians(stamps)
+    assert [round(h["p50_ms"], 3) for h in hops.values()] == [1.0, 2.0, 1.0, 2.0, 1.0, 3.0]
+
+
+def test_rounds_report_medians_and_summed_errors() -> None:
+    def result(ttft_s: float, errors: int) -> LoadResult:
+        return LoadResult(ttft=[ttft_s], total=[ttft_s], errors=errors, wall_s=1.0)
+
+    rounds = [
+        round_row({"direct": result(0.001, 0), "gateway": result(g, e)})
+        for g, e in ((0.005, 0), (0.009, 1), (0.006, 0))
+    ]
+    merged = over_rounds(rounds)["gateway"]
+    assert round(merged["added_ttft_p50_ms"], 6) == 5.0
+    assert merged["errors"] == 1 and merged["requests"] == 3
+
+
+def test_commandstats_difference_is_per_command_and_costliest_first() -> None:
+    before = {"evalsha": {"calls": 10.0, "usec": 100.0}}
+    after = {"evalsha": {"calls": 20.0, "usec": 400.0}, "xadd": {"calls": 5.0, "usec": 10.0}}
+    rows = commandstats_diff(before, after)
+    assert [r["command"] for r in rows] == ["evalsha", "xadd"]
+    assert rows[0]["calls"] == 10 and rows[0]["usec_per_call"] == 30.0
