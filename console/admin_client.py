@@ -102,6 +102,10 @@ class AdminClient:
     def _json(self, method: str, path: str, **kwargs: Any) -> Any:
         return self.request(method, path, **kwargs).json()
 
+    def whoami(self) -> dict[str, Any]:
+        """The caller: `name` (the audit actor), `role` and `bootstrap` (the shared token)."""
+        return dict(self._json("GET", "/admin/whoami"))
+
     # -- live ------------------------------------------------------------------------------
     def state(self) -> dict[str, Any]:
         return dict(self._json("GET", "/admin/state"))

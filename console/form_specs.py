@@ -84,8 +84,53 @@ def to_json_value(spec: FieldSpec, raw: Any) -> Any:
     return raw
 
 
+def flat(value: Any, prefix: str = "") -> dict[str, Any]:
+    """A JSON value as dotted field → leaf value ({"params": {"x": 1}} → {"params.x": 1})."""
+    if isinstance(value, Mapping) and value:
+        out: dict[str, Any] = {}
+        for key, item in value.items():
+            out.update(flat(item, f"{prefix}{key}."))
+        return out
+    return {prefix.rstrip(".") or "value": value}
+
+
+def shown(value: Any) -> str:
+    """One leaf value for people: floats without noise, None as "—", lists comma-joined."""
+    if value is None:
+        return "—"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        return f"{value:g}"
+    if isinstance(value, list | tuple):
+        return ", ".join(shown(v) for v in value) or "—"
+    if isinstance(value, Mapping):
+        return "{}"
+    return str(value)
+
+
+def readable(value: Any) -> str:
+    """A JSON value as 'field: value' pairs ("weight: 3"; "name: fcfs; params.x: 1")."""
+    if value is None:
+        return "—"
+    if not isinstance(value, Mapping):
+        return shown(value)
+    return "; ".join(f"{k}: {shown(v)}" for k, v in flat(value).items())
+
+
+def diff_rows(old: Any, new: Any) -> list[dict[str, str]]:
+    """The fields a change alters, as rows {field, current, new} (unchanged fields left out)."""
+    before, after = flat(old), flat(new)
+    fields = [*before, *(k for k in after if k not in before)]
+    return [
+        {"field": k, "current": shown(before.get(k)), "new": shown(after.get(k))}
+        for k in fields
+        if before.get(k) != after.get(k)
+    ]
+
+
 def audit_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
-    """The audit log as a table (times in UTC, old/new as compact JSON)."""
+    """The audit log as a table (times in UTC, old/new as 'field: value' pairs)."""
     columns = ["at", "actor", "action", "target", "old", "new", "reason"]
     records = [
         {
@@ -93,8 +138,8 @@ def audit_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
             "actor": r["actor"],
             "action": r["action"],
             "target": r["target"],
-            "old": json.dumps(r["old"], sort_keys=True),
-            "new": json.dumps(r["new"], sort_keys=True),
+            "old": readable(r["old"]),
+            "new": readable(r["new"]),
             "reason": r["reason"],
         }
         for r in rows

@@ -1,24 +1,41 @@
 """Streamlit form helpers: a widget per params field, and submitting a change so that the
 API's per-field errors show next to their fields after the rerun.
 
-A change is submitted once; on success a message is kept for the next run ("flash") and the
-page reruns so every table shows the new value; on a 422 the API's field errors are kept
-under the form's key and shown beside the fields; other errors are shown plainly.
+A change goes in two steps: the form's button ("Review …") keeps the change and its diff
+(current → new, per field) for `confirm_panel`, whose "Confirm" sends it once. On success a
+message is kept for the next run ("flash") and the page reruns so every table shows the new
+value; on a 422 the API's field errors are kept under the form's key and shown beside the
+fields; other errors are shown plainly. Viewers see every change button disabled.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import streamlit as st
 
+from console import session
 from console.admin_client import AdminApiError
-from console.form_specs import FieldSpec, to_json_value
+from console.form_specs import FieldSpec, diff_rows, to_json_value
 from console.session import field_error, show_error
 
 FLASH = "flash"
+
+
+@dataclass(frozen=True, slots=True)
+class Pending:
+    """A reviewed change waiting for "Confirm": what it alters, the call, the success text
+    and, when the leader's live view will show it, what to watch for (`watch`)."""
+
+    what: str
+    rows: list[dict[str, str]]
+    reason: str
+    action: Callable[[], Any]
+    success: str
+    watch: Any = None
 
 
 def errors_of(form: str) -> dict[str, str]:
@@ -32,8 +49,9 @@ def show_flash() -> None:
         st.success(message)
 
 
-def submit(form: str, action: Callable[[], Any], success: str) -> None:
-    """Run `action` (an API call); remember field errors or a success message; rerun."""
+def submit(form: str, action: Callable[[], Any], success: str, *, watch: Any = None) -> None:
+    """Run `action` (an API call); remember field errors or a success message (and, if
+    given, what the leader's live view should come to show: `<form>_watch`); rerun."""
     try:
         action()
     except AdminApiError as exc:
@@ -46,7 +64,49 @@ def submit(form: str, action: Callable[[], Any], success: str) -> None:
     else:
         st.session_state[f"{form}_errors"] = {}
         st.session_state[FLASH] = success
+        if watch is not None:
+            st.session_state[f"{form}_watch"] = watch
     st.rerun()
+
+
+def change_button(label: str, key: str) -> bool:
+    """A form's submit button, disabled (with a note) for a viewer."""
+    allowed = session.can_change()
+    pressed = st.form_submit_button(label, key=key, disabled=not allowed)
+    if not allowed:
+        st.caption("Your role (viewer) cannot change this.")
+    return pressed
+
+
+def review(form: str, what: str, old: Any, new: Any, reason: str, **call: Any) -> None:
+    """Keep a change for confirmation (`call`: action, success and optionally watch)."""
+    pending = Pending(what, diff_rows(old, new), reason, **call)
+    st.session_state[f"{form}_pending"] = pending
+    st.session_state[f"{form}_errors"] = {}
+    st.rerun()
+
+
+def confirm_panel(form: str) -> None:
+    """The diff of the change under review, then "Confirm" (send it) or "Cancel"."""
+    pending: Pending | None = st.session_state.get(f"{form}_pending")
+    if pending is None:
+        return
+    with st.container(border=True, key=f"{form}_review"):
+        st.markdown(f"**Review: {pending.what}**")
+        if pending.rows:
+            st.table(pending.rows)
+        else:
+            st.caption("No field changes: this re-applies the current values.")
+        st.caption(f"Reason: {pending.reason or '(none — the API will ask for one)'}")
+        left, right = st.columns(2)
+        confirmed = left.button("Confirm", key=f"{form}_confirm", type="primary")
+        cancelled = right.button("Cancel", key=f"{form}_cancel")
+    if cancelled:
+        st.session_state.pop(f"{form}_pending", None)
+        st.rerun()
+    if confirmed:
+        st.session_state.pop(f"{form}_pending", None)
+        submit(form, pending.action, pending.success, watch=pending.watch)
 
 
 def _bounds(spec: FieldSpec) -> str:

@@ -11,6 +11,8 @@ from typing import Any
 import pandas as pd
 import plotly.graph_objects as go
 
+from console.entitlement import entitled_shares
+
 COLUMNS = (
     "node",
     "weight",
@@ -60,13 +62,15 @@ def report_frame(report: Mapping[str, Any]) -> pd.DataFrame:
 
 
 def jain_figure(report: Mapping[str, Any]) -> go.Figure:
-    """Jain's index of weighted service per series window, with the period's value."""
+    """Jain's index of weighted service per series window, with the period's value; a window
+    without service has no index and is drawn as a gap."""
     series = report["series"]
     fig = go.Figure(
         go.Scatter(
             x=[pd.to_datetime(p["start"], unit="s") for p in series],
             y=[p["jain_service"] for p in series],
             mode="lines+markers",
+            connectgaps=False,
             name="per window",
         )
     )
@@ -78,15 +82,21 @@ def jain_figure(report: Mapping[str, Any]) -> go.Figure:
 
 
 def share_figure(report: Mapping[str, Any]) -> go.Figure:
-    """Each node's share of service next to the share its weight entitles it to."""
-    keys = [n["key"] for n in report["nodes"]]
+    """Each node's received share of service next to its entitled share: the weighted max-min
+    fair share given what it asked for (a node that asked less is entitled to what it asked),
+    so a light node is not drawn as starved."""
+    nodes = report["nodes"]
+    keys = [n["key"] for n in nodes]
+    entitled = entitled_shares(nodes)
     fig = go.Figure(
         [
-            go.Bar(x=keys, y=[n["share"] for n in report["nodes"]], name="share of service"),
-            go.Bar(x=keys, y=[n["entitled_share"] for n in report["nodes"]], name="by weight"),
+            go.Bar(x=keys, y=[n["share"] for n in nodes], name="received"),
+            go.Bar(x=keys, y=[entitled[k] for k in keys], name="entitled (given its demand)"),
         ]
     )
-    fig.update_layout(barmode="group", title="Share against weight", height=300)
+    fig.update_layout(
+        barmode="group", title="Share received against entitled (by weight and demand)", height=300
+    )
     return fig
 
 

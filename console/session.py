@@ -1,7 +1,9 @@
-"""Per-browser-session state of the console: sign-in, refresh, live history.
+"""Per-browser-session state of the console: sign-in (who, with which role), refresh.
 
-The admin token lives only in `st.session_state` (server side, per session): it is never put
-in a URL, a query parameter or a cookie. The admin API's address is the server's configuration
+The admin or operator token lives only on the server: in `st.session_state` and, so that a
+reload or a deep link keeps the operator signed in, in this process's `remembered.SIGN_INS`
+under a random id that the browser keeps in a cookie. The token is never put in a URL, a
+query parameter or a cookie. The admin API's address is the server's configuration
 (`$ARBITER_CONSOLE_API`), never a visitor's input, so nobody can make the console server send
 requests (with the token they type) to an address of their choosing.
 """
@@ -14,11 +16,15 @@ from typing import Any
 import streamlit as st
 
 from console.admin_client import AdminApiError, AdminClient
+from console.remembered import COOKIE, SIGN_INS, cookie_script
 
 API_ENV = "ARBITER_CONSOLE_API"
 REFRESH_ENV = "ARBITER_CONSOLE_REFRESH_S"
 DEFAULT_API = "http://127.0.0.1:8080"
 TOKEN_KEY = "admin_token"
+WHO_KEY = "operator"
+SID_KEY = "console_sid"
+COOKIE_PENDING = "cookie_pending"
 
 
 def api_base() -> str:
@@ -42,20 +48,75 @@ def client() -> AdminClient:
     return AdminClient(api_base(), str(st.session_state.get(TOKEN_KEY, "")))
 
 
+def identity() -> dict[str, Any]:
+    """Who is signed in: `name`, `role` (viewer | operator | admin) and `bootstrap`."""
+    return dict(st.session_state.get(WHO_KEY) or {"name": "?", "role": "viewer"})
+
+
+def can_change() -> bool:
+    """Whether the signed-in role may submit changes (viewers only read)."""
+    return identity().get("role") in ("operator", "admin")
+
+
 def sign_in(token: str) -> AdminApiError | None:
-    """Check the token against the configured API; keep it in the session when it works."""
-    trial = AdminClient(api_base(), token)
+    """Check the token against the configured API; keep it (and who it is) when it works,
+    and remember it under a fresh session id for the browser's cookie."""
     try:
-        trial.knobs()
+        who = AdminClient(api_base(), token).whoami()
     except AdminApiError as exc:
         return exc
-    st.session_state[TOKEN_KEY] = token
+    _keep(token, who)
+    sid = SIGN_INS.remember(token, who)
+    st.session_state[SID_KEY] = sid
+    st.session_state[COOKIE_PENDING] = sid
     return None
 
 
+def restore() -> bool:
+    """Sign this browser session in again from its cookie (after a reload or a deep link)."""
+    if signed_in():
+        return True
+    sid = _cookie()
+    found = SIGN_INS.recall(sid)
+    if found is None:
+        return False
+    _keep(found.token, found.identity)
+    st.session_state[SID_KEY] = sid
+    return True
+
+
+def write_cookie() -> None:
+    """Set (after sign-in) or expire (after sign-out) the session cookie in the browser."""
+    if COOKIE_PENDING not in st.session_state:
+        return
+    sid = st.session_state.pop(COOKIE_PENDING)
+    st.html(cookie_script(sid, secure=_https()), unsafe_allow_javascript=True)
+
+
 def sign_out() -> None:
-    for key in (TOKEN_KEY, "live_history"):
+    SIGN_INS.forget(st.session_state.get(SID_KEY) or _cookie())
+    for key in (TOKEN_KEY, WHO_KEY, SID_KEY, "live_history"):
         st.session_state.pop(key, None)
+    st.session_state[COOKIE_PENDING] = None
+
+
+def _keep(token: str, who: dict[str, Any]) -> None:
+    st.session_state[TOKEN_KEY] = token
+    st.session_state[WHO_KEY] = dict(who)
+
+
+def _cookie() -> str | None:
+    try:
+        return st.context.cookies.get(COOKIE)
+    except (AttributeError, RuntimeError):  # no browser (e.g. AppTest)
+        return None
+
+
+def _https() -> bool:
+    try:
+        return str(st.context.url or "").startswith("https:")
+    except (AttributeError, RuntimeError):
+        return False
 
 
 def show_error(exc: AdminApiError) -> None:

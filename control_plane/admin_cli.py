@@ -1,4 +1,4 @@
-"""`arbiter admin tenants|keys|report …`, working directly on the database.
+"""`arbiter admin tenants|keys|operators|report …`, working directly on the database.
 
 They call the same audited operations as the admin API (`control_plane.admin.tenancy`) and
 the same report function as `GET /admin/reports`, so numbers and audit rows match. Running
@@ -19,7 +19,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from control_plane.admin import tenancy
+from control_plane.admin import operators, tenancy
 from control_plane.admin.records import as_json
 from control_plane.admin.report_render import to_csv, to_html
 from control_plane.admin.reports import (
@@ -28,9 +28,10 @@ from control_plane.admin.reports import (
     fairness_report,
     parse_time,
 )
+from control_plane.core.cli_errors import positive
 from control_plane.settings import SettingsError, load_settings
 from storage.db import Database
-from storage.errors import StorageError
+from storage.errors import InvalidValueError, StorageError
 from storage.records import Level
 
 DbUrl = Annotated[
@@ -38,7 +39,9 @@ DbUrl = Annotated[
     typer.Option("--database-url", help="SQLAlchemy URL; default $ARBITER_DATABASE_URL."),
 ]
 ReasonOpt = Annotated[str, typer.Option("--reason", help="Why (kept in the audit log).")]
-Weight = Annotated[float | None, typer.Option("--weight", min=0.0, help="Fair-share weight (> 0).")]
+Weight = Annotated[
+    float | None, typer.Option("--weight", callback=positive, help="Fair-share weight (> 0).")
+]
 Tier = Annotated[int | None, typer.Option("--tier", min=0, help="Priority tier (0 = most urgent).")]
 SloTtft = Annotated[float | None, typer.Option("--slo-ttft-ms", help="Default TTFT target.")]
 SloTpot = Annotated[float | None, typer.Option("--slo-tpot-ms", help="Default TPOT target.")]
@@ -94,6 +97,9 @@ def _database(url: str | None) -> Iterator[Database]:
     try:
         db.migrate()
         yield db
+    except InvalidValueError as exc:  # what the operator typed, not the database's state
+        console.print(f"[red]error:[/red] {exc}", soft_wrap=True)
+        raise typer.Exit(2) from None
     except StorageError as exc:
         console.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(1) from exc
@@ -246,6 +252,57 @@ def keys_revoke(
     console.print(f"revoked key {record.id} of [bold]{record.tenant}[/bold]")
 
 
+# -- operators -----------------------------------------------------------------------------
+operators_app = typer.Typer(
+    help="Create, list and revoke operator accounts (admin-API tokens with a role).",
+    no_args_is_help=True,
+)
+RoleOpt = Annotated[
+    str,
+    typer.Option(
+        "--role",
+        help="viewer (read only) | operator (also weights, knobs, policy, drain) | admin (all)",
+    ),
+]
+
+
+@operators_app.command("create")
+def operators_create(
+    name: str,
+    role: RoleOpt = "viewer",
+    reason: ReasonOpt = "created with the arbiter CLI",
+    database_url: DbUrl = None,
+) -> None:
+    """Create operator NAME; its token is printed once and never stored."""
+    _check(role, ("viewer", "operator", "admin"), "--role")
+    with _database(database_url) as db:
+        record, token = operators.create_operator(
+            db, name=name, role=role, actor=_actor(), reason=reason
+        )
+    console.print(f"operator [bold]{record.name}[/bold] ({record.role}), token shown once:")
+    typer.echo(token)
+
+
+@operators_app.command("list")
+def operators_list(as_json: AsJson = False, database_url: DbUrl = None) -> None:
+    """Operators with their role, display prefix and state (never a token)."""
+    with _database(database_url) as db:
+        rows = as_json_rows(operators.list_operators(db))
+    _print_rows(rows, ["name", "role", "prefix", "created_at", "revoked_at"], as_json)
+
+
+@operators_app.command("revoke")
+def operators_revoke(
+    name: str,
+    reason: ReasonOpt = "revoked with the arbiter CLI",
+    database_url: DbUrl = None,
+) -> None:
+    """Revoke operator NAME's token (the name stays taken, so audit actors stay unambiguous)."""
+    with _database(database_url) as db:
+        record = operators.revoke_operator(db, name=name, actor=_actor(), reason=reason)
+    console.print(f"revoked operator [bold]{record.name}[/bold]")
+
+
 # -- report --------------------------------------------------------------------------------
 def report(
     from_: FromOpt = None,
@@ -266,7 +323,7 @@ def report(
         end = parse_time(to) if to else time.time()
         start = parse_time(from_) if from_ else end - 86400
     except ValueError as exc:
-        raise typer.BadParameter(str(exc)) from exc
+        raise typer.BadParameter(str(exc), param_hint="--from/--to") from exc
     query = ReportQuery(start, end, cast(Level, level), tenant=tenant, step=step,
                         source=cast(Source, source))  # fmt: skip
     with _database(database_url) as db:
@@ -297,3 +354,4 @@ def register(group: typer.Typer, aliases: typer.Typer | None = None) -> None:
         target.add_typer(tenants_app, name="tenants", hidden=hidden)
         target.add_typer(keys_app, name="keys", hidden=hidden)
         target.command("report", hidden=hidden)(report)
+    group.add_typer(operators_app, name="operators")

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Coroutine
+from importlib.util import find_spec
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -19,7 +21,20 @@ import typer
 from rich.console import Console
 from rich.panel import Panel
 
+from control_plane.core.cli_errors import USER_ERRORS, UserErrorGroup, positive, user_errors
+from control_plane.settings import SettingsError
+from control_plane.sim.yaml_file import ScenarioError
+from storage.errors import InvalidValueError
+
+
+class _Arbiter(UserErrorGroup):
+    """`arbiter`: an operator's mistake anywhere below is one line and exit status 2."""
+
+    ERRORS = (*USER_ERRORS, ScenarioError, SettingsError, InvalidValueError)
+
+
 app = typer.Typer(
+    cls=_Arbiter,
     name="arbiter",
     help="Arbiter: fair, SLO-aware scheduling for shared LLM serving.",
     no_args_is_help=True,
@@ -47,14 +62,20 @@ Opt = typer.Option
 
 def _settings(**overrides: Any) -> Any:
     """Settings from the environment and flags; a bad value exits 2 with one line per problem."""
-    from control_plane.settings import SettingsError, load_settings
+    from control_plane.settings import load_settings
 
-    try:
+    with user_errors(errors=(SettingsError,)):
         return load_settings(**overrides)
-    except SettingsError as exc:
-        for line in exc.lines:
-            typer.echo(f"error: {line}", err=True)
-        raise typer.Exit(2) from None
+
+
+def _run_fast(main: Coroutine[Any, Any, None]) -> None:
+    """Run a long-lived service on uvloop (a dependency, but absent on Windows)."""
+    if find_spec("uvloop") is None:
+        asyncio.run(main)
+        return
+    import uvloop
+
+    uvloop.run(main)
 
 
 def _logging(level: str) -> None:
@@ -81,6 +102,9 @@ def gateway(
         create_app(settings),
         host=settings.host,
         port=settings.port,
+        # pinned, not "auto": the fast loop and parser are the gateway's hot path
+        loop="uvloop" if find_spec("uvloop") else "asyncio",
+        http="httptools",
         log_level="warning",
         access_log=False,
         timeout_graceful_shutdown=10,
@@ -109,7 +133,7 @@ def scheduler(
         typer.echo(f"error: {where}: {exc}", err=True)
         raise typer.Exit(2) from None
     _logging(settings.log_level)
-    asyncio.run(run_scheduler(settings, with_recorder=with_recorder))
+    _run_fast(run_scheduler(settings, with_recorder=with_recorder))
 
 
 @app.command()
@@ -122,18 +146,20 @@ def recorder(
 
     settings = _settings(redis_url=redis_url, database_url=database_url)
     _logging(settings.log_level)
-    asyncio.run(run_recorder(settings))
+    _run_fast(run_recorder(settings))
 
 
 @app.command()
 def up(
-    workers: Annotated[int, Opt(help="Number of workers.")] = 2,
+    workers: Annotated[int, Opt(min=1, help="Number of workers.")] = 2,
     worker_kind: Annotated[str, Opt(help="sim or vllm.")] = "sim",
     profile: Annotated[str, Opt(help="Latency profile of simulated workers.")] = "tiny-cpu",
-    speed: Annotated[float, Opt(help="Speed factor of simulated workers.")] = 1.0,
-    port: Annotated[int, Opt(help="Gateway port.")] = 8080,
+    speed: Annotated[
+        float, Opt(callback=positive, help="Speed factor of simulated workers.")
+    ] = 1.0,
+    port: Annotated[int, Opt(min=1, max=65535, help="Gateway port.")] = 8080,
     console: Annotated[bool, Opt(help="Start the operator console.")] = True,
-    console_port: Annotated[int, Opt(help="Console port.")] = 8501,
+    console_port: Annotated[int, Opt(min=1, max=65535, help="Console port.")] = 8501,
     database_url: Annotated[str, Opt(help="SQL URL.")] = "sqlite:///./arbiter.db",
     state_dir: Annotated[Path, Opt(help="Where logs, Redis data and up.json go.")] = Path(
         ".arbiter"
@@ -142,7 +168,7 @@ def up(
     vllm_model: Annotated[str | None, Opt(help="Model dir for --worker-kind vllm.")] = None,
     vllm_python: Annotated[str | None, Opt(help="vLLM's Python interpreter.")] = None,
     tenant: Annotated[list[str] | None, Opt(help="Demo tenant to create (repeat).")] = None,
-    max_num_seqs: Annotated[int | None, Opt(help="Batch size of simulated workers.")] = None,
+    max_num_seqs: Annotated[int | None, Opt(min=1, help="Batch size of simulated workers.")] = None,
     kv_tokens: Annotated[
         int | None, Opt(min=16, help="KV cache capacity (tokens) of simulated workers.")
     ] = None,
@@ -154,28 +180,32 @@ def up(
     import signal
     import time
 
+    from control_plane.up.checks import option_problems
     from control_plane.up.deploy import Deployment, UpError, UpOptions
 
     out = Console()
+    opts = UpOptions(
+        workers=workers,
+        worker_kind=worker_kind,
+        profile=profile,
+        speed=speed,
+        port=port,
+        console=console,
+        console_port=console_port,
+        database_url=database_url,
+        state_dir=state_dir,
+        policy=policy,
+        vllm_model=vllm_model,
+        vllm_python=vllm_python,
+        tenants=tenant or ["acme", "globex"],
+        max_num_seqs=max_num_seqs,
+        kv_tokens=kv_tokens,
+        schedulers=schedulers,
+    )
+    _settings(database_url=database_url)  # the children's settings, checked before any starts
+    _exit_on_problems(option_problems(opts))
     dep = Deployment(
-        UpOptions(
-            workers=workers,
-            worker_kind=worker_kind,
-            profile=profile,
-            speed=speed,
-            port=port,
-            console=console,
-            console_port=console_port,
-            database_url=database_url,
-            state_dir=state_dir,
-            policy=policy,
-            vllm_model=vllm_model,
-            vllm_python=vllm_python,
-            tenants=tenant or ["acme", "globex"],
-            max_num_seqs=max_num_seqs,
-            kv_tokens=kv_tokens,
-            schedulers=schedulers,
-        ),
+        opts,
         say=lambda line: out.print(
             f"{time.strftime('%H:%M:%S')} {line}", markup=False, highlight=False, soft_wrap=True
         ),
@@ -197,6 +227,13 @@ def up(
             signal.signal(sig, signal.SIG_IGN)  # a second Ctrl-C must not orphan children
         with out.status("stopping…"):
             dep.stop()
+
+
+def _exit_on_problems(lines: list[str]) -> None:
+    for line in lines:
+        typer.echo(f"error: {' '.join(line.split())}", err=True)
+    if lines:
+        raise typer.Exit(2)
 
 
 def _up_banner(info: dict[str, Any], up_json: Path) -> Panel:

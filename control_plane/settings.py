@@ -20,6 +20,14 @@ class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="ARBITER_", extra="ignore")
 
     redis_url: str = "redis://127.0.0.1:6379/0"
+    redis_sentinels: str = ""
+    """Comma-separated `host:port` of Redis Sentinels; when set, processes connect to the
+    primary they name for `redis_sentinel_service` and follow fail-overs (`redis_url` then
+    gives only the data nodes' password, database and TLS)."""
+    redis_sentinel_service: str = "arbiter"
+    """The Sentinel `monitor` name of Arbiter's Redis."""
+    redis_sentinel_password: str = Field(default="", repr=False)
+    """Password of the Sentinels themselves (`requirepass` in sentinel.conf); empty: none."""
     cluster: str = "default"
     """Redis key prefix `arb:{cluster}:` — one hash slot per cluster."""
     database_url: str = "sqlite:///./arbiter.db"
@@ -124,6 +132,22 @@ class Settings(BaseSettings):
         if not url.startswith(("redis://", "rediss://", "unix://")):
             raise ValueError(f"expected redis://host:port/db, rediss://… or unix://…, got {url!r}")
         return url
+
+    @field_validator("redis_sentinels")
+    @classmethod
+    def _sentinel_list(cls, sentinels: str) -> str:
+        for item in filter(None, (s.strip() for s in sentinels.split(","))):
+            host, colon, port = item.rpartition(":")
+            if not (colon and host and port.isdigit() and 0 < int(port) < 65536):
+                raise ValueError(f"{item!r}: expected host:port[,host:port…] (e.g. 10.0.0.5:26379)")
+        return sentinels
+
+    @field_validator("redis_sentinel_service")
+    @classmethod
+    def _sentinel_service(cls, service: str) -> str:
+        if not service.strip() or any(c.isspace() for c in service):
+            raise ValueError(f"expected the Sentinel monitor name (no spaces), got {service!r}")
+        return service
 
     @field_validator("database_url")
     @classmethod

@@ -26,6 +26,7 @@ from storage.repos import (
     AuditRepo,
     KeyRepo,
     ModelRepo,
+    OperatorRepo,
     RequestRepo,
     RollupRepo,
     TenantRepo,
@@ -47,6 +48,7 @@ class Repos:
     requests: RequestRepo
     audit: AuditRepo
     rollups: RollupRepo
+    operators: OperatorRepo
 
     @classmethod
     def on(cls, session: Session) -> Repos:
@@ -60,6 +62,7 @@ class Repos:
             requests=RequestRepo(session),
             audit=AuditRepo(session),
             rollups=RollupRepo(session),
+            operators=OperatorRepo(session),
         )
 
 

@@ -86,12 +86,13 @@ class NodeReport:
 
 @dataclass(frozen=True, slots=True)
 class WindowPoint:
-    """One series window: per-node service and violation rate, and Jain's index on service."""
+    """One series window: per-node service and violation rate, and Jain's index on service
+    per weight (None for a window in which no node was served: no service, no index)."""
 
     start: int
     service: dict[str, float]
     violation_rate: dict[str, float]
-    jain_service: float
+    jain_service: float | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -184,11 +185,12 @@ def _window_point(
 ) -> WindowPoint:
     empty = WindowTotals(0.0, 0, 0)
     per_node = {path: totals.get(path, empty) for path in paths}
+    shares = [t.service / weights[p] for p, t in per_node.items()]
     return WindowPoint(
         start=start,
         service={"/".join(p): t.service for p, t in per_node.items()},
         violation_rate={"/".join(p): _rate(t.violations, t.finished) for p, t in per_node.items()},
-        jain_service=jain([t.service / weights[p] for p, t in per_node.items()]),
+        jain_service=jain(shares) if any(shares) else None,
     )
 
 

@@ -1,7 +1,10 @@
-"""Policy & knobs: the active policy and its params; forms for the policy, per-node weights,
-α and β, SLO defaults, queue caps and admission bounds. Every change needs a reason, the API
-validates it (its per-field errors appear next to the fields) and audits it; the audit
-history is at the bottom."""
+"""Policy & knobs, in tabs: Policy (the active policy's parameters as a table, the switch form,
+α and β), Weights, Admission & placement, Queue & SLO defaults, Controller and Audit.
+
+Every change needs a reason and goes in two steps: "Review" shows the diff (current → new),
+"Confirm" sends it; the API validates it (its per-field errors appear next to the fields) and
+audits it under the signed-in operator. A policy or weight change then shows when the
+scheduler leader has actually applied it (its live view), polled every refresh period."""
 
 from __future__ import annotations
 
@@ -11,12 +14,29 @@ import streamlit as st
 
 from console import session
 from console.admin_client import AdminApiError, AdminClient
+from console.applied import policy_applied, weight_applied
 from console.controller_views import limits_line, llm_line, switch_rows, timeline_figure
-from console.form_specs import audit_frame, field_specs, node_keys
-from console.forms import errors_of, params_field, reason_field, show_flash, submit
+from console.form_specs import audit_frame, field_specs, flat, node_keys, shown
+from console.forms import (
+    change_button,
+    confirm_panel,
+    errors_of,
+    params_field,
+    reason_field,
+    review,
+    show_flash,
+)
 from console.session import field_error
 
 SLO_FIELDS = (("ttft_ms", "TTFT (ms)"), ("tpot_ms", "TPOT (ms)"), ("e2e_ms", "End to end (ms)"))
+TABS = (
+    "Policy",
+    "Weights",
+    "Admission & placement",
+    "Queue & SLO defaults",
+    "Controller",
+    "Audit",
+)
 
 
 def _plugin_form(
@@ -44,7 +64,7 @@ def _plugin_form(
             for spec in field_specs(entry["params_schema"])
         }
         reason = reason_field(form, errors)
-        submitted = st.form_submit_button("Apply", key=f"{form}_submit")
+        submitted = change_button("Review", key=f"{form}_submit")
     return name, params, reason, submitted
 
 
@@ -70,18 +90,77 @@ def controller_section(policy: dict[str, Any]) -> None:
         st.caption("No automatic switch yet.")
 
 
+def params_table(policy: dict[str, Any]) -> None:
+    """The active policy's parameters, one row each, with what each one means."""
+    active = policy["active"]
+    entry = next((p for p in policy["policies"] if p["name"] == active["name"]), None)
+    props = ((entry or {}).get("params_schema") or {}).get("properties") or {}
+    rows = [
+        {
+            "parameter": k,
+            "value": shown(v),
+            "meaning": str(props.get(k.split(".")[0], {}).get("description") or ""),
+        }
+        for k, v in flat(active.get("params") or {}, "").items()
+        if k != "value"
+    ]
+    if rows:
+        st.table(rows)
+    else:
+        st.caption("This policy has no parameters.")
+
+
+def _policy_note() -> None:
+    asked = st.session_state.get("policy_watch")
+    if asked is None:
+        return
+    try:
+        running = session.client().policy().get("running")
+    except AdminApiError:
+        running = None
+    if policy_applied(asked, running):
+        st.success(f"Applied by the scheduler leader: it now runs {asked['name']}.")
+    else:
+        st.info(f"Waiting for the scheduler leader to apply {asked['name']}…")
+
+
 def policy_section(api: AdminClient, policy: dict[str, Any]) -> None:
     active = policy["active"]
     st.subheader(f"Active policy: {active['name']}")
     running = policy.get("running") or {}
-    if active["name"] == "auto":
-        controller_section(policy)
-    elif running and running.get("name") != active["name"]:
+    if running and running.get("name") != active["name"] and active["name"] != "auto":
         st.info(f"The scheduler leader still runs {running.get('name')!r}; it switches shortly.")
-    st.json(active["params"], expanded=False)
+    params_table(policy)
+    st.fragment(run_every=session.refresh_seconds())(_policy_note)()
+    st.markdown("**Switch policy**")
     name, params, reason, submitted = _plugin_form("policy", policy["policies"], active, "params.")
     if submitted:
-        submit("policy", lambda: api.switch_policy(name, params, reason), f"Policy: {name}.")
+        new = {"name": name, "params": params}
+        review(
+            "policy",
+            f"switch the policy to {name}",
+            {"name": active["name"], "params": active.get("params") or {}},
+            new,
+            reason,
+            action=lambda: api.switch_policy(name, params, reason),
+            success=f"Policy: {name}.",
+            watch=new,
+        )
+    confirm_panel("policy")
+
+
+def _weight_note() -> None:
+    asked = st.session_state.get("weight_watch")
+    if asked is None:
+        return
+    try:
+        weights = session.client().state().get("weights")
+    except AdminApiError:
+        weights = None
+    if weight_applied(asked["node"], asked["weight"], weights):
+        st.success(f"Applied by the scheduler leader: {asked['node']} weighs {asked['weight']:g}.")
+    else:
+        st.info(f"Waiting for the scheduler leader to apply {asked['node']}'s new weight…")
 
 
 def weights_section(api: AdminClient) -> None:
@@ -94,18 +173,30 @@ def weights_section(api: AdminClient) -> None:
         [{"node": k, "weight": w} for k, w in weights.items()], hide_index=True, key="weights"
     )
     errors = errors_of("weight")
+    st.fragment(run_every=session.refresh_seconds())(_weight_note)()
     with st.form("weight"):
         node = st.selectbox(
-            "Node (tenant, tenant/app or tenant/app/agent)", list(weights), key="weight_node"
+            "Node (tenant, tenant/app or tenant/app/agent)",
+            list(weights),
+            key="weight_node",
+            placeholder="Type to search…",
         )
         weight = st.number_input("New weight", value=1.0, format="%.4f", key="weight_value")
         field_error(errors, "weight")
         reason = reason_field("weight", errors)
-        submitted = st.form_submit_button("Set weight", key="weight_submit")
+        submitted = change_button("Review weight", key="weight_submit")
     if submitted and node:
-        submit(
-            "weight", lambda: api.set_weight(node, weight, reason), f"{node}: weight {weight:g}."
+        review(
+            "weight",
+            f"weight of {node}",
+            {"weight": weights[node]},
+            {"weight": weight},
+            reason,
+            action=lambda: api.set_weight(node, weight, reason),
+            success=f"{node}: weight {weight:g}.",
+            watch={"node": node, "weight": weight},
         )
+    confirm_panel("weight")
 
 
 def fairness_section(api: AdminClient, knobs: dict[str, Any], policy: dict[str, Any]) -> None:
@@ -120,10 +211,19 @@ def fairness_section(api: AdminClient, knobs: dict[str, Any], policy: dict[str, 
         beta = st.number_input("β", value=float(current["beta"]), format="%.3f", key="beta")
         field_error(errors, "value.beta")
         reason = reason_field("fairness", errors)
-        submitted = st.form_submit_button("Set α and β", key="fairness_submit")
+        submitted = change_button("Review α and β", key="fairness_submit")
     if submitted:
         value = {"alpha": alpha, "beta": beta}
-        submit("fairness", lambda: api.set_knob("fairness", value, reason), "α and β updated.")
+        review(
+            "fairness",
+            "SAFI α and exchange threshold β",
+            current,
+            value,
+            reason,
+            action=lambda: api.set_knob("fairness", value, reason),
+            success="α and β updated.",
+        )
+    confirm_panel("fairness")
 
 
 def slo_section(api: AdminClient, knobs: dict[str, Any]) -> None:
@@ -136,15 +236,25 @@ def slo_section(api: AdminClient, knobs: dict[str, Any]) -> None:
             value[name] = st.number_input(label, value=current.get(name), key=f"slo_{name}")
             field_error(errors, f"value.{name}")
         reason = reason_field("slo", errors)
-        submitted = st.form_submit_button("Set SLO defaults", key="slo_submit")
+        submitted = change_button("Review SLO defaults", key="slo_submit")
     if submitted:
-        submit("slo", lambda: api.set_knob("slo_defaults", value, reason), "SLO defaults set.")
+        review(
+            "slo",
+            "default SLOs",
+            {name: current.get(name) for name, _ in SLO_FIELDS},
+            value,
+            reason,
+            action=lambda: api.set_knob("slo_defaults", value, reason),
+            success="SLO defaults set.",
+        )
+    confirm_panel("slo")
 
 
 def queue_section(api: AdminClient, knobs: dict[str, Any]) -> None:
     st.subheader("Queue caps")
     errors = errors_of("queue")
-    tenants = [t["tenant"]["name"] for t in api.hierarchy()]
+    caps = {t["tenant"]["name"]: t["tenant"].get("queue_cap") for t in api.hierarchy()}
+    tenants = list(caps)
     default = int((knobs.get("queue_cap") or {}).get("default", 256))
     with st.form("queue"):
         cap = st.number_input(
@@ -159,25 +269,52 @@ def queue_section(api: AdminClient, knobs: dict[str, Any]) -> None:
         )
         field_error(errors, "queue_cap")
         reason = reason_field("queue", errors)
-        submitted = st.form_submit_button("Set queue cap", key="queue_submit")
-    if not submitted:
-        return
-    if tenant == "(default cap)":
-        submit("queue", lambda: api.set_knob("queue_cap", {"default": cap}, reason), "Cap set.")
-    else:
+        submitted = change_button("Review queue cap", key="queue_submit")
+    if submitted and tenant == "(default cap)":
+        value = {"default": cap}
+        review(
+            "queue",
+            "default queue cap",
+            {"default": default},
+            value,
+            reason,
+            action=lambda: api.set_knob("queue_cap", value, reason),
+            success="Cap set.",
+        )
+    elif submitted and tenant:
         change = {"queue_cap": None if own is None else int(own)}
-        submit("queue", lambda: api.update_tenant(tenant, change, reason), f"{tenant}: cap set.")
+        review(
+            "queue",
+            f"{tenant}'s queue cap",
+            {"queue_cap": caps.get(tenant)},
+            change,
+            reason,
+            action=lambda: api.update_tenant(tenant, change, reason),
+            success=f"{tenant}: cap set.",
+        )
+    confirm_panel("queue")
 
 
-def admission_section(api: AdminClient, policy: dict[str, Any]) -> None:
-    st.subheader("Admission bounds")
-    active = policy.get("admission") or {"name": "capacity", "params": {}}
+def plugin_section(api: AdminClient, policy: dict[str, Any], knob: str) -> None:
+    """The admission or placement plug-in (`knob`) and its params."""
+    st.subheader("Admission bounds" if knob == "admission" else "Placement")
+    default = "capacity" if knob == "admission" else policy[f"{knob}s"][0]["name"]
+    active = policy.get(knob) or {"name": default, "params": {}}
     name, params, reason, submitted = _plugin_form(
-        "admission", policy["admissions"], active, "value.params."
+        knob, policy[f"{knob}s"], active, "value.params."
     )
     if submitted:
         value = {"name": name, "params": params}
-        submit("admission", lambda: api.set_knob("admission", value, reason), "Admission set.")
+        review(
+            knob,
+            f"{knob} plug-in",
+            active,
+            value,
+            reason,
+            action=lambda: api.set_knob(knob, value, reason),
+            success=f"{knob.capitalize()} set.",
+        )
+    confirm_panel(knob)
 
 
 def main() -> None:
@@ -186,14 +323,26 @@ def main() -> None:
     api = session.client()
     try:
         policy, knobs = api.policy(), api.knobs()["knobs"]
-        policy_section(api, policy)
-        weights_section(api)
-        fairness_section(api, knobs, policy)
-        slo_section(api, knobs)
-        queue_section(api, knobs)
-        admission_section(api, policy)
-        st.subheader("Audit history")
-        st.dataframe(audit_frame(api.audit(limit=200)), hide_index=True, key="audit")
+    except AdminApiError as exc:
+        session.show_error(exc)
+        return
+    tabs = dict(zip(TABS, st.tabs(TABS, key="policy_tab", on_change="rerun"), strict=True))
+    try:
+        with tabs["Policy"]:
+            policy_section(api, policy)
+            fairness_section(api, knobs, policy)
+        with tabs["Weights"]:
+            weights_section(api)
+        with tabs["Admission & placement"]:
+            plugin_section(api, policy, "admission")
+            plugin_section(api, policy, "placement")
+        with tabs["Queue & SLO defaults"]:
+            queue_section(api, knobs)
+            slo_section(api, knobs)
+        with tabs["Controller"]:
+            controller_section(policy)
+        with tabs["Audit"]:
+            st.dataframe(audit_frame(api.audit(limit=200)), hide_index=True, key="audit")
     except AdminApiError as exc:
         session.show_error(exc)
 

@@ -46,7 +46,13 @@ def _show(report: dict[str, Any], params: dict[str, Any]) -> None:
     st.dataframe(views.report_frame(report), hide_index=True, key="report_table")
     left, right = st.columns(2)
     left.plotly_chart(views.share_figure(report), key="report_share")
+    left.caption(
+        "Entitled = weighted max-min fair share of the service delivered, given each node's "
+        "demand (its served requests, plus failed ones at their mean cost): a node that asked "
+        "for less than its weight's part is entitled to what it asked, not starved."
+    )
     right.plotly_chart(views.jain_figure(report), key="report_jain")
+    right.caption("Windows in which nobody was served have no index (a gap, not 1.0).")
     name = f"arbiter-report-{params['level']}-{params['from']}-{params['to']}"
     csv = session.client().report_csv(**params)
     left, right = st.columns(2)

@@ -1,4 +1,5 @@
-"""Workers: health, running, waiting, KV usage and preemptions (refreshing); drain / undrain."""
+"""Workers: health, running, waiting, KV usage and preemptions (refreshing); drain / undrain,
+reviewed (current → new status) and confirmed before it is sent."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import streamlit as st
 from console import session
 from console import worker_views as views
 from console.admin_client import AdminApiError
-from console.forms import errors_of, reason_field, show_flash, submit
+from console.forms import change_button, confirm_panel, errors_of, reason_field, review, show_flash
 
 
 def _table() -> None:
@@ -23,20 +24,33 @@ def _table() -> None:
     st.plotly_chart(views.load_figure(rows), key="workers_load")
 
 
-def _drain_form(ids: list[str]) -> None:
+def _drain_form(status: dict[str, str]) -> None:
     errors = errors_of("drain")
     with st.form("drain"):
-        worker = st.selectbox("Worker", ids, key="drain_worker")
+        worker = st.selectbox(
+            "Worker", list(status), key="drain_worker", placeholder="Type to search…"
+        )
         reason = reason_field("drain", errors)
         left, right = st.columns(2)
-        drain = left.form_submit_button(
-            "Drain (finish in-flight, take no new requests)", key="drain_submit"
-        )
-        undrain = right.form_submit_button("Undrain (take requests again)", key="undrain_submit")
+        with left:
+            drain = change_button(
+                "Review drain (finish in-flight, take no new requests)", key="drain_submit"
+            )
+        with right:
+            undrain = change_button("Review undrain (take requests again)", key="undrain_submit")
     if (drain or undrain) and worker:
         api = session.client()
         verb = "draining" if drain else "active again"
-        submit("drain", lambda: api.set_draining(worker, drain, reason), f"{worker} is {verb}.")
+        review(
+            "drain",
+            f"{'drain' if drain else 'undrain'} {worker}",
+            {"status": status[worker]},
+            {"status": "draining" if drain else "active"},
+            reason,
+            action=lambda: api.set_draining(worker, drain, reason),
+            success=f"{worker} is {verb}.",
+        )
+    confirm_panel("drain")
 
 
 def main() -> None:
@@ -44,13 +58,13 @@ def main() -> None:
     show_flash()
     st.fragment(run_every=session.refresh_seconds())(_table)()
     try:
-        ids = [w["id"] for w in session.client().workers()]
+        status = {w["id"]: str(w.get("status") or "?") for w in session.client().workers()}
     except AdminApiError as exc:
         session.show_error(exc)
         return
-    if ids:
+    if status:
         st.subheader("Drain or undrain")
-        _drain_form(ids)
+        _drain_form(status)
 
 
 main()

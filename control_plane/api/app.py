@@ -32,7 +32,7 @@ from control_plane.gateway.proxy import upstream_session
 from control_plane.gateway.reporter import EventReporter
 from control_plane.gateway.service import Gateway
 from control_plane.settings import Settings
-from control_plane.state import StateStores, StateUnavailable
+from control_plane.state import StateStores, StateUnavailable, sentinel_of
 from control_plane.state.tasks import stop_tasks
 from storage.db import Database
 
@@ -67,7 +67,10 @@ def create_app(settings: Settings, *, db: Database | None = None) -> FastAPI:
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         database = db or Database(settings.database_url)
         stores = StateStores.open(
-            settings.redis_url, settings.cluster, client_name=f"arbiter-{gateway_id}"
+            settings.redis_url,
+            settings.cluster,
+            client_name=f"arbiter-{gateway_id}",
+            sentinel=sentinel_of(settings),
         )
         http = upstream_session(
             settings.upstream_connect_timeout_s, settings.upstream_idle_timeout_s

@@ -1,4 +1,5 @@
-"""Bearer authentication: API keys → tenant, the admin token and the metrics token.
+"""Bearer authentication: API keys → tenant, admin and operator tokens (with roles), and the
+metrics token.
 
 Failed API-key authentications are rate limited per client IP and per gateway; the rule is in
 `control_plane.gateway.auth_limit`. Every refusal is counted in `arbiter_gateway_rejected`.
@@ -13,6 +14,7 @@ from typing import Annotated, Protocol
 
 from fastapi import Depends, Request
 
+from control_plane.api.operator_auth import OperatorTokens, Principal, allowed, needed_role
 from control_plane.gateway.auth_limit import FailedAuthLimiter
 from control_plane.gateway.errors import ApiError
 
@@ -99,8 +101,10 @@ def _refused(metrics: RefusalCounter, err: ApiError) -> ApiError:
     return err
 
 
-async def require_admin(request: Request, token: Annotated[str, Depends(bearer)]) -> str:
-    """Checks the admin token in constant time; returns the actor name for the audit log."""
+async def authenticate_admin(request: Request, token: Annotated[str, Depends(bearer)]) -> Principal:
+    """The caller of the admin API: the bootstrap `ARBITER_ADMIN_TOKEN` (role admin; its actor
+    is the client's `X-Arbiter-Actor` header, else "admin") or an operator token (actor = the
+    operator's name, whatever the client sends). 401 for an unknown or revoked token."""
     expected: str = request.app.state.settings.admin_token
     if not expected:
         raise ApiError(
@@ -108,14 +112,43 @@ async def require_admin(request: Request, token: Annotated[str, Depends(bearer)]
             "The admin API is disabled (ARBITER_ADMIN_TOKEN is not set).",
             code="admin_disabled",
         )
-    if not hmac.compare_digest(token.encode(), expected.encode()):
+    if hmac.compare_digest(token.encode(), expected.encode()):
+        return Principal(request.headers.get("x-arbiter-actor", "admin"), "admin", bootstrap=True)
+    who = await operator_tokens(request).principal(token)
+    if who is None:
         raise ApiError(
             401,
-            "Incorrect admin token.",
+            "Incorrect or revoked admin token.",
             code="invalid_admin_token",
             headers={"WWW-Authenticate": "Bearer"},
         )
-    return request.headers.get("x-arbiter-actor", "admin")
+    return who
+
+
+def operator_tokens(request: Request) -> OperatorTokens:
+    """This app's operator-token cache (created on first use)."""
+    state = request.app.state
+    tokens: OperatorTokens | None = getattr(state, "operator_tokens", None)
+    if tokens is None:
+        tokens = state.operator_tokens = OperatorTokens(state.db)
+    return tokens
+
+
+async def require_admin(
+    request: Request, who: Annotated[Principal, Depends(authenticate_admin)]
+) -> str:
+    """Checks the caller's role against the route (403 `insufficient_role` naming the role
+    needed); returns the actor name for the audit log."""
+    route = "/admin" + getattr(request.scope.get("route"), "path", "").removeprefix("/admin")
+    if not allowed(who.role, request.method, route):
+        need = needed_role(request.method, route)
+        raise ApiError(
+            403,
+            f"Operator {who.name!r} has role {who.role!r}; {request.method} {route} needs "
+            f"role {need!r}. Ask an admin to grant it.",
+            code="insufficient_role",
+        )
+    return who.name
 
 
 async def require_metrics_token(request: Request) -> None:
@@ -137,3 +170,4 @@ async def require_metrics_token(request: Request) -> None:
 
 Tenant = Annotated[str, Depends(current_tenant)]
 Admin = Annotated[str, Depends(require_admin)]
+Caller = Annotated[Principal, Depends(authenticate_admin)]

@@ -20,7 +20,7 @@ from control_plane.gateway.bounds import MAX_SLO_MS, MAX_TIER, NAME_PATTERN
 _REASONS = {
     400: "Malformed JSON, an invalid `X-Arbiter-*` tag, or a request the model cannot take",
     401: "Missing, unknown or revoked credentials",
-    403: "The admin API is disabled (no admin token configured)",
+    403: "The admin API is disabled (no admin token configured), or the caller's role is too low",
     404: "Unknown model, resource or route",
     409: "The resource already exists",
     413: "Request body over the configured limit",

@@ -12,7 +12,7 @@ from prometheus_client import start_http_server
 
 from control_plane.recorder.service import Recorder
 from control_plane.settings import Settings
-from control_plane.state import StateStores
+from control_plane.state import StateStores, sentinel_of
 from control_plane.state.tasks import stop_tasks
 from storage.db import Database
 
@@ -20,7 +20,9 @@ from storage.db import Database
 async def run_recorder(settings: Settings) -> None:
     """Run until SIGTERM/SIGINT."""
     consumer = f"rec-{settings.recorder_name or f'{socket.gethostname()}-{os.getpid()}'}"
-    stores = StateStores.open(settings.redis_url, settings.cluster, client_name=consumer)
+    stores = StateStores.open(
+        settings.redis_url, settings.cluster, client_name=consumer, sentinel=sentinel_of(settings)
+    )
     db = Database(settings.database_url)
     await asyncio.to_thread(db.migrate)
     recorder = Recorder(

@@ -25,7 +25,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 from control_plane.recorder.service import Recorder
 from control_plane.scheduler.service import SchedulerService
 from control_plane.settings import Settings
-from control_plane.state import StateStores, StateUnavailable, ping
+from control_plane.state import StateStores, StateUnavailable, ping, sentinel_of
 from control_plane.state.tasks import stop_tasks
 from storage.db import Database
 
@@ -88,7 +88,9 @@ def status_app(service: SchedulerService, extra: Sequence[CollectorRegistry] = (
 async def run_scheduler(settings: Settings, *, with_recorder: bool = False) -> None:
     """Run until SIGTERM/SIGINT; the lease is released on the way out."""
     holder = f"sched-{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
-    stores = StateStores.open(settings.redis_url, settings.cluster, client_name=holder)
+    stores = StateStores.open(
+        settings.redis_url, settings.cluster, client_name=holder, sentinel=sentinel_of(settings)
+    )
     service = SchedulerService(settings, stores, holder)
     db = Database(settings.database_url) if with_recorder else None
     tasks = [asyncio.create_task(service.run(), name="scheduler")]

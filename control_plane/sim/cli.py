@@ -25,6 +25,7 @@ from rich.progress import (
 )
 from rich.table import Table
 
+from control_plane.core.cli_errors import OptionError, positive, user_errors
 from control_plane.sim import speed_bench
 from control_plane.sim.cli_args import (
     parse_keys,
@@ -36,9 +37,9 @@ from control_plane.sim.cli_args import (
 from control_plane.sim.cluster import unit_factors
 from control_plane.sim.live_report import live_document
 from control_plane.sim.report import write_report, write_results
-from control_plane.sim.runner import results_document, run_policy
+from control_plane.sim.runner import PluginChoice, results_document, run_policy
 from control_plane.sim.scenario import Scenario, list_scenarios, load_scenario
-from control_plane.sim.setup import PolicySpec
+from control_plane.sim.setup import PolicySpec, build_setup
 from control_plane.sim.workload import build_workload
 from control_plane.sim.yaml_file import ScenarioError
 
@@ -73,7 +74,9 @@ def simulate(
         list[str] | None, Opt(help="LABEL.KEY=VALUE (also admission./placement.).")
     ] = None,
     seed: Annotated[int | None, Opt(help="Override the scenario seed.")] = None,
-    duration: Annotated[float | None, Opt(help="Override duration_s (seconds).")] = None,
+    duration: Annotated[
+        float | None, Opt(callback=positive, help="Override duration_s (seconds).")
+    ] = None,
     admission: Annotated[str | None, Opt(help="Admission plug-in (default: scenario's).")] = None,
     placement: Annotated[str | None, Opt(help="Placement plug-in (default: scenario's).")] = None,
     report: Annotated[bool, Opt(help="Also write report.html.")] = True,
@@ -86,13 +89,16 @@ def simulate(
     ] = None,
 ) -> None:
     """Simulate scenarios under policies in virtual time; write results.json and report.html."""
-    params = parse_params(param or [])
-    specs = parse_policies(policy, params)
-    plugins = plugin_choice(admission, placement, params)
-    for file in files:
-        scenario = _scenario(file).with_overrides(seed, duration)
-        if live_speed is not None:
-            scenario = scenario.as_live(live_speed)
+    with user_errors():
+        params = parse_params(param or [])
+        specs = parse_policies(policy, params)
+        plugins = plugin_choice(admission, placement, params)
+    chosen = [_scenario(file).with_overrides(seed, duration) for file in files]
+    if live_speed is not None:
+        chosen = [scenario.as_live(live_speed) for scenario in chosen]
+    for scenario in chosen:
+        _check_runs(scenario, specs, plugins)
+    for scenario in chosen:
         workload = build_workload(scenario)
         runs = []
         end = scenario.duration_s + scenario.drain_s
@@ -106,12 +112,27 @@ def simulate(
                 runs.append(run_policy(scenario, spec, workload, plugins=plugins, progress=advance))
                 bar.update(task, completed=end)
         doc = results_document(scenario, runs)
-        target = out if len(files) == 1 else out / scenario.name
+        target = out if len(chosen) == 1 else out / scenario.name
         path = write_results(doc, target)
         if report:
             write_report(doc, target)
         _print_summary(scenario.name, doc["results"])
         console.print(f"wrote {path}")
+
+
+def _check_runs(scenario: Scenario, specs: list[PolicySpec], plugins: PluginChoice) -> None:
+    """Build every run's scheduler before any runs: a bad policy, plug-in or param exits 2 now,
+    not after the runs before it."""
+    for spec in specs:
+        with user_errors(f"--policy {spec.label} on {scenario.name}"):
+            build_setup(
+                scenario,
+                spec,
+                admission=plugins.admission,
+                admission_params=plugins.admission_params,
+                placement=plugins.placement,
+                placement_params=plugins.placement_params,
+            )
 
 
 def _print_summary(name: str, results: dict[str, dict[str, object]]) -> None:
@@ -129,7 +150,7 @@ def simulate_bench(
     files: Annotated[list[str] | None, typer.Argument(help="Scenarios (default: a set).")] = None,
     policy: Annotated[list[str] | None, Opt("--policy", "-p")] = None,
     out: Annotated[Path, Opt(help="JSON file to write.")] = Path("sim-speed.json"),
-    duration: Annotated[float | None, Opt(help="Override duration_s.")] = None,
+    duration: Annotated[float | None, Opt(callback=positive, help="Override duration_s.")] = None,
 ) -> None:
     """Print simulated requests per CPU-minute and write them as JSON."""
     samples = speed_bench.measure(
@@ -199,11 +220,13 @@ def bench(
     gateway: Annotated[str | None, Opt(help="Gateway base URL.")] = None,
     api_key: Annotated[str | None, Opt(help="One API key for every tenant.")] = None,
     key: Annotated[list[str] | None, Opt(help="TENANT=API_KEY; repeat.")] = None,
-    keys_file: Annotated[Path | None, Opt(help="JSON like .arbiter/up.json.")] = None,
-    speed: Annotated[float, Opt(help="Time compression (workers run --speed X).")] = 1.0,
+    keys_file: Annotated[Path | None, Opt(exists=True, help="JSON like .arbiter/up.json.")] = None,
+    speed: Annotated[
+        float, Opt(callback=positive, help="Time compression (workers run --speed X).")
+    ] = 1.0,
     label: Annotated[str, Opt(help="Results key (e.g. the live policy).")] = "live",
     seed: Annotated[int | None, Opt(help="Override the scenario seed.")] = None,
-    duration: Annotated[float | None, Opt(help="Override duration_s.")] = None,
+    duration: Annotated[float | None, Opt(callback=positive, help="Override duration_s.")] = None,
     model: Annotated[list[str] | None, Opt(help="SCENARIO_MODEL=SERVED_NAME; repeat.")] = None,
     admin_token: Annotated[
         str | None,
@@ -219,7 +242,9 @@ def bench(
 
     url, keys = load_keys(keys_file) if keys_file else (None, {})
     admin_token = admin_token or (load_admin_token(keys_file) if keys_file else None)
-    keys.update(parse_keys(key or []))
+    with user_errors():
+        keys.update(parse_keys(key or []))
+        models = parse_pairs(model or [], "--model")
     if api_key:
         keys.setdefault("*", api_key)
     base = gateway or url
@@ -227,7 +252,7 @@ def bench(
         raise typer.BadParameter("give --gateway and API keys (--api-key, --key or --keys-file)")
     scenario = _scenario(file).with_overrides(seed, duration)
     specs = build_workload(scenario)
-    target = LiveTarget(base, keys, speed, models=parse_pairs(model or [], "--model"))
+    target = LiveTarget(base, keys, speed, models=models)
     slos, notes = tenant_slos(specs, speed)
     for note in notes:
         console.print(f"[yellow]{note}[/]")
@@ -248,18 +273,25 @@ def bench(
 
 
 def simulate_compare(
-    a: Annotated[Path, typer.Argument(help="results.json (e.g. simulated).")],
-    b: Annotated[Path, typer.Argument(help="results.json (e.g. live).")],
+    a: Annotated[Path, typer.Argument(exists=True, help="results.json (e.g. simulated).")],
+    b: Annotated[Path, typer.Argument(exists=True, help="results.json (e.g. live).")],
     metric: Annotated[str, Opt(help="Per-tenant metric.")] = "queue_mean_s",
-    tolerance: Annotated[float, Opt(help="Largest relative difference that agrees.")] = 0.2,
+    tolerance: Annotated[
+        float, Opt(min=0.0, help="Largest relative difference that agrees.")
+    ] = 0.2,
     label_a: Annotated[str | None, Opt(help="Policy label in A (if several).")] = None,
     label_b: Annotated[str | None, Opt(help="Policy label in B (if several).")] = None,
 ) -> None:
     """Per-tenant agreement of two results files; exit 1 when a tenant differs too much."""
     from control_plane.sim.compare import compare
 
-    docs = [json.loads(p.read_text(encoding="utf-8")) for p in (a, b)]
-    diffs = compare(docs[0], docs[1], metric, label_a, label_b)
+    try:
+        docs = [json.loads(p.read_text(encoding="utf-8")) for p in (a, b)]
+        diffs = compare(docs[0], docs[1], metric, label_a, label_b)
+    except (ValueError, KeyError, TypeError) as exc:
+        message = f"{exc} (not one policy's results.json? pick one with --label-a/--label-b)"
+        with user_errors(f"{a}, {b}"):
+            raise OptionError(message) from None
     table = Table(title=f"{metric}: A vs B")
     for column in ("tenant", "A", "B", "relative difference", "agrees"):
         table.add_column(column, justify="right")

@@ -7,6 +7,7 @@ from typing import Any
 
 import yaml
 
+from control_plane.core.cli_errors import OptionError
 from control_plane.sim.runner import PluginChoice
 from control_plane.sim.setup import PolicySpec
 
@@ -26,7 +27,7 @@ def parse_params(items: Sequence[str]) -> dict[str, dict[str, Any]]:
         key, sep, value = item.partition("=")
         target, dot, name = key.partition(".")
         if not (sep and dot and target and name):
-            raise ValueError(f"--param {item!r}: expected POLICY.KEY=VALUE")
+            raise OptionError(f"--param {item!r}: expected POLICY.KEY=VALUE")
         out.setdefault(target, {})[name] = parse_value(value)
     return out
 
@@ -39,14 +40,17 @@ def parse_policies(items: Sequence[str], params: dict[str, dict[str, Any]]) -> l
         if not sep:
             label = name = item
         if not label or not name:
-            raise ValueError(f"--policy {item!r}: expected NAME or LABEL=NAME")
+            raise OptionError(f"--policy {item!r}: expected NAME or LABEL=NAME")
         specs.append(PolicySpec(label, name, dict(params.get(label, {}))))
     labels = [s.label for s in specs]
     if len(set(labels)) != len(labels):
-        raise ValueError("policy labels must be unique (use LABEL=NAME for variants)")
+        raise OptionError("--policy: labels must be unique (use LABEL=NAME for variants)")
     unknown = set(params) - set(labels) - set(PLUGIN_PREFIXES)
     if unknown:
-        raise ValueError(f"--param for unknown policy label(s): {', '.join(sorted(unknown))}")
+        raise OptionError(
+            f"--param for unknown policy label(s): {', '.join(sorted(unknown))} "
+            "(give it with --policy, or use admission./placement.)"
+        )
     return specs
 
 
@@ -67,7 +71,7 @@ def parse_pairs(items: Sequence[str], option: str) -> dict[str, str]:
     for item in items:
         name, sep, value = item.partition("=")
         if not (sep and name and value):
-            raise ValueError(f"{option} {item!r}: expected NAME=VALUE")
+            raise OptionError(f"{option} {item!r}: expected NAME=VALUE")
         out[name] = value
     return out
 

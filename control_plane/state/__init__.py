@@ -18,7 +18,13 @@ from control_plane.state.keys import KeySpace
 from control_plane.state.knobs import Knobs, KnobSubscription
 from control_plane.state.lease import LeaderLease
 from control_plane.state.rate_limit import RateLimiter
-from control_plane.state.request_store import FINAL_STATUSES, RequestStore, SubmitResult
+from control_plane.state.request_store import (
+    FINAL_STATUSES,
+    GrantOrder,
+    RequestStore,
+    SubmitResult,
+)
+from control_plane.state.sentinel import SentinelTarget, sentinel_of
 from control_plane.state.stores import StateStores
 from control_plane.state.trimming import StreamTrimmer
 from control_plane.state.worker_registry import WorkerRegistry
@@ -32,6 +38,7 @@ __all__ = [
     "DeadLetters",
     "EventStream",
     "GatewayRegistry",
+    "GrantOrder",
     "GrantStream",
     "KeySpace",
     "KnobSubscription",
@@ -39,6 +46,7 @@ __all__ = [
     "LeaderLease",
     "RateLimiter",
     "RequestStore",
+    "SentinelTarget",
     "StaleLeader",
     "StateStores",
     "StateUnavailable",
@@ -48,5 +56,6 @@ __all__ = [
     "WorkerRegistry",
     "connect",
     "ping",
+    "sentinel_of",
     "server_run_id",
 ]

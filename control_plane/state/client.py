@@ -12,6 +12,7 @@ from redis.backoff import ExponentialWithJitterBackoff
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from control_plane.state.errors import guarded
+from control_plane.state.sentinel import SentinelTarget, sentinel_client
 
 T = TypeVar("T")
 
@@ -33,6 +34,7 @@ def connect(
     health_check_interval_s: int = 15,
     max_connections: int = 512,
     pool_timeout_s: float = 2.0,
+    sentinel: SentinelTarget | None = None,
 ) -> Redis:
     """A `redis.asyncio.Redis` for `url`, configured for the state layer.
 
@@ -45,6 +47,11 @@ def connect(
     health-checked every `health_check_interval_s` seconds. At most `max_connections` are
     open; a command waits up to `pool_timeout_s` for a free one (back-pressure, not an error)
     before it fails as unavailable. Creating the client does no I/O.
+
+    With `sentinel`, connections go to the primary Sentinel names (asked with the connect
+    timeout on every new connection); `url` then gives only credentials, database and TLS.
+    During a fail-over commands fail as unavailable, as in an outage, until the promoted
+    replica is named; the pool semantics above are the same.
     """
     if socket_timeout_s < _MIN_TIMEOUT_OVER_BLOCK * MAX_BLOCK_MS / 1000:
         raise ValueError(
@@ -52,8 +59,7 @@ def connect(
             f"({MAX_BLOCK_MS} ms) by half: a BLOCK read would time out"
         )
     backoff = ExponentialWithJitterBackoff(base=0.02, cap=0.5)
-    pool = BlockingConnectionPool.from_url(
-        url,
+    kwargs: dict[str, Any] = dict(
         decode_responses=True,
         client_name=client_name,
         socket_connect_timeout=connect_timeout_s,
@@ -64,7 +70,9 @@ def connect(
         max_connections=max_connections,
         timeout=pool_timeout_s,
     )
-    return Redis.from_pool(pool)
+    if sentinel is not None:
+        return sentinel_client(url, sentinel, kwargs, connect_timeout_s)
+    return Redis.from_pool(BlockingConnectionPool.from_url(url, **kwargs))
 
 
 class _StallAwareRetry(Retry):

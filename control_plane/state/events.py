@@ -61,6 +61,10 @@ class EventStream:
     Only decoded events are returned: an entry that is not one (not JSON, not an object, or
     not a valid `contracts` event) is handed to the dead-letter stream and acknowledged for
     the reading group, so it cannot block it.
+
+    With `replica_acks` (a replicated Redis: Sentinel), `publish` returns once that many
+    replicas hold the events or `ack_timeout_ms` passed (WAIT on the same connection), so a
+    fail-over right after a request completed rarely loses its completion (and SQL row).
     """
 
     def __init__(
@@ -70,12 +74,16 @@ class EventStream:
         *,
         groups: Sequence[str] = GROUPS,
         maxlen: int = 1_000_000,
+        replica_acks: int = 0,
+        ack_timeout_ms: int = 50,
     ) -> None:
         self._redis = check_client(redis)
         self._stream = keyspace.events
         self.groups = tuple(groups)
         self._maxlen = maxlen
         self._dead = DeadLetters(redis, keyspace)
+        self._replica_acks = replica_acks
+        self._ack_timeout_ms = ack_timeout_ms
 
     @guarded
     async def ensure_groups(self) -> None:
@@ -92,7 +100,10 @@ class EventStream:
         for event in events:
             data = dumps(encode(event))
             pipe.xadd(self._stream, {"data": data}, maxlen=self._maxlen, approximate=True)
-        return [str(entry_id) for entry_id in await pipe.execute()]
+        if self._replica_acks:
+            pipe.wait(self._replica_acks, self._ack_timeout_ms)
+        replies = await pipe.execute()
+        return [str(entry_id) for entry_id in replies[: len(events)]]
 
     @guarded
     async def read(

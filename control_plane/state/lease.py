@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from redis.asyncio import Redis
@@ -11,6 +12,8 @@ from control_plane.state.codec import time_arg
 from control_plane.state.errors import guarded
 from control_plane.state.keys import KeySpace
 from control_plane.state.scripts import Scripts
+
+log = logging.getLogger(__name__)
 
 
 def _ttl_ms(ttl_s: float) -> int:
@@ -27,12 +30,29 @@ class LeaderLease:
     increments an epoch, the fencing token: a deposed leader still holds its old token, so
     its writes can be refused (`Checkpoint.save(..., fencing_token=...)`) or detected
     (`is_current`). Expiry is measured by Redis, so the holders' clocks do not matter.
+
+    With `replica_acks` (a replicated Redis: Sentinel), a new tenure is confirmed only after
+    WAIT saw that many replicas take the token (up to `ack_timeout_ms`), so a fail-over to such
+    a replica cannot hand out that token again: the fencing token never goes backwards. A
+    tenure whose token no replica acknowledged in time is still granted (a lost replica must
+    not stop scheduling) and counted in `unconfirmed`.
     """
 
-    def __init__(self, redis: Redis, keyspace: KeySpace) -> None:
+    def __init__(
+        self,
+        redis: Redis,
+        keyspace: KeySpace,
+        *,
+        replica_acks: int = 0,
+        ack_timeout_ms: int = 100,
+    ) -> None:
         self._redis = check_client(redis)
         self._ks = keyspace
         self._scripts = Scripts(redis)
+        self.replica_acks = replica_acks
+        self.ack_timeout_ms = ack_timeout_ms
+        self.unconfirmed = 0
+        """New tenures whose token fewer than `replica_acks` replicas acknowledged in time."""
         self.token: int | None = None
         """Fencing token of this object's latest successful acquire (None before or after)."""
 
@@ -44,15 +64,37 @@ class LeaderLease:
         holder that stepped down starts every tenure with a token its old tenure never had.
         """
         ks = self._ks
-        token = int(
-            await self._scripts.call(
-                "lease_acquire",
-                [ks.leader, ks.leader_epoch, ks.leader_info],
-                [holder, _ttl_ms(ttl_s), time_arg(now), "1" if fresh else "0"],
-            )
-        )
+        keys = [ks.leader, ks.leader_epoch, ks.leader_info]
+        args: list[str | int | float] = [
+            holder,
+            _ttl_ms(ttl_s),
+            time_arg(now),
+            "1" if fresh else "0",
+        ]
+        if not self.replica_acks:
+            token = int(await self._scripts.call("lease_acquire", keys, args))
+        else:
+            token = await self._acquire_replicated(keys, args)
         self.token = token or None
         return token > 0
+
+    async def _acquire_replicated(self, keys: list[str], args: list[str | int | float]) -> int:
+        # WAIT covers the writes of its own connection only: acquire and wait on one
+        async with self._redis.client() as conn:
+            token = int(await Scripts(conn).call("lease_acquire", keys, args))
+            if token > 0 and token != self.token:
+                acked = int(await conn.wait(self.replica_acks, self.ack_timeout_ms))
+                if acked < self.replica_acks:
+                    self.unconfirmed += 1
+                    log.warning(
+                        "fencing token %d reached %d of %d replicas within %d ms: a fail-over "
+                        "now could hand it out again",
+                        token,
+                        acked,
+                        self.replica_acks,
+                        self.ack_timeout_ms,
+                    )
+        return token
 
     @guarded
     async def renew(self, holder: str, ttl_s: float) -> bool:

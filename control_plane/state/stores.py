@@ -21,6 +21,7 @@ from control_plane.state.lease import LeaderLease
 from control_plane.state.rate_limit import RateLimiter
 from control_plane.state.request_store import RequestStore
 from control_plane.state.scripts import Scripts
+from control_plane.state.sentinel import SentinelTarget
 from control_plane.state.trimming import StreamTrimmer
 from control_plane.state.worker_registry import WorkerRegistry
 
@@ -50,16 +51,22 @@ class StateStores:
     trimmer: StreamTrimmer
 
     @classmethod
-    def build(cls, redis: Redis, keyspace: KeySpace) -> StateStores:
-        """Stores over an existing client (made by `connect`: it must decode responses)."""
+    def build(cls, redis: Redis, keyspace: KeySpace, *, replicated: bool = False) -> StateStores:
+        """Stores over an existing client (made by `connect`: it must decode responses).
+
+        `replicated`: Redis has a replica that a fail-over promotes (Sentinel), so the lease
+        waits for one replica to hold each new fencing token (see `LeaderLease`) and event
+        publishers for one to hold their events (see `EventStream`).
+        """
+        acks = 1 if replicated else 0
         return cls(
             redis=redis,
             keyspace=keyspace,
             requests=RequestStore(redis, keyspace),
             arrivals=ArrivalsConsumer(redis, keyspace),
             grants=GrantStream(redis, keyspace),
-            events=EventStream(redis, keyspace),
-            lease=LeaderLease(redis, keyspace),
+            events=EventStream(redis, keyspace, replica_acks=acks),
+            lease=LeaderLease(redis, keyspace, replica_acks=acks),
             workers=WorkerRegistry(redis, keyspace),
             checkpoints=Checkpoint(redis, keyspace),
             knobs=Knobs(redis, keyspace),
@@ -71,9 +78,18 @@ class StateStores:
         )
 
     @classmethod
-    def open(cls, url: str, cluster: str, *, client_name: str | None = None) -> StateStores:
-        """Stores over a new client for `url` (see `connect`)."""
-        return cls.build(connect(url, client_name=client_name), KeySpace(cluster))
+    def open(
+        cls,
+        url: str,
+        cluster: str,
+        *,
+        client_name: str | None = None,
+        sentinel: SentinelTarget | None = None,
+    ) -> StateStores:
+        """Stores over a new client for `url`, or for the primary `sentinel` names (see
+        `connect`)."""
+        client = connect(url, client_name=client_name, sentinel=sentinel)
+        return cls.build(client, KeySpace(cluster), replicated=sentinel is not None)
 
     @guarded
     async def preload_scripts(self) -> None:

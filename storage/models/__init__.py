@@ -3,6 +3,7 @@
 from storage.models.base import Base, table_of
 from storage.models.fleet import ModelSpec, Worker
 from storage.models.history import AuditEntry, RequestRow
+from storage.models.operators import OperatorAccount
 from storage.models.rollups import FairnessRollup
 from storage.models.tenancy import Agent, ApiKey, Application, Tenant
 
@@ -14,6 +15,7 @@ __all__ = [
     "Base",
     "FairnessRollup",
     "ModelSpec",
+    "OperatorAccount",
     "RequestRow",
     "Tenant",
     "Worker",

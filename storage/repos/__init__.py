@@ -3,6 +3,7 @@
 from storage.repos.audit import AuditRepo
 from storage.repos.fleet import ModelRepo, WorkerRepo
 from storage.repos.keys import KeyRepo, hash_key
+from storage.repos.operators import OperatorRecord, OperatorRepo
 from storage.repos.program_reports import program_report_from_requests
 from storage.repos.raw_reports import report_from_requests
 from storage.repos.requests import RequestRepo
@@ -13,6 +14,8 @@ __all__ = [
     "AuditRepo",
     "KeyRepo",
     "ModelRepo",
+    "OperatorRecord",
+    "OperatorRepo",
     "RequestRepo",
     "RollupRepo",
     "TenantRepo",

@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import csv
 import datetime as dt
-import json
 import os
+import secrets
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -32,6 +32,7 @@ from tests.browser.deployment import UpInfo
 from tests.browser.streamlit_dom import (
     choose,
     dataframe,
+    grid_rows,
     no_exception,
     open_page,
     row_where,
@@ -72,7 +73,22 @@ def admin_get(info: UpInfo, path: str, **params: str) -> Any:
     return resp.json()
 
 
-def sign_in(console: ConsolePage, info: UpInfo) -> None:
+def new_operator(info: UpInfo) -> tuple[str, str]:
+    """A named operator (role operator) created with the admin token → (name, its token)."""
+    name = f"olga-{secrets.token_hex(3)}"
+    resp = httpx.post(
+        f"{info.gateway_url}/admin/operators",
+        json={"name": name, "role": "operator", "reason": "browser test operator"},
+        headers={"Authorization": f"Bearer {info.admin_token}"},
+        timeout=10.0,
+    )
+    resp.raise_for_status()
+    return name, str(resp.json()["token"])
+
+
+def sign_in(console: ConsolePage, info: UpInfo) -> str:
+    """Sign in as a new named operator; a reload and a deep link keep the sign-in."""
+    name, operator_token = new_operator(info)
     page = console.page
     page.goto(info.console_url)
     token = page.get_by_label("Admin token", exact=True)
@@ -83,22 +99,41 @@ def sign_in(console: ConsolePage, info: UpInfo) -> None:
     page.get_by_role("button", name="Sign in").click()
     page.get_by_text("The admin API refused the token").wait_for()
     console.shot("01-sign-in-refused")
-    token.fill(info.admin_token)
+    token.fill(operator_token)
     page.get_by_role("button", name="Sign in").click()
     page.get_by_role("heading", name="Live", exact=True).wait_for()
-    assert info.admin_token not in page.url
+    page.get_by_text(f"Signed in as {name} (role operator)").wait_for()
+    page.reload()
+    page.get_by_role("heading", name="Live", exact=True).wait_for()
+    page.goto(f"{info.console_url}/workers")
+    page.get_by_role("heading", name="Workers", exact=True).wait_for()
+    console.shot("01b-deep-link-signed-in")
+    page.goto(info.console_url)
+    page.get_by_role("heading", name="Live", exact=True).wait_for()
+    assert operator_token not in page.url and info.admin_token not in page.url
+    return name
 
 
 def see_live_safi(console: ConsolePage) -> None:
-    grid = dataframe(console.page, "safi")
+    """Both tenants on the Live table: received service and share, a status badge."""
+    grid = dataframe(console.page, "Received (UT/s)")
 
-    def both_tenants_served() -> dict[str, float] | None:
-        safi = {t: float((row_where(grid, "key", t) or {}).get("safi") or 0) for t in TENANTS}
-        return safi if all(v > 0 for v in safi.values()) else None
+    def number(row: dict[str, str], column: str) -> float:
+        text = str(row.get(column) or "").replace(",", "")
+        return float(text) if text and text != "—" else 0.0
 
-    safi = wait_until(both_tenants_served, "both tenants' SAFI on the Live page", 60)
-    assert all(0 < v <= 1 for v in safi.values()), safi
-    console.page.get_by_text("SAFI (lower is better)").wait_for()
+    def both_tenants_served() -> dict[str, dict[str, str]] | None:
+        rows = {t: row_where(grid, "Tenant", t) or {} for t in TENANTS}
+        served = all(number(r, "Received (UT/s)") > 0 for r in rows.values())
+        if not served:
+            raise AssertionError(f"not yet: {grid_rows(grid)}")  # shown when it times out
+        return rows
+
+    rows = wait_until(both_tenants_served, "both tenants served on the Live page", 60)
+    for row in rows.values():  # the grid renders only the columns in view (SAFI is further right)
+        assert 0 < float(row["Received %"]) <= 100, row
+        assert row["Status"].split()[-1] in ("ok", "starved", "over-served"), row
+    console.page.get_by_text("Demand, received and entitled (UT/s)").first.wait_for()
     no_exception(console.page)
     console.shot("02-live-safi")
 
@@ -106,11 +141,17 @@ def see_live_safi(console: ConsolePage) -> None:
 def set_weight(console: ConsolePage) -> None:
     page = console.page
     open_page(page, "Policy & knobs")
+    page.get_by_role("tab", name="Weights").click()
     choose(page, "Node (tenant, tenant/app or tenant/app/agent)", "acme")
     page.locator(".st-key-weight_value input").fill(f"{NEW_WEIGHT:g}")
     page.locator(".st-key-weight_reason input").fill(REASON)
     page.locator(".st-key-weight_submit button").click()
+    review = page.locator(".st-key-weight_review")
+    review.get_by_text("weight of acme").wait_for()  # the diff, before anything is sent
+    console.shot("03a-weight-review")
+    page.locator(".st-key-weight_confirm button").click()
     page.get_by_text(f"acme: weight {NEW_WEIGHT:g}.").wait_for()
+    page.get_by_text("Applied by the scheduler leader: acme weighs").wait_for(timeout=30_000)
     no_exception(page)
     weights = dataframe(page, "node")
     wait_until(
@@ -120,14 +161,14 @@ def set_weight(console: ConsolePage) -> None:
     console.shot("03-weight-set")
 
 
-def see_audit_row(console: ConsolePage) -> None:
+def see_audit_row(console: ConsolePage, operator: str) -> None:
+    console.page.get_by_role("tab", name="Audit").click()
     audit = dataframe(console.page, "reason")
     audit.scroll_into_view_if_needed()
     row = wait_until(lambda: row_where(audit, "reason", REASON), "the audit row of the change")
     assert row["target"] == "tenant:acme", row
-    assert row["actor"] == "console", row
-    assert json.loads(row["old"]) == {"weight": 1.0}, row
-    assert json.loads(row["new"]) == {"weight": NEW_WEIGHT}, row
+    assert row["actor"] == operator, row  # the signed-in operator, not a shared name
+    assert (row["old"], row["new"]) == ("weight: 1", f"weight: {NEW_WEIGHT:g}"), row
     audit.screenshot(path=str(console.artifacts / "04-audit-row.png"))
 
 
@@ -141,12 +182,12 @@ def see_weight_live(console: ConsolePage, info: UpInfo) -> None:
     # the scheduler leader applies the `weights` knob the gateway wrote
     assert admin_get(info, "/knobs")["knobs"]["weights"]["acme"] == NEW_WEIGHT
     open_page(console.page, "Live")
-    grid = dataframe(console.page, "safi")
+    grid = dataframe(console.page, "Received (UT/s)")
     wait_until(
-        lambda: (row_where(grid, "key", "acme") or {}).get("weight") == f"{NEW_WEIGHT:g}",
+        lambda: (row_where(grid, "Tenant", "acme") or {}).get("Weight") == f"{NEW_WEIGHT:g}",
         "acme's new weight on the Live page",
     )
-    assert (row_where(grid, "key", "globex") or {}).get("weight") == "1"
+    assert (row_where(grid, "Tenant", "globex") or {}).get("Weight") == "1"
     console.shot("05-live-new-weight")
 
 
@@ -195,10 +236,10 @@ def check_csv(path: Path, sent: Counter[str]) -> None:
 def test_operator_console_in_chromium(
     deployment: UpInfo, traffic: Traffic, console: ConsolePage
 ) -> None:
-    sign_in(console, deployment)
+    operator = sign_in(console, deployment)
     see_live_safi(console)
     set_weight(console)
-    see_audit_row(console)
+    see_audit_row(console, operator)
     see_weight_live(console, deployment)
     traffic.stop()
     assert traffic.errors == []

@@ -22,11 +22,13 @@ def test_policy_switch_with_field_errors_then_success(
     at.selectbox(key="policy_name").select("exfairs").run()
     at.number_input(key="policy_exfairs_alpha").set_value(1.5)
     at.button(key="policy_submit").click().run()
+    at.button(key="policy_confirm").click().run()
     assert not at.exception, at.exception
     assert any("'reason'" in c for c in _captions(at)), _captions(at)  # under the reason
 
     at.text_input(key="policy_reason").input("too many SLO misses")
     at.button(key="policy_submit").click().run()
+    at.button(key="policy_confirm").click().run()
     assert any("less than or equal to 1" in c for c in _captions(at)), _captions(at)
     assert at.number_input(key="policy_exfairs_alpha").value == 1.5  # the form keeps its input
     with admin_server.http() as http:
@@ -34,6 +36,7 @@ def test_policy_switch_with_field_errors_then_success(
 
     at.number_input(key="policy_exfairs_alpha").set_value(0.6)
     at.button(key="policy_submit").click().run()
+    at.button(key="policy_confirm").click().run()
     assert not at.exception, at.exception
     assert any("Policy: exfairs" in s.value for s in at.success)
     assert at.subheader[0].value == "Active policy: exfairs"
@@ -54,17 +57,20 @@ def test_weight_and_knob_forms(admin_server: AdminServer, app_test: AppTest) -> 
     at.number_input(key="weight_value").set_value(4.0)
     at.text_input(key="weight_reason").input("premium plan")
     at.button(key="weight_submit").click().run()
+    at.button(key="weight_confirm").click().run()
     assert not at.exception, at.exception
     assert any("weighty: weight 4" in s.value for s in at.success)
 
     at.number_input(key="slo_ttft_ms").set_value(-1.0)
     at.text_input(key="slo_reason").input("tighter")
     at.button(key="slo_submit").click().run()
+    at.button(key="slo_confirm").click().run()
     assert any("greater than 0" in c for c in _captions(at)), _captions(at)
 
     at.number_input(key="queue_default").set_value(64)
     at.text_input(key="queue_reason").input("smaller queues")
     at.button(key="queue_submit").click().run()
+    at.button(key="queue_confirm").click().run()
     assert not at.exception, at.exception
     with admin_server.http() as http:
         knobs = http.get("/admin/knobs").json()["knobs"]
@@ -82,9 +88,55 @@ def test_auto_is_chosen_like_any_policy(admin_server: AdminServer, app_test: App
     assert not at.exception, at.exception
     at.text_input(key="policy_reason").input("let the controller choose")
     at.button(key="policy_submit").click().run()
+    at.button(key="policy_confirm").click().run()
     assert not at.exception, at.exception
     assert at.subheader[0].value == "Active policy: auto"
     assert any("meta-controller" in i.value for i in at.info)  # no leader in this test
     with admin_server.http() as http:
         knob = http.get("/admin/knobs").json()["knobs"]["policy"]
     assert knob["name"] == "auto" and knob["params"]["selector"] == "rules"
+
+
+def test_review_shows_the_diff_and_sends_nothing_until_confirmed(
+    admin_server: AdminServer, app_test: AppTest
+) -> None:
+    with admin_server.http() as http:
+        http.post("/admin/tenants", json={"name": "reviewed", "reason": "setup"})
+    at = signed_in(app_test, "app_pages/policy.py")
+    assert "parameter" in at.table[0].value  # the active policy's parameters, as a table
+    at.selectbox(key="weight_node").select("reviewed")
+    at.number_input(key="weight_value").set_value(2.5)
+    at.text_input(key="weight_reason").input("trial")
+    at.button(key="weight_submit").click().run()
+    diff = next(t.value for t in at.table if "field" in t.value)
+    assert diff.to_dict("records") == [{"field": "weight", "current": "1", "new": "2.5"}]
+    with admin_server.http() as http:
+        assert http.get("/admin/tenants/reviewed").json()["weight"] == 1.0  # not sent yet
+    at.button(key="weight_cancel").click().run()
+    assert not [t for t in at.table if "field" in t.value]
+    at.button(key="weight_submit").click().run()
+    at.button(key="weight_confirm").click().run()
+    assert not at.exception, at.exception
+    with admin_server.http() as http:
+        assert http.get("/admin/tenants/reviewed").json()["weight"] == 2.5
+    # no scheduler leader in this test: the console says it is waiting for one
+    assert any("Waiting for the scheduler leader" in i.value for i in at.info)
+
+
+def test_viewer_sees_every_change_button_disabled(
+    admin_server: AdminServer, app_test: AppTest
+) -> None:
+    with admin_server.http() as http:
+        made = http.post(
+            "/admin/operators", json={"name": "vic", "role": "viewer", "reason": "audit"}
+        )
+    at = app_test
+    at.run()
+    at.text_input(key="signin_token").input(made.json()["token"])
+    at.button[0].click()
+    at.run()
+    assert any("**vic** (role viewer)" in m.value for m in at.sidebar.markdown)
+    at = at.switch_page("app_pages/policy.py").run()
+    assert not at.exception, at.exception
+    for key in ("policy_submit", "fairness_submit", "slo_submit", "queue_submit"):
+        assert at.button(key=key).disabled, key

@@ -34,9 +34,11 @@ def test_workers_table_and_drain(admin_server: AdminServer, app_test: AppTest) -
 
     at.selectbox(key="drain_worker").select("gpu-2")
     at.button(key="drain_submit").click().run()
+    at.button(key="drain_confirm").click().run()
     assert any("'reason'" in c.value for c in at.caption)  # no reason: refused, shown by it
     at.text_input(key="drain_reason").input("kernel upgrade")
     at.button(key="drain_submit").click().run()
+    at.button(key="drain_confirm").click().run()
     assert not at.exception, at.exception
     assert any("gpu-2 is draining" in s.value for s in at.success)
     assert at.dataframe[0].value.set_index("id").loc["gpu-2", "status"] == "draining"
@@ -46,4 +48,5 @@ def test_workers_table_and_drain(admin_server: AdminServer, app_test: AppTest) -
 
     at.selectbox(key="drain_worker").select("gpu-2")
     at.button(key="undrain_submit").click().run()
+    at.button(key="drain_confirm").click().run()
     assert at.dataframe[0].value.set_index("id").loc["gpu-2", "status"] == "active"

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
+import typer
 from typer.testing import CliRunner
 
 from control_plane import cli
+from control_plane.core.cli_errors import OptionError, user_errors
 
 
 @pytest.fixture(scope="module")
@@ -88,3 +92,65 @@ def test_bad_settings_are_one_line_naming_the_variable_and_exit_2(
     lines = [line for line in result.output.splitlines() if line.strip()]
     assert len(lines) == 1 and expected in lines[0], result.output
     assert "Traceback" not in result.output
+
+
+@pytest.mark.parametrize(
+    "command,expected",
+    [
+        (["sim", "run", "noisy-neighbour-short", "-p", "nosuch"], "--policy nosuch on"),
+        (["sim", "run", "noisy-neighbour-short", "-p", "vtc", "--param", "vtc.zzz=1"], "zzz"),
+        (["sim", "run", "noisy-neighbour-short", "-p", "vtc", "--param", "garbage"], "--param"),
+        (["sim", "run", "noisy-neighbour-short", "-p", "vtc", "--admission", "no"], "admission"),
+        (["sim", "run", "noisy-neighbour-short", "-p", "a=vtc", "-p", "a=rr"], "--policy"),
+        (["sim", "speed", "noisy-neighbour-short", "-p", "nosuch"], "unknown policy 'nosuch'"),
+        (["up", "--policy", "nosuch"], "error: --policy: unknown policy 'nosuch'"),
+        (["up", "--tenant", "bad/name"], "error: --tenant: tenant name must be"),
+        (["up", "--profile", "nosuch"], "error: --profile: unknown latency profile"),
+        (["up", "--worker-kind", "vllm"], "error: --vllm-model: needed"),
+        (["up", "--database-url", "mysql://x"], "error: --database-url: expected"),
+        (["admin", "tenants", "create", ""], "error: tenant name must be"),
+        (["admin", "tenants", "create", "t", "--rate-limit", "-1"], "rate_limit_rps"),
+        (["admin", "report", "--step", "7"], "error: step must be one of"),
+    ],
+)
+def test_bad_operator_input_is_one_line_naming_the_field_and_exit_2(
+    runner: CliRunner, tmp_path: Path, command: list[str], expected: str
+) -> None:
+    state = tmp_path / "state"
+    args = [*command, "--state-dir", str(state)] if command[0] == "up" else command
+    args = [*args, "--out", str(tmp_path / "out")] if command[:2] == ["sim", "run"] else args
+    env = {"ARBITER_DATABASE_URL": f"sqlite:///{tmp_path / 'a.db'}"}
+    result = runner.invoke(cli.app, args, env=env)
+    assert result.exit_code == 2, result.output
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert len(lines) == 1 and expected in lines[0], result.output
+    assert "Traceback" not in result.output
+    assert not state.exists() and not (tmp_path / "out").exists()  # nothing was started
+
+
+@pytest.mark.parametrize(
+    "command,option",
+    [
+        (["sim", "run", "noisy-neighbour-short", "-p", "vtc", "--duration", "-5"], "--duration"),
+        (["sim", "run", "noisy-neighbour-short", "-p", "vtc", "--duration", "0"], "--duration"),
+        (["sim", "speed", "noisy-neighbour-short", "--duration", "nan"], "--duration"),
+        (["sim", "replay", "x", "--out", "o", "--speed", "0"], "--speed"),
+        (["sim", "compare", "no-such.json", "no-such.json"], "does not exist"),
+        (["up", "--speed", "0"], "--speed"),
+        (["up", "--workers", "0"], "--workers"),
+        (["admin", "tenants", "create", "t", "--weight", "0"], "--weight"),
+    ],
+)
+def test_out_of_range_flags_are_usage_errors(
+    runner: CliRunner, command: list[str], option: str
+) -> None:
+    result = runner.invoke(cli.app, command, terminal_width=200)
+    assert result.exit_code == 2 and option in result.output, result.output
+    assert "Traceback" not in result.output
+
+
+def test_a_bug_keeps_its_traceback() -> None:
+    with pytest.raises(typer.Exit), user_errors("--x"):
+        raise OptionError("bad")
+    with pytest.raises(KeyError), user_errors("--x"):
+        raise KeyError("a bug, not the operator's input")

@@ -127,6 +127,19 @@ def test_every_panel_queries_an_exported_metric() -> None:
         )
     }
     assert fairness <= queried
+    controller = {"arbiter_controller_" + g for g in ("active", "view", "limit", "switches_total")}
+    assert controller | {"arbiter_gateway_rejected_total"} <= queried
+
+
+def test_no_two_panels_overlap() -> None:
+    cells: dict[tuple[int, int], str] = {}
+    for panel in _dashboard()["panels"]:
+        pos = panel["gridPos"]
+        assert pos["x"] + pos["w"] <= 24, panel["title"]
+        for x in range(pos["x"], pos["x"] + pos["w"]):
+            for y in range(pos["y"], pos["y"] + pos["h"]):
+                assert (x, y) not in cells, (panel["title"], cells.get((x, y)))
+                cells[(x, y)] = panel["title"]
 
 
 def test_grafana_is_provisioned_with_the_dashboard_and_prometheus() -> None:

@@ -39,8 +39,23 @@ def _tenant(series: list[tuple[dict[str, str], float]], tenant: str) -> float:
     return value
 
 
+def _families(url: str) -> set[str]:
+    text = httpx.get(f"{url}/metrics", timeout=10).text
+    return {family.name for family in text_string_to_metric_families(text)}
+
+
+def _rate_limited(cluster: Cluster, tenant: str, rps: float) -> None:
+    db = cluster.database()
+    try:
+        with db.repos() as r:
+            r.tenants.update_tenant(name=tenant, changes={"rate_limit_rps": rps})
+    finally:
+        db.dispose()
+
+
 def test_scheduler_and_gateway_export_fairness_and_refusals(cluster: Cluster) -> None:
-    keys = cluster.tenants(["alpha", "beta"])
+    keys = cluster.tenants(["alpha", "beta", "gamma"])
+    _rate_limited(cluster, "gamma", 0.1)  # a bucket of one request, refilled every 10 s
     cluster.start_worker()
     scheduler = cluster.start_scheduler()
     gw = cluster.start_gateway()
@@ -58,6 +73,13 @@ def test_scheduler_and_gateway_export_fairness_and_refusals(cluster: Cluster) ->
         f"{gw}/v1/completions", headers={"Authorization": "Bearer nope"}, json={}, timeout=10
     )
     assert refused.status_code == 401
+    gamma = {"Authorization": f"Bearer {keys['gamma']}", "X-Arbiter-App": "chat"}
+    body = {"model": "tiny-llama", "prompt": "hi", "max_tokens": 1}
+    limited = [
+        httpx.post(f"{gw}/v1/completions", headers=gamma, json=body, timeout=30).status_code
+        for _ in range(2)
+    ]
+    assert limited == [200, 429], limited
 
     assert scheduler.health_url is not None
     sched_url = scheduler.health_url.removesuffix("/healthz")
@@ -95,12 +117,24 @@ def test_scheduler_and_gateway_export_fairness_and_refusals(cluster: Cluster) ->
         for labels, _ in metrics["arbiter_node_queued"]
         if labels["level"] == "agent"
     }
-    assert agents == {("alpha", "chat", "bot"), ("beta", "chat", "bot")}
+    assert agents == {(t, "chat", "bot") for t in ("alpha", "beta")} | {
+        ("gamma", "chat", "default")
+    }
     ((info, one),) = metrics["arbiter_policy_info"]
     assert info["policy"] == cluster.policy and one == 1.0
     assert metrics["arbiter_scheduler_leader"][0][1] == 1.0
     assert metrics["arbiter_node_series_dropped"][0][1] == 0.0
+    # the controller's gauges: pinned policy → inactive, no view; caps, when set, positive
+    ((_, active),) = metrics["arbiter_controller_active"]
+    assert active == (1.0 if cluster.policy == "auto" else 0.0)
+    assert bool(metrics.get("arbiter_controller_view")) == (active == 1.0)
+    assert all(v > 0 for _, v in metrics.get("arbiter_controller_limit", []))
+    switches = metrics.get("arbiter_controller_switches_total", [])
+    assert all(v >= 0 for _, v in switches)
+    assert {"arbiter_controller_view", "arbiter_controller_limit"} <= _families(sched_url)
+    assert "arbiter_controller_switches" in _families(sched_url)
 
     gateway = _scrape(gw)
     reasons = {labels["reason"]: v for labels, v in gateway["arbiter_gateway_rejected_total"]}
     assert reasons.get("invalid_api_key", 0) >= 1
+    assert reasons.get("rate_limit_exceeded", 0) == 1  # the one 429 above, counted once

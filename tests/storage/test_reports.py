@@ -53,7 +53,11 @@ def test_assembled_figures() -> None:
     assert a.mean_queue_ms == 25.0 and b.mean_queue_ms is None
     assert report.jain_service == pytest.approx(1.0)  # 300/3 == 100/1: fair for the weights
     assert [w.start for w in report.series] == [0, 60, 120]
-    assert report.series[1].service == {"a": 0.0, "b": 0.0} and report.series[1].jain_service == 1
+    # a window in which nobody was served has no Jain's index (not a perfect 1.0)
+    assert (
+        report.series[1].service == {"a": 0.0, "b": 0.0} and report.series[1].jain_service is None
+    )
+    assert json.loads(json.dumps(report.to_json()))["series"][1]["jain_service"] is None
     assert report.series[0].jain_service == pytest.approx(0.5)
     with pytest.raises(KeyError):
         report.node("c")

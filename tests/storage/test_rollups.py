@@ -78,7 +78,8 @@ def assert_reports_agree(fast: Report, exact: Report) -> None:
     for x, y in zip(fast.series, exact.series, strict=True):
         assert x.service == _near(y.service)
         assert x.violation_rate == _near(y.violation_rate)
-        assert x.jain_service == _near(y.jain_service)
+        assert (x.jain_service is None) == (y.jain_service is None)  # None: nobody served
+        assert x.jain_service == (y.jain_service and _near(y.jain_service))
     for name in ("jain_service", "jain_violation_rate", "jain_safi"):
         assert getattr(fast, name) == _near(getattr(exact, name))
 

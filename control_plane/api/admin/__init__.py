@@ -13,6 +13,7 @@ from control_plane.api.admin import (
     knobs,
     live,
     models,
+    operators,
     policy,
     reports,
     tenants,
@@ -26,5 +27,6 @@ router = APIRouter(prefix="/admin", dependencies=[Depends(require_admin)])
 for _module in (tenants, keys, models, workers, live, policy, knobs, workflows, reports, audit):
     router.include_router(_module.router)
 router.include_router(dead_letters.router)
+router.include_router(operators.router)
 
 __all__ = ["router"]

@@ -97,7 +97,7 @@ def test_with_nothing_learned_kairos_order_is_hmfs_s_own(ops: list[tuple[object,
     arrival, so the Kairos order of a leaf is its FCFS order and every decision is the same."""
     for depth in (1, 3):
         fcfs = Harness(build_policy("hmfs", PolicyContext(), {"depth": depth}))
-        kairos = Harness(build_policy("hmfs", PolicyContext(), {"depth": depth, **KAIROS}))
+        kairos = Harness(build_policy("hmfs", PolicyContext(), {**KAIROS, "depth": depth}))
         fcfs.run(ops)
         kairos.run(ops)
         assert kairos.log == fcfs.log

@@ -1,0 +1,63 @@
+"""Operator mistakes on the command line: one line on stderr naming the field, exit status 2.
+
+`user_errors()` turns the project's user-input errors (an unknown plug-in name, invalid
+plug-in params, a malformed scenario file, bad settings, a value storage refuses, a malformed
+repeated option) into `error: <field>: <what is wrong and what is allowed>` and `typer.Exit(2)`.
+A `UserErrorGroup` applies it around every `arbiter` command, so a command that forgets to check
+still gives one line instead of a traceback; commands check up front, before starting anything,
+to name the flag themselves. Anything else is a bug and keeps its traceback.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import typer
+from typer._click.core import Context  # typer ≥ 0.26 vendors click; its groups take this
+from typer.core import TyperGroup
+
+from control_plane.core.plugins import PluginParamsError, UnknownPluginError
+
+
+class OptionError(ValueError):
+    """A command-line option's value is malformed; the message names the option and the form."""
+
+
+USER_ERRORS: tuple[type[Exception], ...] = (UnknownPluginError, PluginParamsError, OptionError)
+"""Errors caused by what the operator typed, never by a bug (those keep their traceback); the
+command line adds the scenario, settings and storage errors (`control_plane.cli`)."""
+
+
+@contextmanager
+def user_errors(
+    field: str = "", errors: tuple[type[Exception], ...] = USER_ERRORS
+) -> Iterator[None]:
+    """Run the block; one of `errors` becomes `error: [field: ]message` and exit status 2
+    (one line per entry of its `lines`, when it has them, like `SettingsError`)."""
+    try:
+        yield
+    except errors as exc:
+        prefix = f"{field}: " if field else ""
+        for line in getattr(exc, "lines", None) or [str(exc)]:
+            typer.echo(f"error: {prefix}{' '.join(str(line).split())}", err=True)
+        raise typer.Exit(2) from None
+
+
+class UserErrorGroup(TyperGroup):
+    """A command group whose every sub-command runs inside `user_errors(errors=ERRORS)`."""
+
+    ERRORS: tuple[type[Exception], ...] = USER_ERRORS
+
+    def invoke(self, ctx: Context) -> Any:
+        with user_errors(errors=self.ERRORS):
+            return super().invoke(ctx)
+
+
+def positive(value: float | None) -> float | None:
+    """Typer callback: a finite number > 0 (or unset), else a usage error naming the option."""
+    if value is not None and not (math.isfinite(value) and value > 0):
+        raise typer.BadParameter(f"must be a finite number > 0, got {value}")
+    return value

@@ -1,0 +1,111 @@
+"""Connections through Redis Sentinel: the pool that follows the primary across fail-overs."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from redis.asyncio import BlockingConnectionPool, Redis
+from redis.asyncio.connection import SSLConnection, parse_url
+from redis.asyncio.sentinel import Sentinel, SentinelConnectionPool
+
+
+@dataclass(frozen=True, slots=True)
+class SentinelTarget:
+    """Where Sentinel is asked for the primary of `service` (`ARBITER_REDIS_SENTINELS`)."""
+
+    addresses: tuple[tuple[str, int], ...]
+    service: str
+    password: str | None = None
+    """Password of the Sentinel processes themselves (the data nodes' is in the Redis URL)."""
+
+
+class BlockingSentinelPool(SentinelConnectionPool, BlockingConnectionPool):
+    """A `SentinelConnectionPool` that waits for a free connection like `BlockingConnectionPool`.
+
+    Rule: every new connection asks Sentinel for the current primary; a connection to a primary
+    that was demoted answers READONLY and is dropped (redis-py's `SentinelManagedConnection`),
+    so after a fail-over every command reaches the promoted replica once Sentinel names it.
+    """
+
+
+def sentinel_client(
+    url: str, target: SentinelTarget, pool_kwargs: dict[str, Any], sentinel_timeout_s: float
+) -> Redis:
+    """A client for the primary Sentinel names for `target.service`.
+
+    `url` gives the data nodes' credentials, database and TLS (its host and port are not
+    used); `pool_kwargs` are the pool's settings as `connect` builds them. Does no I/O.
+    """
+    node = _node_kwargs(url)
+    sentinel_kwargs: dict[str, Any] = {
+        "socket_connect_timeout": sentinel_timeout_s,
+        "socket_timeout": sentinel_timeout_s,
+        "decode_responses": True,
+    }
+    if target.password:
+        sentinel_kwargs["password"] = target.password
+    manager = Sentinel(  # type: ignore[no-untyped-call]
+        list(target.addresses), sentinel_kwargs=sentinel_kwargs
+    )
+    return manager.master_for(  # type: ignore[no-any-return]
+        target.service,
+        redis_class=Redis,
+        connection_pool_class=BlockingSentinelPool,
+        **node,
+        **pool_kwargs,
+    )
+
+
+def _node_kwargs(url: str) -> dict[str, Any]:
+    parsed = parse_url(url)
+    out: dict[str, Any] = {
+        key: parsed[key] for key in ("db", "username", "password") if parsed.get(key) is not None
+    }
+    if parsed.get("connection_class") is SSLConnection:
+        out["ssl"] = True
+    return out
+
+
+def parse_addresses(text: str) -> tuple[tuple[str, int], ...]:
+    """`host:port,host:port` → ((host, port), …); raises ValueError naming a bad item."""
+    out = []
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        host, colon, port = item.rpartition(":")
+        if not colon or not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ValueError(f"{item!r}: expected host:port (e.g. 10.0.0.5:26379)")
+        out.append((host.strip("[]"), int(port)))
+    return tuple(out)
+
+
+def target_of(
+    addresses: str | Sequence[tuple[str, int]], service: str, password: str = ""
+) -> SentinelTarget | None:
+    """The Sentinel target for these settings, or None when no Sentinel is named."""
+    parsed = parse_addresses(addresses) if isinstance(addresses, str) else tuple(addresses)
+    if not parsed:
+        return None
+    if not service:
+        raise ValueError("a Sentinel service name is required with Sentinel addresses")
+    return SentinelTarget(parsed, service, password or None)
+
+
+class SentinelSettings(Protocol):
+    """The settings `sentinel_of` reads (`control_plane.settings.Settings` has them)."""
+
+    @property
+    def redis_sentinels(self) -> str: ...
+
+    @property
+    def redis_sentinel_service(self) -> str: ...
+
+    @property
+    def redis_sentinel_password(self) -> str: ...
+
+
+def sentinel_of(settings: SentinelSettings) -> SentinelTarget | None:
+    """The Sentinel target of a process's settings (None: connect to `redis_url` directly)."""
+    return target_of(
+        settings.redis_sentinels, settings.redis_sentinel_service, settings.redis_sentinel_password
+    )

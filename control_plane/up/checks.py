@@ -1,0 +1,33 @@
+"""What `arbiter up` checks in its options before it starts anything."""
+
+from __future__ import annotations
+
+from control_plane.policies.registry import UnknownPolicyError, policy_class
+from control_plane.up.deploy import UpOptions
+from storage.errors import InvalidValueError
+from storage.repos.fields import check_name
+from workers.engine.profile import load_profile
+
+
+def option_problems(opts: UpOptions) -> list[str]:
+    """What is wrong with the options, one line per flag naming it; empty when they can run."""
+    lines: list[str] = []
+    try:
+        policy_class(opts.policy)
+    except UnknownPolicyError as exc:
+        lines.append(f"--policy: {exc}")
+    for name in opts.tenants:
+        try:
+            check_name(name, "tenant")
+        except InvalidValueError as exc:
+            lines.append(f"--tenant: {exc}")
+    if opts.worker_kind not in ("sim", "vllm"):
+        lines.append(f"--worker-kind: expected sim or vllm, got {opts.worker_kind!r}")
+    elif opts.worker_kind == "vllm" and not opts.vllm_model:
+        lines.append("--vllm-model: needed with --worker-kind vllm (a directory or name)")
+    elif opts.worker_kind == "sim":
+        try:
+            load_profile(opts.profile)
+        except ValueError as exc:
+            lines.append(f"--profile: {exc}")
+    return lines

@@ -1,0 +1,106 @@
+"""Sentinel-aware connections: settings checked at start, the pool follows a real fail-over,
+scripts are reloaded on the promoted replica and the fencing token keeps growing."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from control_plane.settings import SettingsError, load_settings
+from control_plane.state import KeySpace, StateStores, connect, sentinel_of
+from control_plane.state.scripts import Scripts, script_sha
+from control_plane.state.sentinel import BlockingSentinelPool, SentinelTarget
+from tests.support.sentinel import SERVICE, SentinelGroup, sentinel_command
+
+
+def test_bad_sentinel_settings_are_one_line_each(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ARBITER_REDIS_SENTINELS", "10.0.0.5:26379, sentinel-b")
+    monkeypatch.setenv("ARBITER_REDIS_SENTINEL_SERVICE", "my service")
+    with pytest.raises(SettingsError) as caught:
+        load_settings()
+    assert caught.value.lines == [
+        "ARBITER_REDIS_SENTINELS: 'sentinel-b': expected host:port[,host:port…] "
+        "(e.g. 10.0.0.5:26379)",
+        "ARBITER_REDIS_SENTINEL_SERVICE: expected the Sentinel monitor name (no spaces), "
+        "got 'my service'",
+    ]
+
+
+def test_settings_name_the_sentinel_target(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert sentinel_of(load_settings()) is None
+    monkeypatch.setenv("ARBITER_REDIS_SENTINELS", "10.0.0.5:26379,[::1]:26380")
+    monkeypatch.setenv("ARBITER_REDIS_SENTINEL_PASSWORD", "s3cret")
+    assert sentinel_of(load_settings()) == SentinelTarget(
+        (("10.0.0.5", 26379), ("::1", 26380)), "arbiter", "s3cret"
+    )
+
+
+async def test_sentinel_pool_keeps_the_pool_semantics() -> None:
+    target = SentinelTarget((("127.0.0.1", 1),), "arbiter")
+    client = connect(
+        "redis://:pw@ignored:1/3", sentinel=target, max_connections=7, pool_timeout_s=0.5
+    )
+    pool = client.connection_pool
+    assert isinstance(pool, BlockingSentinelPool)
+    assert (pool.max_connections, pool.timeout) == (7, 0.5)
+    kwargs = pool.connection_kwargs
+    assert (kwargs["db"], kwargs["password"], kwargs["decode_responses"]) == (3, "pw", True)
+    assert kwargs["socket_timeout"] == 2.0
+    await client.aclose()
+
+
+@pytest.fixture
+def group(tmp_path: Path) -> Iterator[SentinelGroup]:
+    if sentinel_command() is None:
+        if os.environ.get("CI"):
+            pytest.fail("no redis-sentinel or redis-server")
+        pytest.skip("no redis-sentinel or redis-server (apt-get install redis-sentinel)")
+    g = SentinelGroup(tmp_path)
+    try:
+        g.start()
+        yield g
+    finally:
+        g.stop()
+
+
+async def _until(call: object, timeout_s: float = 30) -> object:
+    """Await `call()` until it stops raising (the fail-over is under way meanwhile)."""
+    deadline = asyncio.get_running_loop().time() + timeout_s
+    while True:
+        try:
+            return await call()  # type: ignore[operator]
+        except Exception:
+            if asyncio.get_running_loop().time() > deadline:
+                raise
+            await asyncio.sleep(0.1)
+
+
+@pytest.mark.slow
+async def test_failover_reaches_the_new_primary_with_scripts_and_a_larger_token(
+    group: SentinelGroup,
+) -> None:
+    target = SentinelTarget(tuple(("127.0.0.1", s.port) for s in group.sentinels), SERVICE)
+    stores = StateStores.open(group.primary_url, "ha", sentinel=target)
+    try:
+        assert await stores.lease.acquire("a", 30, 0.0, fresh=True)
+        first = stores.lease.token
+        assert first == 1 and stores.lease.unconfirmed == 0  # WAIT saw the replica take it
+        old = await asyncio.to_thread(group.kill9_primary)
+        new = await asyncio.to_thread(group.wait_failover, old)
+        # the promoted replica has the lease and the token, but no script in its cache
+        assert await _until(lambda: stores.redis.script_exists(script_sha("lease_acquire"))) == [
+            False
+        ]
+        assert await stores.lease.holder() == "a"
+        assert await stores.lease.acquire("a", 30, 1.0, fresh=True)  # NOSCRIPT → loaded
+        assert stores.lease.token is not None and first is not None
+        assert stores.lease.token > first
+        info = await stores.redis.info("server")
+        assert int(info["tcp_port"]) == new
+        assert await Scripts(stores.redis).call("lease_renew", [KeySpace("ha").leader], ["a", 1])
+    finally:
+        await stores.aclose()
