@@ -66,6 +66,7 @@ def sign_in(token: str) -> AdminApiError | None:
     except AdminApiError as exc:
         return exc
     _keep(token, who)
+    SIGN_INS.forget(st.session_state.get(SID_KEY) or _cookie())  # a sign-in replaces the last
     sid = SIGN_INS.remember(token, who)
     st.session_state[SID_KEY] = sid
     st.session_state[COOKIE_PENDING] = sid

@@ -31,6 +31,7 @@ class _Arbiter(UserErrorGroup):
     """`arbiter`: an operator's mistake anywhere below is one line and exit status 2."""
 
     ERRORS = (*USER_ERRORS, ScenarioError, SettingsError, InvalidValueError)
+    SERVICES = frozenset({"gateway", "scheduler", "recorder"})
 
 
 app = typer.Typer(

@@ -1,10 +1,12 @@
 """Who is calling the admin API, and what their role lets them do.
 
-Rule (`allowed`): a viewer may only read (GET/HEAD); an operator may also steer — weights,
-knobs, the policy, drain/undrain — and an admin may do everything (operators, keys, tenants,
-models, workers). Operator tokens resolve through a bounded 2-second cache (`OperatorTokens`),
-so the admin hot path (the console polls every few seconds) rarely touches SQL; a revocation
-clears this gateway's cache at once and reaches the others within the TTL.
+Rule (`allowed`): a viewer may only read (GET/HEAD), except the operator list (admins only);
+an operator may also steer — weights, knobs, the policy, drain/undrain — and an admin may do
+everything (operators, keys, tenants, models, workers). Only tokens shaped like an operator
+token (`arbop-…`) are looked up in SQL, so guessing costs no query. Operator tokens resolve
+through a bounded 2-second cache (`OperatorTokens`), so the admin hot path (the console polls
+every few seconds) rarely touches SQL; a revocation clears this gateway's cache at once and
+reaches the others within the TTL.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from dataclasses import dataclass
 from control_plane.gateway.cache import SingleFlight, TtlCache
 from storage.db import Database
 from storage.repos.keys import MIN_KEY_LEN
+from storage.repos.operators import TOKEN_PREFIX
 
 READS = frozenset({"GET", "HEAD"})
 STEERING = frozenset(
@@ -28,6 +31,8 @@ STEERING = frozenset(
     }
 )
 """The changes an `operator` may make: (method, route template under `/admin`)."""
+ADMIN_READS = frozenset({("GET", "/operators"), ("HEAD", "/operators")})
+"""Reads only an admin may make: who the operators are (names, roles, token prefixes)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,16 +47,18 @@ class Principal:
 
 def allowed(role: str, method: str, route: str) -> bool:
     """Whether `role` may call `method route` (a route template such as '/admin/policy')."""
-    if role == "admin" or method in READS:
+    key = (method, _under_admin(route))
+    if role == "admin" or (method in READS and key not in ADMIN_READS):
         return True
-    return role == "operator" and (method, _under_admin(route)) in STEERING
+    return role == "operator" and key in STEERING
 
 
 def needed_role(method: str, route: str) -> str:
     """The least role that may call this route (for the 403 message)."""
-    if method in READS:
+    key = (method, _under_admin(route))
+    if method in READS and key not in ADMIN_READS:
         return "viewer"
-    return "operator" if (method, _under_admin(route)) in STEERING else "admin"
+    return "operator" if key in STEERING else "admin"
 
 
 def _under_admin(route: str) -> str:
@@ -82,7 +89,9 @@ class OperatorTokens:
         found = self._good.get(digest)
         if found is not None:
             return found
-        if self._bad.contains(digest) or len(token) < MIN_KEY_LEN:
+        if not token.startswith(TOKEN_PREFIX) or len(token) < MIN_KEY_LEN:
+            return None
+        if self._bad.contains(digest):
             return None
         generation = self._good.generation
 

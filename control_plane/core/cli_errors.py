@@ -47,11 +47,19 @@ def user_errors(
 
 
 class UserErrorGroup(TyperGroup):
-    """A command group whose every sub-command runs inside `user_errors(errors=ERRORS)`."""
+    """A command group whose every sub-command runs inside `user_errors(errors=ERRORS)`,
+    except the long-running services in `SERVICES`: what fails while a service runs (a bad
+    knob read from Redis at takeover, say) is not a typo on its command line, so it keeps its
+    traceback (their flags and settings are checked before they start)."""
 
     ERRORS: tuple[type[Exception], ...] = USER_ERRORS
+    SERVICES: frozenset[str] = frozenset()
 
     def invoke(self, ctx: Context) -> Any:
+        # the sub-command's name, before the group resolves it (typer's click keeps it private)
+        args: list[str] = list(getattr(ctx, "_protected_args", None) or [])
+        if args and args[0] in self.SERVICES:
+            return super().invoke(ctx)
         with user_errors(errors=self.ERRORS):
             return super().invoke(ctx)
 

@@ -15,7 +15,8 @@ from typing import Literal
 Status = Literal["starved", "over-served", "ok"]
 DEFAULT_TOLERANCE = 0.2
 STATUS_RULE = (
-    "starved: backlogged (requests waiting longer than the wait threshold) and received "
+    "starved: backlogged (requests waiting now, and the oldest of them or the window's p95 "
+    "wait over the wait threshold) and received "
     "< (1 − tolerance) × entitled; over-served: received > (1 + tolerance) × entitled while "
     "a sibling is starved; else ok. Entitled = weighted max-min fair share (water-filling) of "
     "what the siblings received together, given each one's demand."

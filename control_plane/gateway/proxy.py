@@ -26,7 +26,9 @@ from control_plane.gateway.errors import error_body
 
 DONE = b"data: [DONE]\n\n"
 _FINISHED = re.compile(rb'"finish_reason":\s*"')
-_CONTENT = re.compile(rb'"choices":\s*\[\s*\{')
+_CONTENT = re.compile(rb'"(?:text|content)":\s*"[^"]')
+"""A chunk that carries generated text: a chat's role chunk (`"content":""`) or an empty
+finish chunk is no token, and progress once charged is never refunded."""
 
 
 class WorkerUnreachable(Exception):
@@ -301,7 +303,9 @@ class Relay:
             # exact, where counting chunks was not (a chat's role chunk, several tokens a chunk)
             self._stats.n_out = min(self._stats.n_out, total)
         else:
-            total = self._stats.n_out + (1 if chunk.get("choices") else 0)
+            total = self._stats.n_out + (
+                1 if any(map(_has_text, chunk.get("choices") or ())) else 0
+            )
         delta = total - self._stats.n_out
         if delta > 0:
             if self._stats.first_token_at is None:
@@ -374,3 +378,12 @@ def aggregate(stats: StreamStats, *, chat: bool, request_id: str, model: str) ->
         "choices": [choice],
         "usage": usage,
     }
+
+
+def _has_text(choice: Any) -> bool:
+    """Whether a streamed choice carries generated text (completions' `text`, chat's
+    `delta.content`)."""
+    if not isinstance(choice, dict):
+        return False
+    delta = choice.get("delta")
+    return bool(choice.get("text") or (isinstance(delta, dict) and delta.get("content")))

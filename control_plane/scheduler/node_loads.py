@@ -56,8 +56,9 @@ def node_loads(
             demand=watch.demand_rate(node, now) if watch is not None else 0.0,
             received=ledger.window(node, now).service / ledger.window_s,
             weight=core.ctx.weights.of(node),
-            backlogged=oldest_wait >= wait_threshold_s
-            or (p95 is not None and p95 >= wait_threshold_s),
+            # waiting now: a drained node is not starved on its window's past waits
+            backlogged=node in oldest
+            and (oldest_wait >= wait_threshold_s or (p95 is not None and p95 >= wait_threshold_s)),
         )
     groups: dict[Node, list[Node]] = defaultdict(list)
     for node in sorted(nodes):

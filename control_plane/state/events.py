@@ -7,6 +7,7 @@ returned.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable, Sequence
 
 from redis.asyncio import Redis
@@ -22,6 +23,11 @@ from control_plane.state.keys import KeySpace
 
 EventEntry = tuple[str, Event]
 GROUPS = ("scheduler", "recorder")
+UNACKED_PAUSE = 3
+UNACKED_RETRY_S = 10.0
+"""With Sentinel, a publish waits (≤ the ack timeout) for a replica; after `UNACKED_PAUSE`
+publishes in a row that none acknowledged (the replica is down or far behind), it stops waiting
+for `UNACKED_RETRY_S`, then tries again — completions are not slowed while there is none."""
 
 
 BadEntry = tuple[str, dict[str, str], str]
@@ -84,6 +90,10 @@ class EventStream:
         self._dead = DeadLetters(redis, keyspace)
         self._replica_acks = replica_acks
         self._ack_timeout_ms = ack_timeout_ms
+        self._unacked = 0
+        """Publishes in a row that no replica acknowledged; at `UNACKED_PAUSE` the wait is
+        skipped for `UNACKED_RETRY_S` (no replica: don't slow every publish by the timeout)."""
+        self._wait_from = 0.0
 
     @guarded
     async def ensure_groups(self) -> None:
@@ -100,10 +110,19 @@ class EventStream:
         for event in events:
             data = dumps(encode(event))
             pipe.xadd(self._stream, {"data": data}, maxlen=self._maxlen, approximate=True)
-        if self._replica_acks:
+        waits = bool(self._replica_acks) and time.monotonic() >= self._wait_from
+        if waits:
             pipe.wait(self._replica_acks, self._ack_timeout_ms)
         replies = await pipe.execute()
+        if waits:
+            self._note_acks(int(replies[-1]))
         return [str(entry_id) for entry_id in replies[: len(events)]]
+
+    def _note_acks(self, acked: int) -> None:
+        self._unacked = 0 if acked >= self._replica_acks else self._unacked + 1
+        if self._unacked >= UNACKED_PAUSE:
+            self._unacked = 0
+            self._wait_from = time.monotonic() + UNACKED_RETRY_S
 
     @guarded
     async def read(

@@ -154,3 +154,21 @@ def test_a_bug_keeps_its_traceback() -> None:
         raise OptionError("bad")
     with pytest.raises(KeyError), user_errors("--x"):
         raise KeyError("a bug, not the operator's input")
+
+
+def test_a_running_service_s_failure_is_not_reported_as_a_typo(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A plug-in error raised while a service runs (a bad knob read at takeover, not its
+    flags) keeps its traceback instead of passing for a typo with exit 2."""
+    import control_plane.scheduler.main as scheduler_main
+    from control_plane.core.plugins import UnknownPluginError
+    from control_plane.policies.registry import UnknownPolicyError
+
+    def failing(*_: object, **__: object) -> None:
+        raise UnknownPolicyError("unknown policy 'nosuch' (from the policy knob)")
+
+    monkeypatch.setattr(scheduler_main, "run_scheduler", failing)
+    result = CliRunner().invoke(cli.app, ["scheduler"])
+    assert isinstance(result.exception, UnknownPluginError), result.output
+    assert result.exit_code != 2

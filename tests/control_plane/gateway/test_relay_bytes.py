@@ -65,7 +65,7 @@ async def test_plain_chunks_pass_unchanged_and_usage_makes_the_count_exact() -> 
     assert len(out) == 4  # the usage chunk is not the client's: it did not ask
     assert (stats.n_in, stats.n_out, stats.finish_reason) == (5, 3, "length")
     assert stats.first_token_at is not None and stats.finished_at is not None
-    assert reported == 4  # progress counted chunks (the role chunk too) until usage came
+    assert reported == 3  # the role chunk is no token: progress charged exactly what usage says
 
 
 async def test_a_client_that_asked_for_usage_gets_the_usage_chunk() -> None:

@@ -22,6 +22,7 @@ from control_plane.state import (
     KeySpace,
     RequestStore,
 )
+from control_plane.state import events as events_module
 from tests.support.envelopes import envelope
 
 NOW = 1_700_000_000.0
@@ -191,3 +192,18 @@ async def test_event_read_blocks_and_recreates_a_lost_group(
 
     got = await asyncio.wait_for(reader, timeout=2)
     assert [event for _, event in got] == [Progress("r1", 1, 1.0)]
+
+
+async def test_without_a_replica_publishes_stop_waiting_for_one(
+    redis: Redis, keyspace: KeySpace
+) -> None:
+    """Sentinel mode waits (≤ the timeout) for a replica on each publish; with none answering,
+    it stops waiting after a few publishes instead of slowing every completion."""
+    stream = EventStream(redis, keyspace, replica_acks=1, ack_timeout_ms=20)
+    event = Progress("r1", 1, 1.0)
+    for _ in range(events_module.UNACKED_PAUSE):
+        started = time.monotonic()
+        await stream.publish([event])
+        assert time.monotonic() - started >= 0.015  # waited for the replica that is not there
+    assert stream._wait_from > time.monotonic()  # not waiting for a while
+    assert len(await stream.publish([event])) == 1

@@ -57,6 +57,17 @@ async def test_viewer_reads_but_changes_nothing(api: AdminApi) -> None:
     err = resp.json()["error"]
     assert err["code"] == "insufficient_role" and "'operator'" in err["message"]
     assert await api.stores.knobs.get("policy") is None
+    listing = await api.client.get("/admin/operators", headers=headers)
+    assert listing.status_code == 403  # who the operators are is an admin's to know
+    assert "'admin'" in listing.json()["error"]["message"]
+
+
+async def test_a_token_not_shaped_like_an_operator_s_costs_no_query(api: AdminApi) -> None:
+    for guess in ("x" * 48, "sk-" + "y" * 45):
+        resp = await api.client.get("/admin/policy", headers={"Authorization": f"Bearer {guess}"})
+        assert resp.status_code == 401
+    tokens: OperatorTokens = api.app.state.operator_tokens
+    assert tokens.sql_lookups == 0
 
 
 async def test_operator_steers_and_the_audit_names_them(api: AdminApi) -> None:
