@@ -6,10 +6,32 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from pydantic import ValidationError
 
+from workers.engine.profile import load_profile
 from workers.sim.config import SimConfig
 
 Opt = typer.Option
+FLAGS = {"served_model_name": "--model"}
+"""Config fields whose flag is not the field's name in kebab case."""
+
+
+def _config(**fields: object) -> SimConfig:
+    """The worker's config; a bad flag is one line naming it and exit status 2."""
+    try:
+        config = SimConfig.model_validate(fields)
+    except ValidationError as exc:
+        for e in exc.errors():
+            name = str(e["loc"][0]) if e["loc"] else ""
+            flag = FLAGS.get(name, "--" + name.replace("_", "-"))
+            typer.echo(f"error: {flag}: {e['msg']}", err=True)
+        raise typer.Exit(2) from None
+    try:
+        load_profile(config.profile)
+    except ValueError as exc:  # an unknown name or a bad profile file: the message says which
+        typer.echo(f"error: --profile: {' '.join(str(exc).split())}", err=True)
+        raise typer.Exit(2) from None
+    return config
 
 
 def sim(
@@ -35,7 +57,7 @@ def sim(
 
     from workers.sim.app import create_app
 
-    config = SimConfig(
+    config = _config(
         profile=profile,
         speed=speed,
         seed=seed,
