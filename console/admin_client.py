@@ -113,6 +113,10 @@ class AdminClient:
     def nodes(self, **filters: str | None) -> dict[str, Any]:
         return dict(self._json("GET", "/admin/nodes", params=filters))
 
+    def live_history(self, **params: Any) -> dict[str, Any]:
+        """`/admin/live/history`: per-node time series over `range_s` (see the route)."""
+        return dict(self._json("GET", "/admin/live/history", params=params))
+
     def hierarchy(self) -> list[dict[str, Any]]:
         return list(self._json("GET", "/admin/hierarchy")["data"])
 

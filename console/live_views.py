@@ -1,12 +1,12 @@
-"""Pure builders of the Live page: node selection, tables, figures and the rolling history.
+"""Pure builders of the Live page: node selection, tables, figures and the time series.
 
 Inputs are the admin API's `/admin/nodes` payload (see `control_plane/api/admin/node_views.py`
-for the fields); nothing here does I/O or touches Streamlit.
+for the fields) and its `/admin/live/history` series (`control_plane/api/admin/live_history.py`);
+nothing here does I/O or touches Streamlit.
 """
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -37,7 +37,24 @@ COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("counter", "Virtual counter", "rate"),
     ("credit", "Credit", "int"),
 )
-HISTORY_LEN = 600
+RANGES: dict[str, tuple[int, str]] = {
+    "5m": (300, "5 min"),
+    "15m": (900, "15 min"),
+    "1h": (3600, "1 h"),
+    "6h": (21_600, "6 h"),
+    "24h": (86_400, "24 h"),
+}
+"""The range picker: URL key → (seconds, label)."""
+DEFAULT_RANGE = "15m"
+COUNTERS = "Virtual counters"
+DEMAND_VS_RECEIVED = "Demand vs received (UT/s, the nodes shown)"
+HISTORY_CHARTS: dict[str, tuple[str, str, str]] = {
+    # key → (history field, title, y axis)
+    "svc": ("service", "Service (Unified Tokens)", "UT"),
+    "rate": ("service_rate", "Received over time (UT/s)", "UT/s"),
+    "tps": ("tokens_rate", "Tokens per second", "tokens/s"),
+    "wait": ("wait_p95_s", "p95 queue wait over time (s)", "s"),
+}
 
 
 def visible_nodes(nodes: Sequence[Row], tenant: str | None, app: str | None) -> list[Row]:
@@ -154,54 +171,64 @@ def grouped_bars(rows: Sequence[Row], fields: Mapping[str, str], title: str) -> 
     return fig
 
 
-def append_history(
-    history: list[dict[str, Any]], payload: Row, now: float, max_len: int = HISTORY_LEN
-) -> list[dict[str, Any]]:
-    """`history` plus one snapshot of every node's counter, service and tokens (bounded)."""
-    snapshot = {
-        "t": now,
-        "nodes": {
-            n["key"]: {
-                "counter": n["counter"],
-                "service": n["service"],
-                "tokens": n["tokens_in"] + n["tokens_out"],
-            }
-            for n in payload.get("nodes", [])
-        },
-    }
-    return [*history, snapshot][-max_len:]
+def range_key(wanted: str | None) -> str:
+    """A valid range key (`RANGES`): `wanted` when it is one, else the default."""
+    return wanted if wanted in RANGES else DEFAULT_RANGE
 
 
-def history_frame(history: Sequence[Row], keys: Sequence[str], metric: str) -> pd.DataFrame:
-    """Long table (time, node, value) of `metric` for `keys` over the history."""
+def history_query(tenant: str | None, app: str | None) -> dict[str, str]:
+    """The `/admin/live/history` filters of the drill-down's level (see `visible_nodes`)."""
+    if tenant is None:
+        return {"level": "tenant"}
+    if app is None:
+        return {"level": "app", "tenant": tenant}
+    return {"level": "agent", "tenant": tenant, "app": app}
+
+
+def series_frame(points: Sequence[Row], field: str) -> pd.DataFrame:
+    """Long table (time, node, value) of one history field (None → a gap)."""
     records = [
-        {"time": pd.to_datetime(s["t"], unit="s"), "node": k, "value": s["nodes"][k][metric]}
-        for s in history
-        for k in keys
-        if k in s["nodes"]
+        {"time": pd.to_datetime(p["t"], unit="s"), "node": p["key"], "value": p.get(field)}
+        for p in points
     ]
-    return pd.DataFrame(records, columns=["time", "node", "value"])
+    frame = pd.DataFrame(records, columns=["time", "node", "value"])
+    frame["value"] = pd.to_numeric(frame["value"], errors="coerce")
+    return frame
 
 
-def token_rates(history: Sequence[Row], keys: Sequence[str]) -> pd.DataFrame:
-    """Tokens per second per node between consecutive snapshots."""
-    records = []
-    for before, after in itertools.pairwise(history):
-        span = after["t"] - before["t"]
-        for k in keys:
-            if span > 0 and k in before["nodes"] and k in after["nodes"]:
-                delta = after["nodes"][k]["tokens"] - before["nodes"][k]["tokens"]
-                records.append(
-                    {"time": pd.to_datetime(after["t"], unit="s"), "node": k, "value": delta / span}
-                )
-    return pd.DataFrame(records, columns=["time", "node", "value"])
+def totals_frame(points: Sequence[Row], fields: Mapping[str, str]) -> pd.DataFrame:
+    """Long table (time, series, value): each field (label → name) summed over the nodes."""
+    frames = []
+    for label, field in fields.items():
+        part = series_frame(points, field).groupby("time", as_index=False)["value"].sum()
+        frames.append(part.assign(node=label))
+    if not frames:
+        return pd.DataFrame(columns=["time", "node", "value"])
+    merged: pd.DataFrame = pd.concat(frames, ignore_index=True)
+    return merged[["time", "node", "value"]]
+
+
+def history_figures(payload: Row) -> list[tuple[str, go.Figure]]:
+    """(key, figure) of every time series the history's source has (see `/admin/live/history`
+    `fields`): counters only where a policy keeps them."""
+    points, fields = payload.get("points") or [], set(payload.get("fields") or ())
+    out = []
+    if "counter" in fields and any(p.get("counter") for p in points):
+        out.append(("ctr", lines_figure(series_frame(points, "counter"), COUNTERS, "counter")))
+    for key, (field, title, unit) in HISTORY_CHARTS.items():
+        if field in fields:
+            out.append((key, lines_figure(series_frame(points, field), title, unit)))
+    if {"demand_rate", "service_rate"} <= fields:
+        both = totals_frame(points, {"demand": "demand_rate", "received": "service_rate"})
+        out.append(("dvr", lines_figure(both, DEMAND_VS_RECEIVED, "UT/s")))
+    return out
 
 
 def lines_figure(frame: pd.DataFrame, title: str, y_title: str) -> go.Figure:
     """One line per node of a long (time, node, value) table."""
     fig = go.Figure(
         [
-            go.Scatter(x=part["time"], y=part["value"], mode="lines+markers", name=str(node))
+            go.Scatter(x=part["time"], y=part["value"].tolist(), mode="lines", name=str(node))
             for node, part in frame.groupby("node", sort=True)
         ]
     )

@@ -96,7 +96,7 @@ def write_cookie() -> None:
 
 def sign_out() -> None:
     SIGN_INS.forget(st.session_state.get(SID_KEY) or _cookie())
-    for key in (TOKEN_KEY, WHO_KEY, SID_KEY, "live_history"):
+    for key in (TOKEN_KEY, WHO_KEY, SID_KEY):
         st.session_state.pop(key, None)
     st.session_state[COOKIE_PENDING] = None
 

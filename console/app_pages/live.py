@@ -3,13 +3,13 @@ queues and waits, a starved / over-served status, SLO attainment, and (under a p
 keeps them) SAFI and credits, with a drill-down tenant → applications → agents.
 
 The selectors stay outside the refreshing fragment, so a refresh never loses the operator's
-place; each refresh adds a snapshot to this session's rolling history (counters, service and
-tokens over time).
+place. The time series come from the server (`/admin/live/history`: the leader's rolling
+history up to an hour, the SQL minute rollups beyond); the range picker is kept in the URL
+(`?range=`) and in the session, so it survives reloads, deep links and page switches.
 """
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import streamlit as st
@@ -19,6 +19,9 @@ from console import session
 from console.admin_client import AdminApiError
 
 ALL = "(all)"
+RANGE_PARAM = "range"
+KEPT_RANGE = "live_range_kept"
+"""The picked range outside the widget's own state, which Streamlit drops on a page switch."""
 
 
 def _header(payload: dict[str, Any]) -> None:
@@ -67,8 +70,7 @@ def _table(payload: dict[str, Any], rows: list[views.Row]) -> None:
     )
 
 
-def _charts(payload: dict[str, Any], rows: list[views.Row], history: list[Any]) -> None:
-    keys = [r["key"] for r in rows]
+def _charts(payload: dict[str, Any], rows: list[views.Row], history: dict[str, Any]) -> None:
     left, right = st.columns(2)
     left.plotly_chart(views.load_figure(rows), key="load")
     waits = {"p95 wait": "wait_p95_s", "oldest queued": "oldest_wait_s"}
@@ -78,20 +80,32 @@ def _charts(payload: dict[str, Any], rows: list[views.Row], history: list[Any]) 
         left.plotly_chart(views.safi_figure(rows, payload["alpha"], payload["beta"]), key="safi")
         credits = {"credit": "credit", "resource": "resource"}
         right.plotly_chart(views.grouped_bars(rows, credits, "ExFairS credits"), key="credits")
-    left, right = st.columns(2)
-    counters = views.history_frame(history, keys, "counter")
-    if counters["value"].abs().sum() > 0:  # only policies that keep virtual counters
-        left.plotly_chart(views.lines_figure(counters, "Virtual counters", "counter"), key="ctr")
-    service = views.history_frame(history, keys, "service")
-    right.plotly_chart(views.lines_figure(service, "Service (Unified Tokens)", "UT"), key="svc")
-    left, right = st.columns(2)
-    rates = views.token_rates(history, keys)
-    left.plotly_chart(views.lines_figure(rates, "Tokens per second", "tokens/s"), key="tps")
     slo = {"last minute": "slo_attainment_1m", "last hour": "slo_attainment_1h"}
-    right.plotly_chart(views.grouped_bars(rows, slo, "SLO attainment"), key="slo")
+    figures = [
+        *views.history_figures(history),
+        ("slo", views.grouped_bars(rows, slo, "SLO attainment")),
+    ]
+    for start in range(0, len(figures), 2):
+        for column, (key, figure) in zip(st.columns(2), figures[start : start + 2], strict=False):
+            column.plotly_chart(figure, key=key)
+    sources = {
+        "redis": "the leader's rolling history",
+        "rollups": "the SQL minute rollups (by arrival minute; no counters, demand or waits)",
+    }
+    if history.get("source") in sources:
+        step = float(history.get("step_s") or 0)
+        st.caption(f"Time series from {sources[history['source']]}, one point per {step:g} s.")
 
 
-def _panel(tenant: str | None, app: str | None) -> None:
+def _history(range_s: int, tenant: str | None, app: str | None) -> dict[str, Any]:
+    try:
+        return session.client().live_history(range_s=range_s, **views.history_query(tenant, app))
+    except AdminApiError as exc:
+        session.show_error(exc)
+        return {}
+
+
+def _panel(tenant: str | None, app: str | None, range_s: int) -> None:
     api = session.client()
     try:
         payload = api.nodes()
@@ -99,8 +113,6 @@ def _panel(tenant: str | None, app: str | None) -> None:
         session.show_error(exc)
         return
     _header(payload)
-    history = views.append_history(st.session_state.get("live_history", []), payload, time.time())
-    st.session_state["live_history"] = history
     rows = views.visible_nodes(payload["nodes"], tenant, app)
     where = " / ".join(p for p in (tenant, app) if p) or "all tenants"
     st.subheader(f"Nodes: {where}")
@@ -108,7 +120,25 @@ def _panel(tenant: str | None, app: str | None) -> None:
         st.info("No activity recorded for these nodes yet.")
         return
     _table(payload, rows)
-    _charts(payload, rows, history)
+    _charts(payload, rows, _history(range_s, tenant, app))
+
+
+def _picked_range() -> int:
+    """The range picker: the URL's `?range=` first (a reload or a deep link), then what this
+    session picked last (a page switch), then the default; written back to both."""
+    if "live_range" not in st.session_state:
+        wanted = st.query_params.get(RANGE_PARAM) or st.session_state.get(KEPT_RANGE)
+        st.session_state["live_range"] = views.range_key(wanted)
+    picked = st.radio(
+        "Range",
+        list(views.RANGES),
+        key="live_range",
+        horizontal=True,
+        format_func=lambda k: views.RANGES[k][1],
+    )
+    st.session_state[KEPT_RANGE] = picked
+    st.query_params[RANGE_PARAM] = picked
+    return views.RANGES[picked][0]
 
 
 def main() -> None:
@@ -125,7 +155,8 @@ def main() -> None:
         apps = views.children(nodes, "app", [tenant])
         app = right.selectbox("Application", [ALL, *apps], key="live_app")
     chosen = (None if tenant == ALL else tenant, None if app == ALL else app)
-    st.fragment(run_every=session.refresh_seconds())(_panel)(*chosen)
+    range_s = _picked_range()
+    st.fragment(run_every=session.refresh_seconds())(_panel)(*chosen, range_s)
 
 
 main()

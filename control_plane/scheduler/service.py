@@ -33,6 +33,7 @@ from control_plane.scheduler.advisor import Advisor
 from control_plane.scheduler.autopilot import after_tick, controller_snapshot, hand_over
 from control_plane.scheduler.entries import apply_each, apply_event, arrive_each, dead_letter_all
 from control_plane.scheduler.fairness_view import DEFAULT_SAFI_ALPHA, node_fairness
+from control_plane.scheduler.history import HistoryTap
 from control_plane.scheduler.leader import LeaderTerm, keep_lease, wait_for_lease
 from control_plane.scheduler.metrics import SchedulerMetrics, Snapshot
 from control_plane.scheduler.rebuild import rebuild
@@ -73,6 +74,7 @@ class SchedulerService:
         self._serving = False
         self._dirty = asyncio.Event()
         self._redis_run_id = ""
+        self._history = HistoryTap()
 
     @property
     def leading(self) -> bool:
@@ -272,7 +274,8 @@ class SchedulerService:
                 self.term.end()
             raise StateUnavailable("fencing token is stale: another scheduler leads")
         live = live_view(core, self.holder, now)
-        await self.stores.checkpoints.save_live(live, fencing_token=self.fencing_token)
+        if await self.stores.checkpoints.save_live(live, fencing_token=self.fencing_token):
+            await self._history.record(self.stores.live_history, live, core.ctx.ledger)
         if isinstance(live.workflows, list):
             self.metrics.export_workflows(live.workflows)
         self.metrics.queue_depth.set(len(core.pending))

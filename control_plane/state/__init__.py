@@ -17,6 +17,7 @@ from control_plane.state.grants import GrantStream
 from control_plane.state.keys import KeySpace
 from control_plane.state.knobs import Knobs, KnobSubscription
 from control_plane.state.lease import LeaderLease
+from control_plane.state.live_history import HistoryPoint, HistorySample, LiveHistory
 from control_plane.state.rate_limit import RateLimiter
 from control_plane.state.request_store import (
     FINAL_STATUSES,
@@ -40,10 +41,13 @@ __all__ = [
     "GatewayRegistry",
     "GrantOrder",
     "GrantStream",
+    "HistoryPoint",
+    "HistorySample",
     "KeySpace",
     "KnobSubscription",
     "Knobs",
     "LeaderLease",
+    "LiveHistory",
     "RateLimiter",
     "RequestStore",
     "SentinelTarget",

@@ -18,6 +18,7 @@ from control_plane.state.grants import GrantStream
 from control_plane.state.keys import KeySpace
 from control_plane.state.knobs import Knobs
 from control_plane.state.lease import LeaderLease
+from control_plane.state.live_history import LiveHistory
 from control_plane.state.rate_limit import RateLimiter
 from control_plane.state.request_store import RequestStore
 from control_plane.state.scripts import Scripts
@@ -49,6 +50,7 @@ class StateStores:
     gateways: GatewayRegistry
     dead_letters: DeadLetters
     trimmer: StreamTrimmer
+    live_history: LiveHistory
 
     @classmethod
     def build(cls, redis: Redis, keyspace: KeySpace, *, replicated: bool = False) -> StateStores:
@@ -75,6 +77,7 @@ class StateStores:
             gateways=GatewayRegistry(redis, keyspace),
             dead_letters=DeadLetters(redis, keyspace),
             trimmer=StreamTrimmer.for_cluster(redis, keyspace),
+            live_history=LiveHistory(redis, keyspace),
         )
 
     @classmethod

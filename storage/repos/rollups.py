@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
 from sqlalchemy import BigInteger, CursorResult, and_, cast, func, or_, select
 from sqlalchemy.orm import Session
@@ -28,6 +28,18 @@ from storage.rollup_stats import COUNTERS, HISTOGRAMS, Counters, NodeStats, Roll
 KEY_COLUMNS: Final = RollupKey._fields
 CHUNK = 1000
 _TABLE = table_of(FairnessRollup)
+
+
+class MinuteRow(NamedTuple):
+    """What one node's requests that arrived in one minute did (see `FairnessRollup`)."""
+
+    minute: int
+    path: Path
+    service: float
+    requests: int
+    tokens: int
+    violations: int
+    finished: int
 
 
 class RollupRepo:
@@ -154,6 +166,32 @@ class RollupRepo:
             for target, blob in zip(lists, blobs, strict=True):
                 target.append(blob)
         return {path: NodeLatency(*map(_percentiles, lists)) for path, lists in stored.items()}
+
+    def minute_series(
+        self,
+        *,
+        start: float,
+        end: float,
+        level: Level,
+        tenant: str | None = None,
+        app: str | None = None,
+    ) -> list[MinuteRow]:
+        """The minute rows of [start, end) (widened to whole minutes) at `level`, optionally
+        of one tenant (and one application), ordered by minute then node."""
+        lo, hi = minute_range(start, end)
+        c = _TABLE.c
+        where = _where(lo, hi, 60, level, tenant)
+        if app is not None:
+            where = and_(where, c.app == app)
+        stmt = select(
+            c.bucket, c.tenant, c.app, c.agent, c.unified_service, c.requests,
+            c.n_in + c.n_out, c.violations, c.ok + c.failed,
+        ).where(where)  # fmt: skip
+        rows = self.session.execute(stmt.order_by(c.bucket, c.tenant, c.app, c.agent))
+        return [
+            MinuteRow(int(b), node_path(level, t, a, g), float(s), int(r), int(n), int(v), int(f))
+            for b, t, a, g, s, r, n, v, f in rows
+        ]
 
     def prune(self, *, window_s: int, before: float) -> int:
         """Delete rollup rows of resolution `window_s` older than `before` (e.g. old minutes,

@@ -17,7 +17,7 @@ import console
 from control_plane.api.app import create_app
 from control_plane.contracts.workers import decode_sample
 from control_plane.settings import Settings
-from control_plane.state import StateStores
+from control_plane.state import HistoryPoint, StateStores
 from storage.db import Database
 from tests.control_plane.api.admin.live_state import publish_live_state
 from tests.control_plane.api.admin.served import served
@@ -46,6 +46,23 @@ class AdminServer:
             stores = StateStores.open(self.redis_url, "default")
             try:
                 await publish_live_state(stores, now)
+            finally:
+                await stores.aclose()
+
+        asyncio.run(publish())
+
+    def publish_history(self, samples: list[tuple[float, float]]) -> None:
+        """Rolling-history samples as the leader appends them: (time, alpha's service)."""
+
+        async def publish() -> None:
+            stores = StateStores.open(self.redis_url, "default")
+            try:
+                for t, service in samples:
+                    points = [
+                        HistoryPoint("alpha", service=service, service_rate=1.0, demand_rate=2.0),
+                        HistoryPoint("beta", service=service / 2),
+                    ]
+                    await stores.live_history.append(points, t)
             finally:
                 await stores.aclose()
 

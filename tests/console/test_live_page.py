@@ -8,7 +8,7 @@ import time
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from tests.console.conftest import AdminServer, signed_in
+from tests.console.conftest import APP, AdminServer, signed_in
 
 
 def _chart_titles(at: AppTest) -> list[str]:
@@ -45,7 +45,9 @@ def test_live_page_shows_nodes_and_drills_down(
     titles = _chart_titles(at)
     assert "Demand, received and entitled (UT/s)" in titles and "Queue wait (s)" in titles
     assert "SAFI (ExFairS: violations and usage)" in titles and "ExFairS credits" in titles
-    assert {"Tokens per second", "SLO attainment"} <= set(titles)
+    assert {"Service (Unified Tokens)", "Received over time (UT/s)", "SLO attainment"} <= set(
+        titles
+    )
     assert "Virtual counters" not in titles and "Virtual counter" not in table  # ExFairS: none
     safi = next(json.loads(c.proto.spec) for c in at.get("plotly_chart") if "SAFI" in c.proto.spec)
     assert safi["layout"]["shapes"], "the β band is drawn"
@@ -54,5 +56,42 @@ def test_live_page_shows_nodes_and_drills_down(
     assert list(at.dataframe[0].value["Application"]) == ["chat"]
     at.selectbox(key="live_app").select("chat").run()
     assert list(at.dataframe[0].value["Agent"]) == ["coder", "planner"]
-    assert len(at.session_state["live_history"]) >= 3  # one snapshot per refresh
     assert at.selectbox(key="live_tenant").value == "alpha"  # the place is kept across reruns
+
+
+def _traces(at: AppTest, title: str) -> dict[str, list[float]]:
+    spec = next(
+        json.loads(c.proto.spec)
+        for c in at.get("plotly_chart")
+        if json.loads(c.proto.spec)["layout"]["title"]["text"] == title
+    )
+    return {trace["name"]: trace["y"] for trace in spec["data"]}
+
+
+def test_the_range_picker_is_kept_in_the_url_and_drives_the_history(
+    admin_server: AdminServer, app_test: AppTest
+) -> None:
+    now = time.time()
+    admin_server.publish_live_state(now)
+    admin_server.publish_history([(now - 600 + 5 * i, 10.0 * i) for i in range(120)])
+    at = signed_in(app_test, "app_pages/live.py")
+    assert not at.exception, at.exception
+    assert at.radio(key="live_range").value == "15m" and at.query_params["range"] == "15m"
+    service = _traces(at, "Service (Unified Tokens)")  # from the history, not this session
+    assert service["alpha"][-1] == 1190.0 and len(service["alpha"]) == 120
+    assert "Demand vs received (UT/s, the nodes shown)" in _chart_titles(at)
+
+    at.radio(key="live_range").set_value("5m").run()
+    assert at.query_params["range"] == "5m"
+    assert len(_traces(at, "Service (Unified Tokens)")["alpha"]) in (59, 60)
+
+    at.switch_page("app_pages/workers.py").run()
+    at.switch_page("app_pages/live.py").run()
+    assert at.radio(key="live_range").value == "5m"  # a page switch keeps the range
+
+    reloaded = AppTest.from_file(APP, default_timeout=30)  # a new session: a reload
+    reloaded.query_params["range"] = "6h"  # of a deep link
+    reloaded = signed_in(reloaded, "app_pages/live.py")
+    assert reloaded.radio(key="live_range").value == "6h"
+    assert any("SQL minute rollups" in c.value for c in reloaded.caption)
+    assert "Tokens per second" in _chart_titles(reloaded)

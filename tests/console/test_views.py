@@ -1,4 +1,4 @@
-"""The console's pure builders: schema → form fields, history → rates, drill-down, tables."""
+"""The console's pure builders: schema → form fields, history series, drill-down, tables."""
 
 from __future__ import annotations
 
@@ -9,13 +9,15 @@ import pytest
 from console.admin_client import AdminApiError, AdminClient
 from console.form_specs import field_specs, node_keys, to_json_value
 from console.live_views import (
-    append_history,
     cell,
     children,
     columns_for,
     flagged,
+    history_figures,
+    history_query,
     nodes_frame,
-    token_rates,
+    range_key,
+    totals_frame,
     visible_nodes,
 )
 from console.report_views import report_frame
@@ -55,18 +57,23 @@ def _node(key: str, tokens: int = 0) -> dict[str, object]:
     }
 
 
-def test_drill_down_and_token_rates() -> None:
+def test_drill_down_and_history_series() -> None:
     nodes = [_node(k) for k in ("a", "a/x", "a/x/p", "a/y", "b", "b/z", "b/z/q")]
     assert [n["key"] for n in visible_nodes(nodes, None, None)] == ["a", "b"]
     assert [n["key"] for n in visible_nodes(nodes, "a", None)] == ["a/x", "a/y"]
     assert [n["key"] for n in visible_nodes(nodes, "b", "z")] == ["b/z/q"]
     assert children(nodes, "app", ["a"]) == ["x", "y"]
-    history: list[dict[str, object]] = []
-    for t, tokens in ((100.0, 0), (102.0, 50), (104.0, 150)):
-        history = append_history(history, {"nodes": [_node("a", tokens)]}, t, max_len=2)
-    assert [h["t"] for h in history] == [102.0, 104.0]
-    rates = token_rates(history, ["a"])
-    assert list(rates["value"]) == [50.0]
+    assert history_query("b", "z") == {"level": "agent", "tenant": "b", "app": "z"}
+    assert range_key("6h") == "6h" and range_key("1y") == range_key(None) == "15m"
+    points = [
+        {"t": t, "key": k, "service_rate": r, "demand_rate": r and 2 * r, "counter": 0.0}
+        for t, rates in ((100.0, {"a": 1.0, "b": 3.0}), (105.0, {"a": 2.0, "b": None}))
+        for k, r in rates.items()
+    ]
+    both = totals_frame(points, {"demand": "demand_rate", "received": "service_rate"})
+    assert list(both[both["node"] == "received"]["value"]) == [4.0, 2.0]  # a gap adds nothing
+    payload = {"fields": ["service_rate", "demand_rate", "counter"], "points": points}
+    assert [key for key, _ in history_figures(payload)] == ["rate", "dvr"]  # counters all 0
 
 
 def test_node_keys_and_report_frame() -> None:

@@ -12,6 +12,7 @@ from control_plane.api.admin import (
     keys,
     knobs,
     live,
+    live_history,
     models,
     operators,
     policy,
@@ -28,5 +29,6 @@ for _module in (tenants, keys, models, workers, live, policy, knobs, workflows, 
     router.include_router(_module.router)
 router.include_router(dead_letters.router)
 router.include_router(operators.router)
+router.include_router(live_history.router)
 
 __all__ = ["router"]
