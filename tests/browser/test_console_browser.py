@@ -1,18 +1,17 @@
-"""The operator console in a real browser, against a real `arbiter up` (issue 5).
+"""The operator console in a real browser, against a real `arbiter up` (issues 5, 10, 15).
 
 Headless Chromium (Debian's `chromium`) is driven by Playwright — Python's `playwright`
 package, the same engine and protocol as `playwright-core`, launched with
-`executable_path=/usr/bin/chromium` and an empty profile (see `chromium.py`). The story: sign
-in with the admin token (a wrong one is refused plainly), see both demo tenants' live SAFI,
-set acme's weight with a reason, see the audit row, see the new weight in the live state
-(admin API, the scheduler's `weights` knob and the Live page), open Reports and download the
-CSV, whose request counts equal what the client sent. Then (issue 10) the policy is switched
-to kairos, 200 QA workflows (router, then math or humanities at p 0.5) run live, and the
+`executable_path=/usr/bin/chromium` and an empty profile (see `chromium.py`). The story: a
+named operator signs in (a wrong token is refused plainly), reloads and opens a deep link
+still signed in, sees both demo tenants on the Live table, reviews and confirms acme's new
+weight, sees the audit row under their own name and the weight applied by the leader, picks a
+range on the Live page that a reload keeps (then 15 minutes), opens Reports and downloads the
+CSV, whose request counts equal what the client sent. Then the operator switches the policy
+to kairos in the console (diff, confirmation, applied by the leader, audited under their
+name), 200 QA workflows (router, then math or humanities at p 0.5) run live, and the
 Workflows page shows the graph the scheduler learned with the frequencies sent. Screenshots of
-every step are kept in `test-artifacts/browser/`.
-
-Without /usr/bin/chromium the module is skipped, except under CI (`$CI` set), where it fails.
-"""
+every step are kept in `test-artifacts/browser/`."""
 
 from __future__ import annotations
 
@@ -40,7 +39,7 @@ from tests.browser.streamlit_dom import (
 )
 from tests.browser.traffic import Traffic
 from tests.browser.workflow_traffic import QaWorkflows
-from tests.browser.workflows_check import POLICY, see_learned_workflows, switch_policy
+from tests.browser.workflows_check import POLICY, see_learned_workflows
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -233,6 +232,54 @@ def check_csv(path: Path, sent: Counter[str]) -> None:
         assert float(rows[tenant]["unified_service"]) > 0, rows[tenant]
 
 
+def pick_range(console: ConsolePage) -> None:
+    """The Live page's range lives in the address: a reload keeps it; then 15 minutes."""
+    page = console.page
+
+    def pick(label: str, key: str) -> None:
+        def picked() -> bool:
+            if f"range={key}" in page.url:
+                return True
+            # a click while the page still reruns (after a reload) can be lost: click again
+            page.locator(".st-key-live_range").get_by_text(label, exact=True).click()
+            return False
+
+        wait_until(picked, f"the {label} range in the address")
+
+    pick("1 h", "1h")
+    page.reload()
+    page.get_by_role("heading", name="Live", exact=True).wait_for()
+    assert "range=1h" in page.url
+    radio = page.locator(".st-key-live_range").get_by_role("radio", name="1 h")
+    wait_until(radio.is_checked, "the 1-h range still picked after the reload")
+    pick("15 min", "15m")
+    page.get_by_text("Received (UT/s)").first.wait_for()
+    no_exception(page)
+    console.shot("05b-live-range-15m")
+
+
+def switch_policy_in_console(console: ConsolePage, info: UpInfo, operator: str) -> None:
+    """Policy & knobs: pick the policy, review the diff, confirm; the leader applies it and
+    the audit log names the operator."""
+    page = console.page
+    open_page(page, "Policy & knobs")
+    page.get_by_role("tab", name="Policy").click()
+    page.locator(".st-key-policy_name").get_by_label("Name", exact=True).click()
+    page.get_by_role("option", name=POLICY, exact=True).click()
+    page.locator(".st-key-policy_reason input").fill("browser test: learn QA workflows")
+    page.locator(".st-key-policy_submit button").click()
+    page.locator(".st-key-policy_review").get_by_text(f"switch the policy to {POLICY}").wait_for()
+    console.shot("06a-policy-review")
+    page.locator(".st-key-policy_confirm button").click()
+    page.get_by_text(f"Applied by the scheduler leader: it now runs {POLICY}.").wait_for(
+        timeout=30_000
+    )
+    no_exception(page)
+    console.shot("06b-policy-applied")
+    rows = admin_get(info, "/audit", action="policy.switch")["data"]
+    assert any(r["actor"] == operator for r in rows), rows
+
+
 def test_operator_console_in_chromium(
     deployment: UpInfo, traffic: Traffic, console: ConsolePage
 ) -> None:
@@ -241,6 +288,7 @@ def test_operator_console_in_chromium(
     set_weight(console)
     see_audit_row(console, operator)
     see_weight_live(console, deployment)
+    pick_range(console)
     traffic.stop()
     assert traffic.errors == []
     assert all(traffic.ok[t] > 0 for t in TENANTS), traffic.ok
@@ -250,11 +298,11 @@ def test_operator_console_in_chromium(
 
 
 def test_learned_workflows_in_chromium(deployment: UpInfo, console: ConsolePage) -> None:
-    switch_policy(deployment, POLICY)
+    operator = sign_in(console, deployment)
+    switch_policy_in_console(console, deployment, operator)
     qa = QaWorkflows(deployment.gateway_url, deployment.tenants["acme"])
     qa.run()
     assert qa.errors == []
-    sign_in(console, deployment)
     see_learned_workflows(console, deployment, qa)
     assert console.js_errors == []
     assert console.console_errors == []

@@ -27,17 +27,6 @@ TOLERANCE_POINTS = 5.0
 POLICY = "kairos"
 
 
-def switch_policy(info: UpInfo, name: str) -> None:
-    """Through the admin API, as an operator would (audited); the leader applies it."""
-    resp = httpx.put(
-        f"{info.gateway_url}/admin/policy",
-        json={"name": name, "params": {}, "reason": "browser test: learn QA workflows"},
-        headers={"Authorization": f"Bearer {info.admin_token}"},
-        timeout=10.0,
-    )
-    resp.raise_for_status()
-
-
 def learned_app(info: UpInfo, workflows: int) -> dict[str, Any] | None:
     """The leader's learned QA application once it holds `workflows` workflows under
     `POLICY`, else None."""
