@@ -28,6 +28,8 @@ import httpx
 
 from control_plane.bench.multimodal import stop
 from control_plane.bench.up_process import UpConfig, UpProcess
+from control_plane.placement.registry import build_placement
+from control_plane.policies.registry import policy_class
 from control_plane.sim.cluster import unit_factors
 from control_plane.sim.live_bench import LiveTarget, replay
 from control_plane.sim.program_metrics import workflow_metrics
@@ -134,7 +136,10 @@ def learned_frequencies(learned: Mapping[str, Any]) -> dict[str, Any]:
 def run(
     cfg: WorkflowsConfig, state: Path, progress: Callable[[RequestRecord], None] | None = None
 ) -> dict[str, Any]:
-    """Deploy, replay live in a closed loop, simulate, compare; the bench's JSON document."""
+    """Deploy, replay live in a closed loop, simulate, compare; the bench's JSON document.
+    An unknown policy or placement is refused (`UnknownPluginError`) before anything starts."""
+    policy_class(cfg.policy)
+    build_placement(cfg.placement)
     scenario = load_scenario(cfg.scenario).with_overrides(cfg.seed, cfg.duration_s)
     specs = build_workload(scenario)
     up = deploy(scenario, cfg, state)

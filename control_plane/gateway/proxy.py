@@ -212,19 +212,19 @@ class Relay:
         self._want_continuous = want_continuous
         self._done = False
 
-    async def chunks(self) -> AsyncIterator[dict[str, Any]]:
-        """Yield parsed chunks (dict) in order; raises WorkerUnreachable/StreamBroken on failure."""
+    async def _payloads(self) -> AsyncIterator[bytes]:
+        """The worker's SSE `data:` payloads before `[DONE]`; after it, the body is read to
+        its end (so the connection is reused). Raises WorkerUnreachable/StreamBroken."""
         try:
             async for line in self._resp.content:
                 if not line.startswith(b"data: "):
                     continue
                 data = line[6:].rstrip()
                 if data == b"[DONE]":
-                    # keep reading to the end of the body so the connection is reused
                     self._stats.finished_at = time.time()
                     self._done = True
-                    continue
-                yield self._parsed(data)
+                elif not self._done:
+                    yield data
         except (TimeoutError, aiohttp.ClientError, OSError) as exc:
             if self._done:
                 return
@@ -232,39 +232,32 @@ class Relay:
         if not self._done:
             raise self._failure("worker closed the stream without [DONE]")
 
+    async def chunks(self) -> AsyncIterator[dict[str, Any]]:
+        """Yield parsed chunks (dict) in order; raises WorkerUnreachable/StreamBroken on failure."""
+        async for data in self._payloads():
+            yield self._parsed(data)
+
     async def stream(self) -> AsyncIterator[bytes]:
         """The client's SSE bytes. A plain content chunk (no usage, finish reason or error in
-        it) is forwarded unchanged and counted as one token; the others are parsed and
-        re-encoded as `encode` says (the usage chunk makes the count exact). With continuous
-        usage every chunk is parsed (usage must be read from each). Raises as `chunks`."""
+        it) is forwarded unchanged and counted as one token when it carries text; the others
+        are parsed and re-encoded as `encode` says (the usage chunk makes the count exact).
+        With continuous usage every chunk is parsed (usage must be read from each). Raises as
+        `chunks`."""
         if self._want_continuous:
             async for chunk in self.chunks():
                 out = self.encode(chunk)
                 if out is not None:
                     yield out
             return
-        try:
-            async for line in self._resp.content:
-                if not line.startswith(b"data: "):
-                    continue
-                data = line[6:].rstrip()
-                if data == b"[DONE]":
-                    self._stats.finished_at = time.time()
-                    self._done = True  # read on to the end of the body: the connection is reused
-                elif b'"usage"' in data or b'"error"' in data or _FINISHED.search(data):
-                    out = self.encode(self._parsed(data))
-                    if out is not None:
-                        yield out
-                else:
-                    if _CONTENT.search(data):
-                        self._count_one()
-                    yield b"data: " + data + b"\n\n"
-        except (TimeoutError, aiohttp.ClientError, OSError) as exc:
-            if self._done:
-                return
-            raise self._failure(f"{type(exc).__name__}: {exc}") from exc
-        if not self._done:
-            raise self._failure("worker closed the stream without [DONE]")
+        async for data in self._payloads():
+            if b'"usage"' in data or b'"error"' in data or _FINISHED.search(data):
+                out = self.encode(self._parsed(data))
+                if out is not None:
+                    yield out
+            else:
+                if _CONTENT.search(data):
+                    self._count_one()
+                yield b"data: " + data + b"\n\n"
 
     def _parsed(self, data: bytes) -> dict[str, Any]:
         chunk: dict[str, Any] = orjson.loads(data)

@@ -17,6 +17,7 @@ from control_plane.bench.workflows_live import (
     sent_frequencies,
 )
 from control_plane.core.job import Slo
+from control_plane.core.plugins import UnknownPluginError
 from control_plane.sim.records import RequestRecord
 from control_plane.sim.workload import RequestSpec
 
@@ -101,3 +102,13 @@ def test_kairos_qa_live_agrees_with_its_simulation(tmp_path: Path) -> None:
     sql = {row["key"]: row for row in doc["sql_programs"]["data"]}
     live = doc["programs"]["live"]["campus/qa"]
     assert sql["campus/qa"]["workflows"] == live["workflows"]
+
+
+@pytest.mark.parametrize(("field", "value"), [("policy", "nosuch"), ("placement", "nowhere")])
+def test_an_unknown_plug_in_is_refused_before_anything_starts(
+    tmp_path: Path, field: str, value: str
+) -> None:
+    cfg = replace(WorkflowsConfig(scenario="kairos-qa"), **{field: value})
+    with pytest.raises(UnknownPluginError, match=value):
+        run(cfg, tmp_path / "state")
+    assert not (tmp_path / "state").exists()
