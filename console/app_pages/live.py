@@ -20,8 +20,9 @@ from console.admin_client import AdminApiError
 
 ALL = "(all)"
 RANGE_PARAM = "range"
+# the picked range outside the widget's own state, which Streamlit drops on a page switch (a
+# comment, not a string under it: Streamlit's magic would write a bare string on the page)
 KEPT_RANGE = "live_range_kept"
-"""The picked range outside the widget's own state, which Streamlit drops on a page switch."""
 
 
 def _header(payload: dict[str, Any]) -> None:

@@ -38,8 +38,21 @@ def bench_workflows(
     program-level metrics side by side, the learned edge frequencies beside those sent, and
     the recorder's program report. Exit 1 when the mean workflow latencies differ by more than
     the tolerance."""
+    from control_plane.bench import flags_cli as flags
     from control_plane.bench.workflows_live import WorkflowsConfig, run
 
+    flags.refuse(
+        [
+            flags.workflow_scenario(scenario),
+            flags.policy(policy),
+            flags.placement(placement),
+            flags.number("--speed", speed, 0, above=True),
+            flags.number("--duration", duration, 5),
+            flags.number("--tolerance", tolerance, 0),
+            flags.directory(state_dir, "--state-dir"),
+            flags.output_file(out),
+        ]
+    )
     cfg = WorkflowsConfig(scenario, policy, placement, speed, duration, tolerance, seed)
     state = state_dir or Path(tempfile.mkdtemp(prefix="arb-workflows-"))
     with Progress() as bar:

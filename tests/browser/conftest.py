@@ -30,8 +30,9 @@ def pytest_runtest_makereport(
     return report
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def artifacts() -> Path:
+    """Emptied once per session: every browser module's pictures and logs stay side by side."""
     shutil.rmtree(ARTIFACTS, ignore_errors=True)
     ARTIFACTS.mkdir(parents=True)
     return ARTIFACTS

@@ -37,6 +37,8 @@ class UpProcess:
 
     state_dir: Path
     speed: float = 5.0
+    extra_args: tuple[str, ...] = ()
+    """More `arbiter up` flags (policy, workers, batch size, tenants)."""
     port: int = field(default_factory=free_port)
     console_port: int = field(default_factory=free_port)
     proc: subprocess.Popen[bytes] | None = None
@@ -52,6 +54,7 @@ class UpProcess:
             *("--port", str(self.port), "--console-port", str(self.console_port)),
             *("--state-dir", str(self.state_dir), "--speed", str(self.speed)),
             *("--database-url", f"sqlite:///{self.state_dir / 'arbiter.db'}"),
+            *self.extra_args,
         ]
 
     def start(self, timeout_s: float = 120.0) -> UpInfo:

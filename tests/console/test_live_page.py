@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import ast
 import json
 import time
+from pathlib import Path
 
 import pytest
 from streamlit.testing.v1 import AppTest
@@ -95,3 +97,19 @@ def test_the_range_picker_is_kept_in_the_url_and_drives_the_history(
     assert reloaded.radio(key="live_range").value == "6h"
     assert any("SQL minute rollups" in c.value for c in reloaded.caption)
     assert "Tokens per second" in _chart_titles(reloaded)
+
+
+@pytest.mark.parametrize(
+    "script", sorted(p.name for p in (Path(APP).parent / "app_pages").glob("*.py"))
+)
+def test_a_page_script_writes_no_stray_string(script: str) -> None:
+    """Streamlit's magic writes every bare string statement of a page script but its docstring
+    on the page: an attribute's docstring there showed up as text above the Live page's title."""
+    path = Path(APP).parent / "app_pages" / script
+    body = ast.parse(path.read_text()).body
+    stray = [
+        node.lineno
+        for node in body[1:]
+        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)
+    ]
+    assert stray == [], f"{script}: bare strings at lines {stray}"
