@@ -4,7 +4,8 @@
 Arbiter's own supervisor (`python -m workers.vllm vllm --tiny ...`, a real process). The first
 call writes the tiny model into `.models/tiny-llama` (reused while `tiny_model.py` is unchanged)
 and starts the server; later calls reuse it; it is stopped (SIGTERM to the supervisor, which
-stops vLLM gracefully) when the test process exits.
+stops vLLM gracefully) when the test process exits. `running_tiny_vlm()` does the same for the
+tiny vision-language model (`.models/tiny-vlm`, `workers/vllm/tiny_vlm.py`).
 
 vLLM's interpreter comes from `$ARBITER_VLLM_PYTHON` (set by `make test`), else
 `.venv-vllm/bin/python`. Without it the calling test is skipped — unless `CI` is set and
@@ -21,7 +22,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,7 +30,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.ports import free_port, wait_http
-from workers.vllm import launch
+from workers.vllm import launch, tiny_vlm
 
 SERVED_MODEL_NAME = launch.TINY_SERVED_NAME
 STARTUP_TIMEOUT_S = 240.0
@@ -45,7 +46,7 @@ class _Server:
     log: Path
 
 
-_shared: _Server | None = None
+_shared: dict[str, _Server] = {}
 
 
 def vllm_python() -> str:
@@ -62,40 +63,69 @@ def vllm_python() -> str:
 
 def tiny_model_dir(python: str) -> Path:
     """`.models/tiny-llama`, (re)written when missing or written by another `tiny_model.py`."""
-    stamp = hashlib.sha256(launch.TINY_MODEL_SCRIPT.read_bytes()).hexdigest()
-    stamp_file = MODEL_DIR / _STAMP
+    return _written(
+        MODEL_DIR, [launch.TINY_MODEL_SCRIPT], lambda out: launch.tiny_model_command(python, out)
+    )
+
+
+def tiny_vlm_dir(python: str) -> Path:
+    """`.models/tiny-vlm` (`workers/vllm/tiny_vlm.py`), rewritten as `tiny_model_dir` is."""
+    sources = [launch.TINY_MODEL_SCRIPT, Path(tiny_vlm.__file__)]
+    return _written(tiny_vlm.DEFAULT_DIR, sources, lambda out: tiny_vlm.command(python, out))
+
+
+def _written(target: Path, sources: list[Path], command: Callable[[Path], list[str]]) -> Path:
+    stamp = hashlib.sha256(b"".join(p.read_bytes() for p in sources)).hexdigest()
+    stamp_file = target / _STAMP
     if stamp_file.exists() and stamp_file.read_text() == stamp:
-        return MODEL_DIR
-    MODEL_DIR.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix="tiny-llama.", dir=MODEL_DIR.parent))
-    subprocess.run(launch.tiny_model_command(python, tmp), check=True, capture_output=True)
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f"{target.name}.", dir=target.parent))
+    subprocess.run(command(tmp), check=True, capture_output=True, cwd=launch.REPO_ROOT)
     (tmp / _STAMP).write_text(stamp)
-    shutil.rmtree(MODEL_DIR, ignore_errors=True)
+    shutil.rmtree(target, ignore_errors=True)
     try:
-        tmp.rename(MODEL_DIR)
+        tmp.rename(target)
     except OSError:  # another session renamed its identical copy first
         shutil.rmtree(tmp, ignore_errors=True)
-    return MODEL_DIR
+    return target
 
 
 @contextmanager
 def running_vllm() -> Iterator[tuple[str, str]]:
     """Yield `(root_url, served_model_name)` of the session's shared vLLM server."""
-    global _shared
-    if _shared is None or _shared.proc.poll() is not None:
-        _shared = _start(vllm_python())
+    with _running("llm", tiny_model_dir, SERVED_MODEL_NAME) as server:
+        yield server
+
+
+@contextmanager
+def running_tiny_vlm() -> Iterator[tuple[str, str]]:
+    """Like `running_vllm`, for the tiny vision-language model (`tiny_vlm_dir`)."""
+    with _running("vlm", tiny_vlm_dir, tiny_vlm.SERVED_NAME) as server:
+        yield server
+
+
+@contextmanager
+def _running(key: str, model_dir: Callable[[str], Path], served: str) -> Iterator[tuple[str, str]]:
+    server = _shared.get(key)
+    if server is None or server.proc.poll() is not None:
+        python = vllm_python()
+        server = _shared[key] = _start(model_dir(python), python, served)
     try:
-        wait_http(f"{_shared.url}/health", timeout=STARTUP_TIMEOUT_S)
+        wait_http(f"{server.url}/health", timeout=STARTUP_TIMEOUT_S)
     except TimeoutError as exc:
-        pytest.fail(f"{exc}\n{_tail(_shared.log)}")
-    yield _shared.url, SERVED_MODEL_NAME
+        pytest.fail(f"{exc}\n{_tail(server.log)}")
+    yield server.url, served
 
 
 def stop_shared_vllm() -> None:
-    """Stop the shared server (the supervisor stops vLLM); idempotent."""
-    global _shared
-    server, _shared = _shared, None
-    if server is None or server.proc.poll() is not None:
+    """Stop the shared servers (each supervisor stops its vLLM); idempotent."""
+    while _shared:
+        _stop(_shared.popitem()[1])
+
+
+def _stop(server: _Server) -> None:
+    if server.proc.poll() is not None:
         return
     server.proc.terminate()
     try:
@@ -109,12 +139,11 @@ def stop_shared_vllm() -> None:
 atexit.register(stop_shared_vllm)
 
 
-def _start(python: str) -> _Server:
-    model = tiny_model_dir(python)
+def _start(model: Path, python: str, served: str) -> _Server:
     port = free_port()
     log = Path(tempfile.mkstemp(prefix="arbiter-vllm-", suffix=".log")[1])
     cmd = [sys.executable, "-m", "workers.vllm", "vllm", "--model", str(model)]
-    cmd += ["--port", str(port), "--python", python, "--served-model-name", SERVED_MODEL_NAME]
+    cmd += ["--port", str(port), "--python", python, "--served-model-name", served]
     cmd += ["--tiny", "--max-restarts", "2", "--startup-timeout", str(STARTUP_TIMEOUT_S)]
     with log.open("wb") as out:
         proc = subprocess.Popen(

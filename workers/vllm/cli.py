@@ -13,6 +13,7 @@ from typing import Annotated
 import typer
 
 from workers.vllm import launch
+from workers.vllm import tiny_vlm as tiny_vlm_module
 from workers.vllm.supervisor import Backoff, VllmSupervisor
 
 PythonOpt = Annotated[
@@ -25,9 +26,10 @@ PythonOpt = Annotated[
 
 
 def register(worker_app: typer.Typer) -> None:
-    """Add the `vllm`, `tiny-model` and `fidelity` commands to `arbiter worker`."""
+    """Add the `vllm`, `tiny-model`, `tiny-vlm` and `fidelity` commands to `arbiter worker`."""
     worker_app.command("vllm", no_args_is_help=True)(vllm_worker)
     worker_app.command("tiny-model")(tiny_model)
+    worker_app.command("tiny-vlm")(tiny_vlm)
     worker_app.command("fidelity")(fidelity)
 
 
@@ -89,6 +91,18 @@ def tiny_model(
     python = python or _tokenizers_python()
     cmd = launch.tiny_model_command(python, out, seed=seed, weights=weights)
     code = subprocess.run(cmd, check=False).returncode
+    if code:
+        raise typer.Exit(code)
+
+
+def tiny_vlm(
+    out: Annotated[Path, typer.Option(help="Directory to write.")] = tiny_vlm_module.DEFAULT_DIR,
+    python: PythonOpt = None,
+    seed: Annotated[int, typer.Option(help="Seed of the tokenizer's corpus.")] = 0,
+) -> None:
+    """Write a tiny vision-language model (PaddleOCR-VL: Qwen2-VL's image rule), no weights."""
+    cmd = tiny_vlm_module.command(python or _tokenizers_python(), out.resolve(), seed=seed)
+    code = subprocess.run(cmd, check=False, cwd=launch.REPO_ROOT).returncode
     if code:
         raise typer.Exit(code)
 
