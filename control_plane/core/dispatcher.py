@@ -215,7 +215,7 @@ class Dispatcher:
         admitting = [w for w in by_model[job.model] if gate.admit(job, w, now)]
         worker = self.placement.choose(job, admitting, now)
         decision = Decision(job, worker, self.admission.reserve(job))
-        self._dispatched(decision, now)
+        self.dispatched(decision, now)
         return decision
 
     def drain(
@@ -233,7 +233,9 @@ class Dispatcher:
             decisions.append(decision)
         return decisions
 
-    def _dispatched(self, decision: Decision, now: float) -> None:
+    def dispatched(self, decision: Decision, now: float) -> None:
+        """Charge a dispatch (policy, placement, ledger): every decision `next` returns, and a
+        fast-lane take the leader adopts (`SchedulerCore.adopt_granted`)."""
         job = decision.job
         job.dispatched_at = now
         job.worker = decision.worker.id
@@ -263,10 +265,11 @@ class Dispatcher:
         policy = self.policy
         cost = policy.ctx.cost.output_cost
         charges: list[OutputCharge] = []
+        charge = charges.append
         for job, n in reports:
             if n > 0:
                 job.n_out += n
-                charges.append((job, job.path, n, cost(job, n)))
+                charge((job, (job.tenant, job.app, job.agent), n, cost(job, n)))  # job.path
         if charges:
             plan = policy.counter_plan()
             if plan is None:

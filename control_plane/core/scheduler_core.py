@@ -67,10 +67,15 @@ class WorkerSlot:
     failed: bool = False
     """Marked by a `worker_failed` report; cleared by `worker_recovered` after the cool-down."""
     failed_until: float = 0.0
+    lent: int = 0
+    """Slots lent to the gateways' fast lane and not yet adopted or reclaimed: occupied."""
 
     def view(self) -> WorkerView:
         view = self.probe.view(
-            len(self.inflight), self.inflight_tokens, len(self.prefill), self.prefill_tokens
+            len(self.inflight) + self.lent,
+            self.inflight_tokens,
+            len(self.prefill),
+            self.prefill_tokens,
         )
         return dataclasses.replace(view, healthy=False) if self.failed else view
 
@@ -168,6 +173,31 @@ class SchedulerCore:
         if slot is not None:
             slot.hold(job.id, reserved, job.n_in if job.n_out == 0 else None)
 
+    def adopt_granted(
+        self, job: Job, weights: dict[str, float] | None, worker_id: str, now: float
+    ) -> bool:
+        """A request a gateway granted itself on a slot this leader lent (the fast lane): it
+        arrives and is dispatched to `worker_id` at once, charged as any dispatch (the policy
+        pops it, then policy, placement and ledger are charged), and the slot stops counting
+        as lent. False (nothing changes) for an id already known."""
+        if job.id in self.pending or job.id in self.running:
+            return False
+        self.arrive(job, weights, now)
+        if self.dispatcher.policy.pop(now, lambda j: j.id == job.id) is not job:
+            raise RuntimeError(f"policy {self.dispatcher.policy.name} did not pop {job.id}")
+        del self.pending[job.id]
+        slot = self.workers.get(worker_id)
+        view = slot.view() if slot else WorkerView(worker_id, job.model, 1, 1, healthy=False)
+        decision = Decision(job, view, self.dispatcher.admission.reserve(job))
+        self.dispatcher.dispatched(decision, now)
+        self.running[job.id] = Running(job, worker_id, decision.reserved_tokens)
+        if slot is not None:
+            slot.lent = max(0, slot.lent - 1)
+            slot.hold(job.id, decision.reserved_tokens, job.n_in)
+        if self.watch is not None:
+            self.watch.dispatched(job.path, now, now - job.arrival)
+        return True
+
     def withdraw(self, job_id: str) -> Job | None:
         if self.pending.pop(job_id, None) is None:
             return None
@@ -190,13 +220,17 @@ class SchedulerCore:
 
     def progress_batch(self, reports: Sequence[tuple[str, int]], now: float) -> None:
         """One batched progress report `(job id, n_out so far)`, charged as one batch."""
-        running = self.running
+        running, workers = self.running, self.workers
         deltas = []
         for job_id, n_out in reports:
             run = running.get(job_id)
-            if run is not None and n_out > run.job.n_out:
-                self._first_token(run)
-                deltas.append((run.job, n_out - run.job.n_out))
+            if run is not None:
+                job = run.job
+                if n_out > job.n_out:
+                    slot = workers.get(run.worker)  # `_first_token`, inline: the hot path
+                    if slot is not None and job_id in slot.prefill:
+                        slot.prefilled(job_id)
+                    deltas.append((job, n_out - job.n_out))
         if deltas:
             self.dispatcher.on_tokens_batch(deltas, now)
 

@@ -43,6 +43,8 @@ class Flight:
     """The worker's longest silence for this request (None: the gateway's idle bound)."""
     debug_timing: bool = False
     """The client sent `X-Arbiter-Debug-Timing: 1`: answer with the hop stamps."""
+    fast: bool = False
+    """Granted on the fast lane (a slot the leader lent), in the submit script itself."""
 
     @property
     def id(self) -> str:
@@ -71,16 +73,20 @@ class Flight:
 
     def timing(self) -> str:
         """The request's hop stamps (epoch seconds, this host's clock): handler entered,
-        envelope in Redis, the scheduler's grant call, grant received, worker answered.
-        Only the caller's own request, no other tenant's, so it is safe to hand out."""
+        envelope in Redis, the scheduler's grant call, grant received, worker answered; on
+        the fast lane the grant is the submit script's own (`decided` = `submitted`), and
+        `fast=1` says so. Only the caller's own request, no other tenant's, so it is safe to
+        hand out."""
+        decided = self.grant.granted_at if self.grant else None
         stamps = {
             "received": self.received_at,
             "submitted": self.submitted_at,
-            "decided": self.grant.granted_at if self.grant else None,
+            "decided": self.submitted_at if self.fast else decided,
             "granted": self.granted_at,
             "upstream": self.upstream_ready_at,
+            "fast": 1.0 if self.fast else None,
         }
-        return ";".join(f"{k}={v:.6f}" for k, v in stamps.items() if v)
+        return ";".join(f"{k}={v:.6f}" if k != "fast" else "fast=1" for k, v in stamps.items() if v)
 
     def completion_event(self, status: str, error: str | None = None) -> Complete:
         """The `complete` event: everything the scheduler and the recorder need."""

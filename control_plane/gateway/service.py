@@ -14,7 +14,6 @@ import asyncio
 import logging
 import time
 from collections.abc import AsyncIterator
-from dataclasses import replace
 from typing import Any
 
 import aiohttp
@@ -23,7 +22,6 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 
 from control_plane.contracts.events import WorkerFailed
 from control_plane.contracts.grants import Grant
-from control_plane.contracts.requests import Envelope
 from control_plane.gateway.bounds import INT32_MAX
 from control_plane.gateway.deps import GatewayDeps, ModelEntry
 from control_plane.gateway.door import Body, build_flight
@@ -51,6 +49,7 @@ from control_plane.gateway.proxy import (
     open_unless_left,
     open_upstream,
 )
+from control_plane.gateway.submit import submit_flight
 from control_plane.gateway.tags import RequestTags, read_tags
 from control_plane.state.errors import StateUnavailable
 
@@ -132,39 +131,7 @@ class Gateway:
     # -- door ------------------------------------------------------------------------------
 
     async def _submit(self, flight: Flight) -> None:
-        fut = self._waiter.expect(flight.id)
-        flight.grant_future = fut
-        # a copy: the envelope is what was submitted, whatever the flight's job becomes later
-        envelope = Envelope(replace(flight.job), flight.node.weights(), self.d.gateway_id)
-        flight.envelope = envelope
-        cap = (
-            flight.node.tenant.queue_cap
-            or self.d.knobs.queue_cap_default
-            or self.d.settings.default_queue_cap
-        )
-        try:
-            result = await self.d.requests.submit(
-                envelope,
-                request_id=flight.id,
-                tenant=flight.job.tenant,
-                gateway_id=self.d.gateway_id,
-                queue_cap=cap,
-                now=time.time(),
-            )
-        except BaseException:
-            self._waiter.forget(flight.id)
-            raise
-        flight.submitted_at = time.time()
-        if not result.accepted:
-            self._waiter.forget(flight.id)
-            self.d.metrics.refused("queue_full")
-            raise ApiError(
-                429,
-                f"Tenant {flight.job.tenant!r} has {result.depth} requests queued "
-                f"(cap {cap}); retry later.",
-                code="queue_full",
-                headers={"Retry-After": "1"},
-            )
+        await submit_flight(self.d, self._waiter, flight)
 
     # -- waiting and opening the worker ----------------------------------------------------
 

@@ -31,10 +31,12 @@ from control_plane.placement.registry import build_placement
 from control_plane.policies.registry import PolicyParamsError, UnknownPolicyError, build_policy
 from control_plane.scheduler.advisor import Advisor
 from control_plane.scheduler.autopilot import after_tick, controller_snapshot, hand_over
-from control_plane.scheduler.entries import apply_each, apply_event, arrive_each, dead_letter_all
+from control_plane.scheduler.entries import apply_each, apply_event, dead_letter_all
 from control_plane.scheduler.fairness_view import DEFAULT_SAFI_ALPHA, node_fairness
 from control_plane.scheduler.history import HistoryTap
+from control_plane.scheduler.intake import take_in
 from control_plane.scheduler.leader import LeaderTerm, keep_lease, wait_for_lease
+from control_plane.scheduler.lending import LendingDesk, open_desk
 from control_plane.scheduler.metrics import SchedulerMetrics, Snapshot
 from control_plane.scheduler.rebuild import rebuild
 from control_plane.scheduler.scrape import scrape
@@ -43,7 +45,7 @@ from control_plane.scheduler.views import live_view
 from control_plane.scheduler.workers import observe, sync_workers
 from control_plane.settings import Settings
 from control_plane.state import StaleLeader, StateStores, StateUnavailable, server_run_id
-from control_plane.state.request_store import GrantOrder
+from control_plane.state.request_results import GrantOrder
 from control_plane.state.tasks import stop_tasks
 
 log = logging.getLogger(__name__)
@@ -69,6 +71,7 @@ class SchedulerService:
         self.advisor = Advisor(self.http)
         self.metrics = SchedulerMetrics()
         self.core: SchedulerCore | None = None
+        self.desk: LendingDesk | None = None
         self.term: LeaderTerm | None = None
         """The current tenure; the replica acts as leader only while it is active."""
         self._serving = False
@@ -136,6 +139,8 @@ class SchedulerService:
         for rec in self.settings.static_workers():
             if rec.id not in known:  # never overwrite an operator's drain
                 await self.stores.workers.upsert(rec)
+        assert self.term is not None  # no slot stays lent before `inflight` is read:
+        self.desk = await open_desk(self.stores.lending, self.term.token, self.settings)
         now = time.time()
         self.core = await rebuild(
             self.stores, self.settings.policy, now, self.settings.worker_failure_cooldown_s
@@ -162,22 +167,10 @@ class SchedulerService:
             arrivals = await self.stores.arrivals.read_entries(
                 self.holder, count=512, block_ms=1000
             )
-            if not arrivals:
-                continue
-            # first submissions carry their envelope; re-queues are read from their hash
-            records = [(a.entry_id, a.record()) for a in arrivals if a.envelope is not None]
-            requeued = [a.id for a in arrivals if a.envelope is None]
-            now = time.time()
-            if requeued:
-                again = await self.stores.requests.load_many(requeued)
-                for record in again:  # the worker that failed it, atomically with the requeue
-                    if record.prev_worker:
-                        self._core.worker_failed(record.prev_worker, now)
-                records += [(f"request {r.id}", r) for r in again]
-            failed = arrive_each(self._core, records, now)
-            await dead_letter_all(self.stores.dead_letters, "arrivals", failed)
-            self.metrics.arrivals.inc(len(records))
-            self._dirty.set()
+            if arrivals:
+                n = await take_in(self._core, self.stores, self._desk, arrivals, time.time())
+                self.metrics.arrivals.inc(n)
+                self._dirty.set()
 
     async def _events_loop(self) -> None:
         while True:
@@ -203,8 +196,10 @@ class SchedulerService:
 
     def _apply_event(self, event: Event, now: float) -> None:
         ended = apply_event(self._core, event, now)
-        if ended is not None and isinstance(event, Complete):
-            self.metrics.completed.labels(event.status).inc()
+        if isinstance(event, Complete):
+            self._desk.note_end(self._core, event, ended)  # maybe a take not read yet
+            if ended is not None:
+                self.metrics.completed.labels(event.status).inc()
 
     # -- decisions --------------------------------------------------------------------------
     async def _dispatch_loop(self) -> None:
@@ -216,11 +211,12 @@ class SchedulerService:
             self._dirty.clear()
             started = time.perf_counter()
             decisions = self._core.decide(time.time())
-            if not decisions:
-                continue
-            if not await self._grant(decisions):
+            if decisions and not await self._grant(decisions):
                 return  # deposed: grant nothing more (the next leader rebuilds)
-            self.metrics.decide_seconds.observe(time.perf_counter() - started)
+            if decisions:
+                self.metrics.decide_seconds.observe(time.perf_counter() - started)
+            if self._acting():  # the fast lane: lend idle slots, reclaim contended ones
+                await self._desk.step(self._core, time.time())
 
     async def _grant(self, decisions: list[Decision]) -> bool:
         """Grant one cycle's decisions in one batch (one round trip per chunk, the fence
@@ -383,6 +379,11 @@ class SchedulerService:
     def _core(self) -> SchedulerCore:
         assert self.core is not None, "not leading"
         return self.core
+
+    @property
+    def _desk(self) -> LendingDesk:
+        assert self.desk is not None, "not leading"
+        return self.desk
 
 
 async def _resilient(fn: Callable[[], Awaitable[None]], term: LeaderTerm) -> None:

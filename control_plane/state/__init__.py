@@ -12,6 +12,7 @@ from control_plane.state.client import connect, ping, server_run_id
 from control_plane.state.dead_letters import DeadLetter, DeadLetters
 from control_plane.state.errors import StaleLeader, StateUnavailable
 from control_plane.state.events import EventStream
+from control_plane.state.fast_lane import LentSlots
 from control_plane.state.gateways import GatewayRegistry
 from control_plane.state.grants import GrantStream
 from control_plane.state.keys import KeySpace
@@ -19,12 +20,8 @@ from control_plane.state.knobs import Knobs, KnobSubscription
 from control_plane.state.lease import LeaderLease
 from control_plane.state.live_history import HistoryPoint, HistorySample, LiveHistory
 from control_plane.state.rate_limit import RateLimiter
-from control_plane.state.request_store import (
-    FINAL_STATUSES,
-    GrantOrder,
-    RequestStore,
-    SubmitResult,
-)
+from control_plane.state.request_results import GrantOrder, SubmitResult
+from control_plane.state.request_store import FINAL_STATUSES, RequestStore
 from control_plane.state.sentinel import SentinelTarget, sentinel_of
 from control_plane.state.stores import StateStores
 from control_plane.state.trimming import StreamTrimmer
@@ -47,6 +44,7 @@ __all__ = [
     "KnobSubscription",
     "Knobs",
     "LeaderLease",
+    "LentSlots",
     "LiveHistory",
     "RateLimiter",
     "RequestStore",

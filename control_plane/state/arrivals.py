@@ -25,6 +25,10 @@ class Arrival:
     seq: int
     envelope: Envelope | None
     entry_id: str = ""
+    worker: str | None = None
+    """Set for a fast-lane take: the request is already granted to this worker."""
+    lent_by: int = 0
+    """For a take: the fencing token of the leader that lent the slot."""
 
     def record(self) -> RequestRecord:
         """The queued request this arrival announces (as its hash reads right after submit)."""
@@ -116,4 +120,8 @@ class ArrivalsConsumer:
 def _arrival(entry_id: str, fields: dict[str, str]) -> Arrival:
     """The arrival an entry announces; raises on a malformed one."""
     envelope = decode_envelope(loads(fields["envelope"])) if "envelope" in fields else None
-    return Arrival(fields["id"], int(fields.get("seq") or 0), envelope, entry_id)
+    worker = fields.get("worker") or None
+    if worker is not None and envelope is None:
+        raise ValueError("a fast-lane take carries its envelope")
+    lent_by = int(fields.get("lent_by") or 0)
+    return Arrival(fields["id"], int(fields.get("seq") or 0), envelope, entry_id, worker, lent_by)

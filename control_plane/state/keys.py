@@ -61,6 +61,37 @@ class KeySpace:
         """Hash request id → worker id of granted, unfinished requests."""
         return self.key("inflight")
 
+    @property
+    def model_queued(self) -> str:
+        """Hash model → number of queued requests (the fast lane is closed while > 0)."""
+        return self.key("model_queued")
+
+    # --- the fast lane's lent slots (architecture.md §2, "The fast lane") ------------------
+    def lent(self, model: str) -> str:
+        """Hash worker id → slots of `model` the leader lent and no gateway took yet."""
+        return f"{self.lent_prefix}{model}"
+
+    @property
+    def lent_prefix(self) -> str:
+        """Prefix of the lent-slot hashes; the reclaim script appends a model."""
+        return self.key("lent:")
+
+    @property
+    def lent_urls(self) -> str:
+        """Hash worker id → base URL of the workers slots were lent on."""
+        return self.key("lent_urls")
+
+    @property
+    def lent_state(self) -> str:
+        """Hash `token` (of the leader that lent or reclaimed last; copied into each take),
+        `seq` (its last call's number) and `last` (what that call reclaimed, JSON)."""
+        return self.key("lent_state")
+
+    @property
+    def lent_models(self) -> str:
+        """Set of models that have a lent-slot hash (what a new leader reclaims)."""
+        return self.key("lent_models")
+
     # --- streams ---------------------------------------------------------------------------
     @property
     def arrivals(self) -> str:

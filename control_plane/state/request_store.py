@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
-from dataclasses import dataclass
 from typing import Final
 
 from redis.asyncio import Redis
 
 from control_plane.contracts.events import Complete, encode
+from control_plane.contracts.grants import Grant
 from control_plane.contracts.requests import (
     Envelope,
     RequestRecord,
@@ -19,6 +19,7 @@ from control_plane.state.client import check_client
 from control_plane.state.codec import dumps, str_map, text, time_arg
 from control_plane.state.errors import StaleLeader, guarded
 from control_plane.state.keys import KeySpace
+from control_plane.state.request_results import GrantOrder, SubmitResult
 from control_plane.state.scripts import Scripts
 
 FINAL_STATUSES: Final = frozenset({"ok", "error", "aborted", "timeout"})
@@ -27,30 +28,6 @@ _LOAD_CHUNK: Final = 500
 _GRANT_CHUNK: Final = 256
 """Grants per script call: long enough to amortise the round trip, short enough that Redis
 is never held for long by one call."""
-
-
-@dataclass(frozen=True, slots=True)
-class GrantOrder:
-    """One decision to grant: which request, to which worker (id and base URL)."""
-
-    request_id: str
-    worker_id: str
-    worker_url: str
-
-
-@dataclass(frozen=True, slots=True)
-class SubmitResult:
-    """Outcome of `RequestStore.submit`.
-
-    `accepted`: the request is durable in Redis and queued (or was already, when `duplicate`).
-    `seq`: its global arrival number (0 when rejected). `depth`: the tenant's queued count
-    after the call (when rejected: the depth that hit the cap).
-    """
-
-    accepted: bool
-    seq: int
-    depth: int
-    duplicate: bool = False
 
 
 class RequestStore:
@@ -101,12 +78,18 @@ class RequestStore:
         gateway_id: str,
         queue_cap: int,
         now: float,
+        fast: bool = False,
     ) -> SubmitResult:
-        """Store and queue a request unless `tenant` already has `queue_cap` queued."""
+        """Store and queue a request unless `tenant` already has `queue_cap` queued; with
+        `fast`, grant it at once instead on a slot lent for its model when none is queued."""
         ks = self._ks
-        outcome, seq, depth = await self._scripts.call(
+        model = envelope.job.model
+        outcome, seq, depth, worker, url = await self._scripts.call(
             "submit",
-            [ks.request(request_id), ks.seq, ks.queued, ks.tenant_queued, ks.arrivals],
+            [
+                *(ks.request(request_id), ks.seq, ks.queued, ks.tenant_queued, ks.arrivals),
+                *(ks.model_queued, ks.inflight, ks.lent(model), ks.lent_urls, ks.lent_state),
+            ],
             [
                 request_id,
                 tenant,
@@ -115,13 +98,18 @@ class RequestStore:
                 queue_cap,
                 time_arg(now),
                 self._arrivals_maxlen,
+                model,
+                "1" if fast else "0",
             ],
         )
+        taken = outcome == "granted"
+        fast_grant = Grant(request_id, text(worker), text(url), now) if taken else None
         return SubmitResult(
             accepted=outcome != "rejected",
             seq=int(seq),
             depth=int(depth),
             duplicate=outcome == "duplicate",
+            grant=fast_grant,
         )
 
     @guarded
@@ -150,6 +138,7 @@ class RequestStore:
                     ks.inflight,
                     ks.grants_prefix,
                     ks.leader_epoch,
+                    ks.model_queued,
                 ],
                 [request_id, worker_id, worker_url, time_arg(now), self._grants_maxlen, fence],
             )
@@ -177,6 +166,7 @@ class RequestStore:
     ) -> list[bool]:
         ks = self._ks
         keys = [ks.queued, ks.tenant_queued, ks.inflight, ks.grants_prefix, ks.leader_epoch]
+        keys.append(ks.model_queued)
         keys += [ks.request(o.request_id) for o in orders]
         args: list[str | int] = [time_arg(now), self._grants_maxlen, fence]
         for o in orders:
@@ -192,7 +182,7 @@ class RequestStore:
         ks = self._ks
         result = await self._scripts.call(
             "withdraw",
-            [ks.request(request_id), ks.queued, ks.tenant_queued, ks.events],
+            [ks.request(request_id), ks.queued, ks.tenant_queued, ks.events, ks.model_queued],
             [
                 request_id,
                 time_arg(now),
@@ -210,7 +200,10 @@ class RequestStore:
         ks = self._ks
         result = await self._scripts.call(
             "requeue",
-            [ks.request(request_id), ks.queued, ks.tenant_queued, ks.inflight, ks.arrivals],
+            [
+                *(ks.request(request_id), ks.queued, ks.tenant_queued, ks.inflight),
+                *(ks.arrivals, ks.model_queued),
+            ],
             [request_id, time_arg(now), self.max_attempts, self._arrivals_maxlen],
         )
         return bool(result)
@@ -227,7 +220,7 @@ class RequestStore:
         ks = self._ks
         result = await self._scripts.call(
             "finish",
-            [ks.request(request_id), ks.queued, ks.tenant_queued, ks.inflight],
+            [ks.request(request_id), ks.queued, ks.tenant_queued, ks.inflight, ks.model_queued],
             [request_id, time_arg(now), status, self.retention_s, self.recorded_retention_s],
         )
         return bool(result)
@@ -271,6 +264,7 @@ class RequestStore:
                 ks.inflight,
                 ks.gateway_alive(gateway_id),
                 ks.events,
+                ks.model_queued,
             ],
             [
                 request_id,

@@ -13,6 +13,7 @@ from control_plane.state.client import connect
 from control_plane.state.dead_letters import DeadLetters
 from control_plane.state.errors import guarded
 from control_plane.state.events import EventStream
+from control_plane.state.fast_lane import LentSlots
 from control_plane.state.gateways import GatewayRegistry
 from control_plane.state.grants import GrantStream
 from control_plane.state.keys import KeySpace
@@ -51,6 +52,7 @@ class StateStores:
     dead_letters: DeadLetters
     trimmer: StreamTrimmer
     live_history: LiveHistory
+    lending: LentSlots
 
     @classmethod
     def build(cls, redis: Redis, keyspace: KeySpace, *, replicated: bool = False) -> StateStores:
@@ -78,6 +80,7 @@ class StateStores:
             dead_letters=DeadLetters(redis, keyspace),
             trimmer=StreamTrimmer.for_cluster(redis, keyspace),
             live_history=LiveHistory(redis, keyspace),
+            lending=LentSlots(redis, keyspace),
         )
 
     @classmethod

@@ -14,6 +14,7 @@ import contextlib
 import time
 
 import httpx
+import pytest
 
 from control_plane.state import StateStores
 from storage.db import Database
@@ -71,7 +72,9 @@ def _rows(db_url: str, ids: set[str], limit_s: float) -> list[RequestRecord]:
         db.dispose()
 
 
-def test_a_lost_gateways_requests_are_released(cluster: Cluster) -> None:
+@pytest.mark.parametrize("fast_path", [False, True], ids=["queued", "fast-lane"])
+def test_a_lost_gateways_requests_are_released(cluster: Cluster, fast_path: bool) -> None:
+    cluster.extra_env["ARBITER_FAST_PATH"] = "1" if fast_path else "0"
     cluster.extra_env["ARBITER_GATEWAY_HEARTBEAT_S"] = str(HEARTBEAT_S)
     cluster.extra_env["ARBITER_GATEWAY_DEAD_AFTER_S"] = str(DEAD_AFTER_S)
     cluster.extra_env["ARBITER_GATEWAY_SWEEP_INTERVAL_S"] = str(SWEEP_S)

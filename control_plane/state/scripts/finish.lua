@@ -7,6 +7,7 @@
 -- KEYS[2]  queued ZSET             arb:{c}:queued
 -- KEYS[3]  per-tenant queued hash  arb:{c}:tenant_queued
 -- KEYS[4]  in-flight hash          arb:{c}:inflight
+-- KEYS[5]  per-model queued hash   arb:{c}:model_queued
 -- ARGV[1]  request id
 -- ARGV[2]  now (epoch seconds)
 -- ARGV[3]  final status: ok | error | aborted | timeout
@@ -15,7 +16,7 @@
 -- Returns  1 when the request now has this final status, 0 when it is unknown or had
 --          already ended with another status (e.g. withdrawn).
 
-local st = redis.call('HMGET', KEYS[1], 'status', 'tenant', 'recorded')
+local st = redis.call('HMGET', KEYS[1], 'status', 'tenant', 'recorded', 'model')
 if not st[1] then
   return 0
 end
@@ -27,6 +28,9 @@ if st[1] == 'queued' then
   redis.call('ZREM', KEYS[2], ARGV[1])
   if redis.call('HINCRBY', KEYS[3], st[2], -1) <= 0 then
     redis.call('HDEL', KEYS[3], st[2])
+  end
+  if st[4] and redis.call('HINCRBY', KEYS[5], st[4], -1) <= 0 then
+    redis.call('HDEL', KEYS[5], st[4])
   end
 elseif st[1] ~= 'granted' then
   return 0

@@ -11,6 +11,7 @@
 -- KEYS[4]  in-flight hash          arb:{c}:inflight
 -- KEYS[5]  grants stream prefix    arb:{c}:grants:
 -- KEYS[6]  leader epoch            arb:{c}:leader:epoch
+-- KEYS[7]  per-model queued hash   arb:{c}:model_queued
 -- ARGV[1]  request id
 -- ARGV[2]  worker id
 -- ARGV[3]  worker base URL
@@ -25,7 +26,8 @@ if ARGV[6] ~= nil and ARGV[6] ~= '' and redis.call('GET', KEYS[6]) ~= ARGV[6] th
   return -1
 end
 
-local st = redis.call('HMGET', KEYS[1], 'status', 'tenant', 'gateway', 'worker', 'attempts')
+local st = redis.call('HMGET', KEYS[1], 'status', 'tenant', 'gateway', 'worker', 'attempts',
+  'model')
 if st[1] == 'granted' and st[4] == ARGV[2] then
   return 1
 end
@@ -37,6 +39,9 @@ redis.call('HSET', KEYS[1], 'status', 'granted', 'worker', ARGV[2], 'worker_url'
 redis.call('ZREM', KEYS[2], ARGV[1])
 if redis.call('HINCRBY', KEYS[3], st[2], -1) <= 0 then
   redis.call('HDEL', KEYS[3], st[2])
+end
+if st[6] and redis.call('HINCRBY', KEYS[7], st[6], -1) <= 0 then
+  redis.call('HDEL', KEYS[7], st[6])
 end
 redis.call('HSET', KEYS[4], ARGV[1], ARGV[2])
 redis.call('XADD', KEYS[5] .. st[3], 'MAXLEN', '~', ARGV[5], '*', 'id', ARGV[1],

@@ -10,7 +10,8 @@
 -- KEYS[3]  in-flight hash          arb:{c}:inflight
 -- KEYS[4]  grants stream prefix    arb:{c}:grants:
 -- KEYS[5]  leader epoch            arb:{c}:leader:epoch
--- KEYS[6…] one request hash per item, in item order (arb:{c}:req:<id>)
+-- KEYS[6]  per-model queued hash   arb:{c}:model_queued
+-- KEYS[7…] one request hash per item, in item order (arb:{c}:req:<id>)
 -- ARGV[1]  now (epoch seconds)
 -- ARGV[2]  grants stream approximate MAXLEN
 -- ARGV[3]  fencing token of the granting leader ('' = unfenced, for tools and tests)
@@ -24,11 +25,12 @@ if ARGV[3] ~= '' and redis.call('GET', KEYS[5]) ~= ARGV[3] then
 end
 
 local out = {}
-for i = 1, #KEYS - 5 do
-  local key = KEYS[5 + i]
+for i = 1, #KEYS - 6 do
+  local key = KEYS[6 + i]
   local base = 3 + (i - 1) * 3
   local id, worker, url = ARGV[base + 1], ARGV[base + 2], ARGV[base + 3]
-  local st = redis.call('HMGET', key, 'status', 'tenant', 'gateway', 'worker', 'attempts')
+  local st = redis.call('HMGET', key, 'status', 'tenant', 'gateway', 'worker', 'attempts',
+    'model')
   if st[1] == 'granted' and st[4] == worker then
     out[i] = 1
   elseif st[1] ~= 'queued' then
@@ -39,6 +41,9 @@ for i = 1, #KEYS - 5 do
     redis.call('ZREM', KEYS[1], id)
     if redis.call('HINCRBY', KEYS[2], st[2], -1) <= 0 then
       redis.call('HDEL', KEYS[2], st[2])
+    end
+    if st[6] and redis.call('HINCRBY', KEYS[6], st[6], -1) <= 0 then
+      redis.call('HDEL', KEYS[6], st[6])
     end
     redis.call('HSET', KEYS[3], id, worker)
     redis.call('XADD', KEYS[4] .. st[3], 'MAXLEN', '~', ARGV[2], '*', 'id', id,

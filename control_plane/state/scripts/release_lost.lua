@@ -12,6 +12,7 @@
 -- KEYS[4]  in-flight hash          arb:{c}:inflight
 -- KEYS[5]  owner's liveness key    arb:{c}:gateway:<gateway id>:alive
 -- KEYS[6]  events stream           arb:{c}:events
+-- KEYS[7]  per-model queued hash   arb:{c}:model_queued
 -- ARGV[1]  request id
 -- ARGV[2]  gateway id the caller found lost (must be the request's owner)
 -- ARGV[3]  now (epoch seconds)
@@ -25,7 +26,7 @@
 if redis.call('EXISTS', KEYS[5]) == 1 then
   return ''
 end
-local st = redis.call('HMGET', KEYS[1], 'status', 'tenant', 'gateway')
+local st = redis.call('HMGET', KEYS[1], 'status', 'tenant', 'gateway', 'model')
 if st[3] ~= ARGV[2] then
   return ''
 end
@@ -35,6 +36,9 @@ if st[1] == 'queued' then
   redis.call('ZREM', KEYS[2], ARGV[1])
   if redis.call('HINCRBY', KEYS[3], st[2], -1) <= 0 then
     redis.call('HDEL', KEYS[3], st[2])
+  end
+  if st[4] and redis.call('HINCRBY', KEYS[7], st[4], -1) <= 0 then
+    redis.call('HDEL', KEYS[7], st[4])
   end
 elseif st[1] == 'granted' then
   status, event = 'aborted', ARGV[8]

@@ -7,6 +7,7 @@
 -- KEYS[3]  per-tenant queued hash  arb:{c}:tenant_queued
 -- KEYS[4]  in-flight hash          arb:{c}:inflight
 -- KEYS[5]  arrivals stream         arb:{c}:arrivals
+-- KEYS[6]  per-model queued hash   arb:{c}:model_queued
 -- ARGV[1]  request id
 -- ARGV[2]  now (epoch seconds)
 -- ARGV[3]  max attempts (2 = the first dispatch plus one retry)
@@ -14,7 +15,7 @@
 -- Returns  1 when re-queued, 0 when not granted or no attempt is left.
 
 local st = redis.call('HMGET', KEYS[1], 'status', 'tenant', 'seq', 'attempts', 'requeued_at',
-  'worker')
+  'worker', 'model')
 if st[1] == 'queued' and st[5] == ARGV[2] then
   return 1
 end
@@ -30,6 +31,9 @@ redis.call('HSET', KEYS[1], 'status', 'queued', 'attempts', attempts + 1,
 redis.call('HDEL', KEYS[1], 'worker', 'worker_url', 'granted_at')
 redis.call('ZADD', KEYS[2], st[3], ARGV[1])
 redis.call('HINCRBY', KEYS[3], st[2], 1)
+if st[7] then
+  redis.call('HINCRBY', KEYS[6], st[7], 1)
+end
 redis.call('HDEL', KEYS[4], ARGV[1])
 redis.call('XADD', KEYS[5], 'MAXLEN', '~', ARGV[4], '*', 'id', ARGV[1])
 return 1

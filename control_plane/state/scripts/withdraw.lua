@@ -7,6 +7,7 @@
 -- KEYS[2]  queued ZSET             arb:{c}:queued
 -- KEYS[3]  per-tenant queued hash  arb:{c}:tenant_queued
 -- KEYS[4]  events stream           arb:{c}:events
+-- KEYS[5]  per-model queued hash   arb:{c}:model_queued
 -- ARGV[1]  request id
 -- ARGV[2]  now (epoch seconds, a JSON number)
 -- ARGV[3]  reason (free text, e.g. "client_disconnected", "queue_timeout")
@@ -16,7 +17,7 @@
 -- Returns  1 when the request is withdrawn, 0 when it was not queued.
 -- Emits    events entry data = {"type":"withdrawn","id","tenant","reason","seq","at"}.
 
-local st = redis.call('HMGET', KEYS[1], 'status', 'tenant', 'seq', 'recorded')
+local st = redis.call('HMGET', KEYS[1], 'status', 'tenant', 'seq', 'recorded', 'model')
 if st[1] == 'withdrawn' then
   return 1
 end
@@ -28,6 +29,9 @@ redis.call('EXPIRE', KEYS[1], st[4] and ARGV[6] or ARGV[4])
 redis.call('ZREM', KEYS[2], ARGV[1])
 if redis.call('HINCRBY', KEYS[3], st[2], -1) <= 0 then
   redis.call('HDEL', KEYS[3], st[2])
+end
+if st[5] and redis.call('HINCRBY', KEYS[5], st[5], -1) <= 0 then
+  redis.call('HDEL', KEYS[5], st[5])
 end
 local data = '{"type":"withdrawn","id":' .. cjson.encode(ARGV[1]) ..
   ',"tenant":' .. cjson.encode(st[2]) .. ',"reason":' .. cjson.encode(ARGV[3]) ..

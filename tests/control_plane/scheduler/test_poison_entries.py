@@ -13,6 +13,7 @@ import pytest
 from control_plane.contracts.events import Complete, Event, Withdrawn
 from control_plane.contracts.requests import Envelope, RecordError, RequestRecord, decode_record
 from control_plane.core.job import Job
+from control_plane.scheduler.lending import LendingDesk
 from control_plane.scheduler.rebuild import job_from_record, rebuild
 from control_plane.scheduler.service import SchedulerService
 from control_plane.settings import Settings
@@ -33,6 +34,7 @@ async def service(redis_url: str) -> AsyncIterator[SchedulerService]:
     await stores.arrivals.ensure_group()
     svc = SchedulerService(Settings(redis_url=redis_url, cluster="poison"), stores, "s1")
     svc.core = await rebuild(stores, "vtc", NOW)
+    svc.desk = LendingDesk(stores.lending, 0, enabled=False, per_worker=1)
     yield svc
     await svc.http.aclose()
     await stores.aclose()

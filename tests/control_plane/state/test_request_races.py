@@ -93,6 +93,8 @@ async def assert_consistent(
         record = await requests.get(rid)
         assert record is not None and record.status == status, rid
     assert await redis.zcard(keyspace.queued) == len(queued)
+    by_model = {m: int(n) for m, n in (await redis.hgetall(keyspace.model_queued)).items()}
+    assert by_model == ({envelope("x").job.model: len(queued)} if queued else {})
 
 
 @pytest.mark.parametrize("seed", range(4))

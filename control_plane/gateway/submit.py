@@ -1,0 +1,67 @@
+"""Submitting an accepted request: queued for the scheduler, or granted on the fast lane.
+
+Rule: the request's grant future is registered before the submit script runs, so a grant
+can never arrive for a request the grant reader does not know yet (architecture.md §2,
+invariant 1). The script tries the fast lane first: when nothing of the request's model is
+queued and the leader has lent a slot of one of its workers, the script grants it at once
+and the future is resolved here with that grant — no scheduler round trip. Otherwise the
+request is queued, unless its tenant already has its cap queued (429 `queue_full`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import replace
+
+from control_plane.contracts.grants import Grant
+from control_plane.contracts.requests import Envelope
+from control_plane.gateway.deps import GatewayDeps
+from control_plane.gateway.errors import ApiError
+from control_plane.gateway.flight import Flight
+from control_plane.gateway.grants import GrantWaiter
+
+
+async def submit_flight(d: GatewayDeps, waiter: GrantWaiter, flight: Flight) -> None:
+    """Store `flight` in Redis (queued, or granted on the fast lane); raises the 429."""
+    fut = waiter.expect(flight.id)
+    flight.grant_future = fut
+    # a copy: the envelope is what was submitted, whatever the flight's job becomes later
+    envelope = Envelope(replace(flight.job), flight.node.weights(), d.gateway_id)
+    flight.envelope = envelope
+    cap = flight.node.tenant.queue_cap or d.knobs.queue_cap_default or d.settings.default_queue_cap
+    try:
+        result = await d.requests.submit(
+            envelope,
+            request_id=flight.id,
+            tenant=flight.job.tenant,
+            gateway_id=d.gateway_id,
+            queue_cap=cap,
+            now=time.time(),
+            fast=True,
+        )
+    except BaseException:
+        waiter.forget(flight.id)
+        raise
+    flight.submitted_at = time.time()
+    if result.grant is not None:
+        waiter.forget(flight.id)
+        flight.grant_future = _granted(result.grant)
+        flight.fast = True
+        return
+    if not result.accepted:
+        waiter.forget(flight.id)
+        d.metrics.refused("queue_full")
+        raise ApiError(
+            429,
+            f"Tenant {flight.job.tenant!r} has {result.depth} requests queued "
+            f"(cap {cap}); retry later.",
+            code="queue_full",
+            headers={"Retry-After": "1"},
+        )
+
+
+def _granted(grant: Grant) -> asyncio.Future[Grant]:
+    fut: asyncio.Future[Grant] = asyncio.get_running_loop().create_future()
+    fut.set_result(grant)
+    return fut

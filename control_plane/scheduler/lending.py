@@ -1,0 +1,234 @@
+"""The leader's side of the fast lane: which worker slots it lends, and taking them back.
+
+Rule (docs/architecture.md §2, "The fast lane"). The leader alone decides capacity. For a
+model with nothing pending, when the admission, placement and limits in force would grant a
+lone request on the spot (`lendable`), it lends up to `per_worker` free slots of each of the
+model's workers that admission would still admit; gateways then take them in their submit
+script (nothing of the model queued ∧ a slot left → granted). Every lent slot counts as
+occupied in the leader's own worker views (`WorkerSlot.lent`) until the leader either reads
+the take on `arrivals` (the slot becomes that request, charged like its own dispatch:
+`SchedulerCore.adopt_granted`) or reclaims it. As soon as anything of the model is pending,
+a lent worker stops being admissible or lending is off, its untaken slots are reclaimed.
+Guarantee: requests granted plus slots lent on a worker never exceed what admission allows
+(no over-commit), across gateway replicas (slots are taken atomically) and leader changes (a
+new leader reclaims every lent slot before it reads `inflight`, and ignores takes of slots
+its predecessor lent: `inflight` already holds them).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable
+from dataclasses import replace
+
+from control_plane.admission.capacity import CapacityAdmission
+from control_plane.contracts.events import Complete
+from control_plane.contracts.requests import RecordError
+from control_plane.core.job import Outcome
+from control_plane.core.scheduler_core import SchedulerCore, WorkerSlot
+from control_plane.core.worker_view import WorkerView
+from control_plane.settings import Settings
+from control_plane.state.arrivals import Arrival
+from control_plane.state.fast_lane import LentSlots, Loan
+
+log = logging.getLogger(__name__)
+LENDING_PLACEMENTS = frozenset({"least_loaded", "round_robin"})
+"""Placements under which a take's worker (the one with the most untaken slots) is one the
+placement could have chosen; the others (`kv_aware`, `kairos_slots`: job-dependent choices
+or vetoes) get no lending."""
+EARLY_ENDS_KEPT = 10_000
+Failure = tuple[str, dict[str, object], str]
+
+
+def lendable(core: SchedulerCore) -> str | None:
+    """Why nothing may be lent under the plug-ins in force, or None when lending is exact:
+    `capacity` admission without a token fence (its `admit` is `has_room`, which depends on
+    the worker only), a placement of `LENDING_PLACEMENTS`, no execution limits."""
+    d = core.dispatcher
+    admission = d.admission
+    fence = getattr(admission.params, "token_fence", None)
+    if not isinstance(admission, CapacityAdmission) or fence is not None:
+        return f"admission {admission.name} decides per request"
+    if d.placement.vetoes or d.placement.name not in LENDING_PLACEMENTS:
+        return f"placement {d.placement.name} chooses per request"
+    if not d.limits.off:
+        return "execution limits are set"
+    return None
+
+
+class LendingDesk:
+    """One leader term's lending: what it lent, what it reclaims, the takes it adopts.
+
+    Lend and reclaim calls carry a sequence number; an unanswered call (Redis outage) is
+    repeated before any other, so the counts in `WorkerSlot.lent` never drift from Redis.
+    """
+
+    def __init__(self, slots: LentSlots, token: int, *, enabled: bool, per_worker: int) -> None:
+        self._slots = slots
+        self._token = token
+        self.enabled = enabled
+        self.per_worker = per_worker
+        self._seq = 0
+        self._unanswered: Callable[[], Awaitable[None]] | None = None
+        self._lent_on: dict[str, set[str]] = {}
+        """Model → workers it lent on since that model's last reclaim."""
+        self._early_ends: OrderedDict[str, Outcome] = OrderedDict()
+        """Ends reported for requests the leader did not know: a take it has not read yet."""
+        self.adopted = 0
+
+    async def take_over(self) -> None:
+        """Reclaim every lent slot (a predecessor's): call before reading `inflight`."""
+        reclaimed = await self._slots.reclaim(None, fencing_token=self._token, seq=self._next())
+        if reclaimed:
+            log.info("took back %d slots lent by the previous leader", sum(reclaimed.values()))
+
+    def _next(self) -> int:
+        self._seq += 1
+        return self._seq
+
+    # -- takes and ends ---------------------------------------------------------------------
+    def adopt(self, core: SchedulerCore, takes: list[Arrival], now: float) -> list[Failure]:
+        """Adopt this term's takes as dispatched requests; a predecessor's are already in
+        the core (rebuilt from `inflight`) or ended. → the takes that could not be adopted."""
+        failed: list[Failure] = []
+        for take in takes:
+            if take.lent_by != self._token or take.worker is None:
+                continue
+            slot = core.workers.get(take.worker)
+            try:
+                job, weights = take.record().job()
+                adopted = core.adopt_granted(job, weights, take.worker, now)
+            except (RecordError, RuntimeError, ValueError) as exc:
+                core.pending.pop(take.id, None)
+                failed.append((take.entry_id, {"id": take.id}, f"{type(exc).__name__}: {exc}"))
+                continue  # its slot stays counted until the lease ends: never over-commit
+            if not adopted and slot is not None:
+                slot.lent = max(0, slot.lent - 1)
+            self.adopted += 1
+            ended = self._early_ends.pop(take.id, None)
+            if ended is not None:
+                core.complete(take.id, ended, now)
+        return failed
+
+    def note_end(self, core: SchedulerCore, event: Complete, ended: object) -> None:
+        """A `complete` the core did not know: kept, as it may be a take not read yet."""
+        if ended is None and event.id not in core.pending:
+            self._early_ends[event.id] = event.outcome()
+            while len(self._early_ends) > EARLY_ENDS_KEPT:
+                self._early_ends.popitem(last=False)
+
+    # -- lending ----------------------------------------------------------------------------
+    async def step(self, core: SchedulerCore, now: float) -> None:
+        """Reclaim what must not stay lent, then lend free slots of idle models."""
+        if self._unanswered is not None:
+            await self._unanswered()
+        refusal = None if self.enabled else "off"
+        refusal = refusal or lendable(core)
+        if refusal and not self._lent_on:
+            return
+        pools = _pools(core)
+        pending = _pending_models(core, set(pools) | set(self._lent_on))
+        stale = {
+            model
+            for model, workers in self._lent_on.items()
+            if refusal
+            or model in pending
+            or not all(self._fits(core, w, model, now) for w in workers)
+        }
+        if stale:
+            await self._call(lambda seq: self._reclaim(core, stale, seq))
+        if refusal:
+            return
+        for model, slots in pools.items():
+            if model in pending:
+                continue
+            loans = [loan for w, slot in slots if (loan := self._loan(core, w, slot, now))]
+            if loans:
+                await self._lend(core, model, loans)
+
+    def _fits(self, core: SchedulerCore, worker_id: str, model: str, now: float) -> bool:
+        """Whether admission would still admit the last of the slots lent on the worker."""
+        slot = core.workers.get(worker_id)
+        if slot is None:
+            return False
+        view = slot.view()
+        if not view.serves(model):
+            return False
+        if slot.lent == 0:
+            return True
+        return core.dispatcher.admission.has_room(replace(view, inflight=view.inflight - 1), now)
+
+    def _loan(
+        self, core: SchedulerCore, worker_id: str, slot: WorkerSlot, now: float
+    ) -> Loan | None:
+        view, k = slot.view(), 0
+        room = core.dispatcher.admission.has_room
+        probe: WorkerView = view
+        while slot.lent + k < self.per_worker and room(probe, now):
+            k += 1
+            probe = probe.with_dispatch(0)
+        return Loan(worker_id, view.url, k) if k and view.url else None
+
+    async def _call(self, op: Callable[[int], Awaitable[None]]) -> None:
+        """Run `op` with the next sequence number; unanswered, it is repeated (same number)
+        at the start of the next step, before anything else."""
+        seq = self._next()
+
+        async def attempt() -> None:
+            await op(seq)
+            self._unanswered = None
+
+        self._unanswered = attempt
+        await attempt()
+
+    async def _lend(self, core: SchedulerCore, model: str, loans: list[Loan]) -> None:
+        """Count the slots as occupied first (an unanswered call may have lent them), then
+        lend: the count is made once, the call repeated until answered."""
+        for loan in loans:
+            core.workers[loan.worker_id].lent += loan.slots
+            self._lent_on.setdefault(model, set()).add(loan.worker_id)
+        token = self._token
+        await self._call(lambda seq: self._slots.lend(model, loans, fencing_token=token, seq=seq))
+
+    async def _reclaim(self, core: SchedulerCore, models: set[str], seq: int) -> None:
+        back = await self._slots.reclaim(models, fencing_token=self._token, seq=seq)
+        for (_, worker_id), n in back.items():
+            slot = core.workers.get(worker_id)
+            if slot is not None:
+                slot.lent = max(0, slot.lent - n)
+        for model in models:
+            self._lent_on.pop(model, None)
+
+
+async def open_desk(slots: LentSlots, token: int, settings: Settings) -> LendingDesk:
+    """A new term's desk, once every slot a predecessor lent is taken back."""
+    desk = LendingDesk(slots, token, enabled=settings.fast_path, per_worker=settings.fast_path_lend)
+    await desk.take_over()
+    return desk
+
+
+def _pools(core: SchedulerCore) -> dict[str, list[tuple[str, WorkerSlot]]]:
+    """Model → its workers that may take a dispatch now (healthy, active, not failed)."""
+    out: dict[str, list[tuple[str, WorkerSlot]]] = {}
+    for worker_id, slot in core.workers.items():
+        view = slot.view()
+        if view.healthy and not view.draining and view.model:
+            out.setdefault(view.model, []).append((worker_id, slot))
+    return out
+
+
+def _pending_models(core: SchedulerCore, models: set[str]) -> set[str]:
+    """Which of `models` have a pending job (stops scanning once all are found)."""
+    found: set[str] = set()
+    for job in core.pending.values():
+        if job.model in models:
+            found.add(job.model)
+            if len(found) == len(models):
+                break
+    return found
+
+
+def is_take(arrival: Arrival) -> bool:
+    """An arrival announcing a fast-lane take (already granted) rather than a queued request."""
+    return arrival.worker is not None
