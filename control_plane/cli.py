@@ -91,28 +91,68 @@ def gateway(
     port: Annotated[int | None, Opt(help="Port (default ARBITER_PORT or 8080).")] = None,
     redis_url: Annotated[str | None, Opt(help="Redis URL (ARBITER_REDIS_URL).")] = None,
     database_url: Annotated[str | None, Opt(help="SQL URL (ARBITER_DATABASE_URL).")] = None,
+    processes: Annotated[
+        int | None,
+        Opt(help="Gateway processes sharing the port, supervised (ARBITER_GATEWAYS; 1)."),
+    ] = None,
+    reuse_port: Annotated[
+        bool, Opt(help="Share the port with other gateway processes (SO_REUSEPORT).")
+    ] = False,
+    status_port: Annotated[
+        int | None, Opt(help="Also serve on this port of its own (health, one process).")
+    ] = None,
+    id_prefix: Annotated[
+        str | None, Opt(help="Gateway id = PREFIX-<random>, fresh at every start.")
+    ] = None,
 ) -> None:
     """Serve the tenant API (OpenAI-compatible), the admin API and /metrics."""
-    import uvicorn
+    import os
 
-    from control_plane.api.app import create_app
+    from control_plane.up.gateways import processes_from
 
     settings = _settings(host=host, port=port, redis_url=redis_url, database_url=database_url)
+    with user_errors():
+        n = processes_from(processes, os.environ)
     _logging(settings.log_level)
-    uvicorn.run(
-        create_app(settings),
-        host=settings.host,
-        port=settings.port,
-        # pinned, not "auto": the fast loop and parser are the gateway's hot path
-        loop="uvloop" if find_spec("uvloop") else "asyncio",
-        http="httptools",
-        log_level="warning",
-        access_log=False,
-        timeout_graceful_shutdown=10,
-        # longer than clients' idle-connection expiry (httpx and so the openai client: 5 s),
-        # so a client never sends on a kept-alive connection the gateway is just closing
-        timeout_keep_alive=settings.keep_alive_s,
+    if n > 1:
+        _gateway_group(n, settings, redis_url, database_url)
+        return
+    from control_plane.api.app import create_app
+    from control_plane.gateway.serving import PortUnavailable, serve
+
+    if id_prefix:
+        settings = settings.model_copy(update={"gateway_id": f"{id_prefix}-{os.urandom(4).hex()}"})
+    try:
+        serve(create_app(settings), settings, reuse_port=reuse_port, status_port=status_port)
+    except PortUnavailable as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(1) from None
+
+
+def _gateway_group(n: int, settings: Any, redis_url: str | None, db_url: str | None) -> None:
+    """`arbiter gateway --processes N`: N gateways on one port, supervised until SIGTERM."""
+    import os
+
+    from control_plane.up.gateways import GatewayGroup, PortTaken, run_group
+
+    flags = [
+        *(("--redis-url", redis_url) if redis_url else ()),
+        *(("--database-url", db_url) if db_url else ()),
+    ]
+    token = os.environ.get("ARBITER_ADMIN_TOKEN")
+    group = GatewayGroup(
+        n,
+        settings.host,
+        settings.port,
+        {"ARBITER_ADMIN_TOKEN": token} if token else {},
+        id_prefix=settings.gateway_id or "gw",
+        args=tuple(flags),
     )
+    try:
+        run_group(group, say=lambda line: logging.getLogger("arbiter.gateway").warning(line))
+    except PortTaken as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(1) from None
 
 
 @app.command()
@@ -176,8 +216,15 @@ def up(
     schedulers: Annotated[
         int, Opt(min=1, help="Scheduler replicas (one leads, the others stand by).")
     ] = 2,
+    fast_path: Annotated[
+        bool, Opt(help="Gateways take idle worker slots the leader lends (ARBITER_FAST_PATH).")
+    ] = False,
+    gateways: Annotated[
+        int, Opt(help="Gateway processes sharing the gateway port (SO_REUSEPORT).")
+    ] = 1,
 ) -> None:
     """Run everything on this machine until Ctrl-C; any part that exits is restarted."""
+    import os
     import signal
     import time
 
@@ -202,7 +249,10 @@ def up(
         max_num_seqs=max_num_seqs,
         kv_tokens=kv_tokens,
         schedulers=schedulers,
+        gateways=gateways,
     )
+    if fast_path:  # every child inherits it (docs/architecture.md §2, "The fast lane")
+        os.environ["ARBITER_FAST_PATH"] = "1"
     _settings(database_url=database_url)  # the children's settings, checked before any starts
     _exit_on_problems(option_problems(opts))
     dep = Deployment(

@@ -8,7 +8,9 @@ Each concurrency reports the median over rounds of TTFT p50/p99, the added TTFT 
 minus direct, per round), requests/s and errors, and, from the gateway's `X-Arbiter-Timing`
 stamps, the median time spent in each hop. With `flood`, a second tenant floods the same
 target with as many clients again while the first is measured (fairness at work under the
-deployment's policy). Results are printed and written as JSON.
+deployment's policy). With `gateways`, the deployment runs that many gateway processes behind
+its port; with `litellm_venv`, a LiteLLM proxy (`overhead_litellm.py`) on the same workers is
+measured in the same rounds, after the gateway. Results are printed and written as JSON.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from control_plane.bench.load import LoadResult, Target, run_load
+from control_plane.bench.overhead_litellm import LiteLLMProxy, ratios
 from control_plane.bench.overhead_profile import Profiler
 from control_plane.bench.overhead_stats import over_rounds, round_row
 from control_plane.up.deploy import Deployment, UpOptions, _free_port
@@ -52,6 +55,10 @@ class OverheadPlan:
     flood: bool = False
     profile_dir: Path | None = None
     profile_concurrency: int = 64
+    fast_path: bool = False
+    gateways: int = 1
+    litellm_venv: Path | None = None
+    litellm_workers: int = field(default_factory=lambda: os.cpu_count() or 1)
 
 
 @dataclass
@@ -59,6 +66,7 @@ class _Targets:
     direct: list[Target]
     gateway: list[Target]
     flood: dict[str, list[Target]]
+    litellm: list[Target] = field(default_factory=list)
 
 
 def measure(plan: OverheadPlan) -> dict[str, Any]:
@@ -75,13 +83,18 @@ def measure(plan: OverheadPlan) -> dict[str, Any]:
             state_dir=state,
             tenants=tenants,
             policy=plan.policy,
+            gateways=plan.gateways,
         ),
         say=lambda _line: None,
     )
+    os.environ["ARBITER_FAST_PATH"] = "1" if plan.fast_path else "0"  # the children inherit it
     load_before = os.getloadavg()
+    litellm: LiteLLMProxy | None = None
     try:
         info = dep.start()
         targets = _targets(info)
+        if plan.litellm_venv is not None:
+            litellm = _start_litellm(plan, info, targets, state)
         rounds: dict[int, list[dict[str, Any]]] = {c: [] for c in plan.concurrencies}
         profile: dict[str, Any] | None = None
         for r in range(plan.rounds):
@@ -95,7 +108,11 @@ def measure(plan: OverheadPlan) -> dict[str, Any]:
                     profile = profiler.stop()
         rows = [{"concurrency": c, **over_rounds(rs), "rounds": rs} for c, rs in rounds.items()]
         return {
-            "plan": {**asdict(plan), "profile_dir": str(plan.profile_dir or "")},
+            "plan": {
+                **asdict(plan),
+                "profile_dir": str(plan.profile_dir or ""),
+                "litellm_venv": str(plan.litellm_venv or ""),
+            },
             "body": BODY,
             "loadavg_before": list(load_before),
             "loadavg_after": list(os.getloadavg()),
@@ -104,9 +121,31 @@ def measure(plan: OverheadPlan) -> dict[str, Any]:
             "rows": rows,
             "max_sustained_rps": max(float(r["gateway"]["rps"]) for r in rows),
             "profile": profile,
+            "litellm": None if litellm is None else {**litellm.describe(), "ratios": ratios(rows)},
         }
     finally:
+        if litellm is not None:
+            litellm.stop()
         dep.stop()
+
+
+def _start_litellm(
+    plan: OverheadPlan, info: dict[str, Any], targets: _Targets, state: Path
+) -> LiteLLMProxy:
+    """LiteLLM on the deployment's workers, added to the measured (and flooding) targets."""
+    assert plan.litellm_venv is not None
+    proxy = LiteLLMProxy(
+        plan.litellm_venv,
+        list(info["workers"]),
+        str(BODY["model"]),
+        processes=plan.litellm_workers,
+        port=_free_port(),
+    )
+    proxy.start(state)
+    targets.litellm = [proxy.target()]
+    if targets.flood:
+        targets.flood["litellm"] = [proxy.target()]
+    return proxy
 
 
 def _targets(info: dict[str, Any]) -> _Targets:
@@ -128,7 +167,10 @@ def _one_round(
 ) -> dict[str, Any]:
     n = max(plan.requests, 4 * c)
     results: dict[str, LoadResult] = {}
-    for name, dest in (("direct", targets.direct), ("gateway", targets.gateway)):
+    measured = [("direct", targets.direct), ("gateway", targets.gateway)]
+    if targets.litellm:
+        measured.append(("litellm", targets.litellm))
+    for name, dest in measured:
         if profiler is not None and name == "gateway":
             profiler.start()
         results[name] = asyncio.run(_measured(dest, targets.flood.get(name), c, n))

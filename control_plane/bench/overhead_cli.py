@@ -29,14 +29,31 @@ def bench_overhead(
         Opt(help="py-spy flame graphs and Redis commandstats of one gateway round, here."),
     ] = None,
     profile_concurrency: Annotated[int, Opt(help="The profiled round's concurrency.")] = 64,
+    fast_path: Annotated[bool, Opt(help="Deploy with the fast lane (up --fast-path).")] = False,
+    gateways: Annotated[int, Opt(help="Gateway processes behind the gateway's port.")] = 1,
+    litellm_venv: Annotated[
+        Path | None,
+        Opt(help="Also measure a LiteLLM proxy (PATH/bin/litellm) on the same workers."),
+    ] = None,
+    litellm_workers: Annotated[
+        int | None, Opt(help="LiteLLM's --num_workers (default: the CPU count).")
+    ] = None,
     out: Annotated[Path | None, Opt(help="Write results JSON here.")] = Path(
         "out/bench-overhead.json"
     ),
 ) -> None:
     """Measure what gateway + Redis + scheduler add to time to first token, and max requests/s,
     in interleaved rounds, with the per-hop breakdown of the gateway's requests."""
+    from control_plane.bench.flags_cli import overhead_problems, refuse
     from control_plane.bench.overhead import OverheadPlan, measure, write
+    from control_plane.bench.overhead_litellm import litellm_table
 
+    refuse(
+        overhead_problems(
+            concurrency, requests, workers, speed, policy, profile, profile_concurrency, out
+        )
+    )
+    scale_out = _scale_out_checked(gateways, litellm_venv, litellm_workers)
     plan = OverheadPlan(
         concurrencies=concurrency or [1, 64, 128],
         requests=requests,
@@ -47,6 +64,8 @@ def bench_overhead(
         flood=flood,
         profile_dir=profile,
         profile_concurrency=profile_concurrency,
+        fast_path=fast_path,
+        **scale_out,
     )
     result = measure(plan)
     console = Console(width=max(150, Console().width))
@@ -58,9 +77,30 @@ def bench_overhead(
         f"highest sustained requests/s through the gateway: {result['max_sustained_rps']:.0f}"
         f" (median of {rounds} rounds; load average before: {load} on {result['cpus']} CPUs)"
     )
+    if result["litellm"]:
+        console.print(litellm_table(result))
     if result["profile"]:
         console.print(f"flame graphs and Redis commandstats under {result['profile']['dir']}")
     write(result, out)
+
+
+def _scale_out_checked(
+    gateways: int, litellm_venv: Path | None, litellm_workers: int | None
+) -> dict[str, Any]:
+    """`--gateways` and the LiteLLM flags, checked before anything starts (one line, exit 2)."""
+    import os
+
+    from control_plane.bench.overhead_litellm import check_workers, litellm_exe
+    from control_plane.core.cli_errors import OptionError, user_errors
+
+    with user_errors():
+        if gateways < 1:
+            raise OptionError(f"--gateways: must be at least 1, got {gateways}")
+        if litellm_venv is not None:
+            litellm_exe(litellm_venv)
+        default = os.cpu_count() or 1
+        workers = check_workers(default if litellm_workers is None else litellm_workers)
+    return {"gateways": gateways, "litellm_venv": litellm_venv, "litellm_workers": workers}
 
 
 def _table(result: dict[str, Any]) -> Table:

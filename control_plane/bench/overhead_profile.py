@@ -21,12 +21,17 @@ from control_plane.state.server_stats import command_stats
 PROFILED = ("gateway", "scheduler-0", "scheduler-1", "recorder")
 
 
+def _profiled(name: str) -> bool:
+    """The processes sampled: those of `PROFILED`, and every gateway process of a group."""
+    return name in PROFILED or name.startswith("gateway-")
+
+
 class Profiler:
     """Samples the deployment's processes between `start()` and `stop()`."""
 
     def __init__(self, out_dir: Path, pids: dict[str, int | None], redis_url: str) -> None:
         self._dir = out_dir
-        self._pids = {name: pid for name, pid in pids.items() if pid and name in PROFILED}
+        self._pids = {name: pid for name, pid in pids.items() if pid and _profiled(name)}
         self._pids["loadgen"] = os.getpid()
         self._redis_url = redis_url
         self._procs: list[subprocess.Popen[bytes]] = []

@@ -53,6 +53,8 @@ def round_row(results: dict[str, LoadResult]) -> dict[str, Any]:
             summary["added_ttft_p99_ms"] = (res.pct("ttft", 0.99) - direct.pct("ttft", 0.99)) * 1e3
         if res.stamps:
             summary["hops"] = hop_medians(res.stamps)
+            fast = sum(1 for s in res.stamps if s.get("fast"))  # granted on the fast lane
+            summary["fast_share"] = fast / len(res.stamps)
         row[name] = summary
     return row
 
@@ -64,6 +66,7 @@ MEDIANS = (
     "rps",
     "added_ttft_p50_ms",
     "added_ttft_p99_ms",
+    "fast_share",
 )
 
 

@@ -10,11 +10,18 @@ Tenant labels are redacted as configured (`ARBITER_METRICS_TENANT_LABELS`):
 - `auto` (default): `name` when `/metrics` needs a token (`ARBITER_METRICS_TOKEN`), else
   `hash`. The gateway's port is the tenants' port, so an open `/metrics` must not tell one
   tenant who the others are; an operator who sets the token gets names for dashboards.
+
+Several gateway processes behind one port (`arbiter up --gateways N`, `arbiter gateway
+--processes N`) run with `PROMETHEUS_MULTIPROC_DIR` set: each process writes its series to its
+own file there (prometheus_client's multiprocess mode), and `/metrics` of any of them sums the
+files of all, so a scrape of the shared port sees the whole group, whichever process answers.
+Series of a process that exited stay in the sum (the group's counters never go backwards).
 """
 
 from __future__ import annotations
 
 import hashlib
+import os
 from typing import TYPE_CHECKING, Literal
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
@@ -24,6 +31,8 @@ if TYPE_CHECKING:
     from control_plane.settings import Settings
 
 TenantLabels = Literal["name", "hash", "none"]
+MULTIPROCESS_ENV = "PROMETHEUS_MULTIPROC_DIR"
+"""Set for a group of gateway processes: the directory their series are shared through."""
 
 _LATENCY_BUCKETS = (0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
 
@@ -45,49 +54,53 @@ class GatewayMetrics:
 
     Tenant labels follow `tenant_labels` (see the module docstring); with `none` the per-tenant
     series have no tenant label. `arbiter_gateway_rejected{reason}` counts every refusal at the
-    door by its error code (authentication failures and 429s alike).
+    door by its error code (authentication failures and 429s alike). `registry` is what
+    `/metrics` exposes: this object's series, or, in a group of processes (`MULTIPROCESS_ENV`
+    set), the sum over the group.
     """
 
     def __init__(self, tenant_labels: TenantLabels = "hash") -> None:
         self.tenant_labels: TenantLabels = tenant_labels
         by_tenant = [] if tenant_labels == "none" else ["tenant"]
-        self.registry = CollectorRegistry()
+        own = CollectorRegistry()
+        group = _group_registry(os.environ.get(MULTIPROCESS_ENV))
+        self.registry = own if group is None else group
         self.requests = Counter(
             "arbiter_gateway_requests",
             "Requests finished, by status",
             [*by_tenant, "status"],
-            registry=self.registry,
+            registry=own,
         )
         self.rejected = Counter(
             "arbiter_gateway_rejected",
             "Requests refused at the door, by error code",
             ["reason"],
-            registry=self.registry,
+            registry=own,
         )
         self.withdrawals = Counter(
             "arbiter_gateway_withdrawn",
             "Queued requests withdrawn",
             ["reason"],
-            registry=self.registry,
+            registry=own,
         )
         self.tokens = Counter(
             "arbiter_gateway_output_tokens",
             "Output tokens relayed",
             by_tenant,
-            registry=self.registry,
+            registry=own,
         )
         self.queue = Histogram(
             "arbiter_gateway_queue_seconds",
             "Time from submit to grant",
             by_tenant,
             buckets=_LATENCY_BUCKETS,
-            registry=self.registry,
+            registry=own,
         )
         self.overhead = Histogram(
             "arbiter_gateway_overhead_seconds",
             "Time spent in Arbiter before the answer starts",
             buckets=_LATENCY_BUCKETS,
-            registry=self.registry,
+            registry=own,
         )
 
     def completed(self, flight: Flight, status: str) -> None:
@@ -109,3 +122,14 @@ class GatewayMetrics:
 
     def refused(self, reason: str) -> None:
         self.rejected.labels(reason).inc()
+
+
+def _group_registry(directory: str | None) -> CollectorRegistry | None:
+    """A registry summing every process's series under `directory` (None: not in a group)."""
+    if not directory:
+        return None
+    from prometheus_client import multiprocess
+
+    registry = CollectorRegistry()
+    multiprocess.MultiProcessCollector(registry, directory)  # type: ignore[no-untyped-call]
+    return registry

@@ -12,6 +12,8 @@ from workers.engine.profile import load_profile
 def option_problems(opts: UpOptions) -> list[str]:
     """What is wrong with the options, one line per flag naming it; empty when they can run."""
     lines: list[str] = []
+    if opts.gateways < 1:
+        lines.append(f"--gateways: must be at least 1, got {opts.gateways}")
     try:
         policy_class(opts.policy)
     except UnknownPolicyError as exc:

@@ -9,6 +9,7 @@ import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import IO
 
 import httpx
 
@@ -21,28 +22,34 @@ class Child:
     """One child process with its log file, in its own process group.
 
     Its environment is this process's, less `SECRET_ENV`, plus `env`: a secret reaches only the
-    children whose `env` carries it.
+    children whose `env` carries it. Without a log file (`log_path` None) it writes to this
+    process's stdout and stderr (a container's log).
     """
 
     name: str
     argv: list[str]
-    log_path: Path
+    log_path: Path | None
     env: dict[str, str] = field(default_factory=dict)
     health_url: str | None = None
     proc: subprocess.Popen[bytes] | None = None
 
     def start(self) -> None:
+        if self.log_path is None:
+            self.proc = self._popen(None, None)
+            return
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        log = self.log_path.open("ab")
-        self.proc = subprocess.Popen(
+        with self.log_path.open("ab") as log:
+            self.proc = self._popen(log, subprocess.STDOUT)
+
+    def _popen(self, out: IO[bytes] | None, err: int | None) -> subprocess.Popen[bytes]:
+        return subprocess.Popen(
             self.argv,
-            stdout=log,
-            stderr=subprocess.STDOUT,
+            stdout=out,
+            stderr=err,
             stdin=subprocess.DEVNULL,
             env=self.environment(),
             start_new_session=True,
         )
-        log.close()
 
     def environment(self) -> dict[str, str]:
         inherited = {k: v for k, v in os.environ.items() if k not in SECRET_ENV}
@@ -91,6 +98,8 @@ class Child:
             pass
 
     def tail(self, lines: int = 20) -> str:
+        if self.log_path is None:
+            return "(its output went to this process's output)"
         try:
             return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
         except OSError:

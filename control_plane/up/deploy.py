@@ -2,7 +2,8 @@
 
 Starts a private `redis-server` (AOF in `<state-dir>/redis`), migrates SQLite (or the given
 database), seeds demo tenants, starts N workers (simulated by default, or real vLLM), the
-recorder, two scheduler replicas (leader and standby), the gateway and the console; prints how
+recorder, two scheduler replicas (leader and standby), the gateway (one process, or N sharing
+its port: `control_plane.up.gateways`) and the console; prints how
 to reach them and writes `<state-dir>/up.json` (mode 0600). Any child that exits is restarted
 on the same port, with exponential backoff. Only Ctrl-C (or SIGTERM) stops the deployment:
 every child in reverse order. A second run reuses the database and, when still valid, the
@@ -25,6 +26,7 @@ from typing import Any
 
 from control_plane.state import StateStores, StateUnavailable, connect, ping
 from control_plane.up.children import Child
+from control_plane.up.gateways import GatewayGroup, PortTaken
 from control_plane.up.seed import ensure_demo_tenants, register_model, register_workers
 from control_plane.up.state_files import private_dir, read_json, write_private_json
 from control_plane.up.supervisor import Backoff, Supervisor
@@ -58,6 +60,8 @@ class UpOptions:
     max_num_seqs: int | None = None
     kv_tokens: int | None = None
     schedulers: int = 2
+    gateways: int = 1
+    """Gateway processes sharing `port` (`control_plane.up.gateways`)."""
     backoff: Backoff = field(default_factory=Backoff)
 
 
@@ -182,6 +186,7 @@ class Deployment:
     def start(self) -> dict[str, Any]:
         o = self.opts
         private_dir(o.state_dir)
+        gateways = self._gateways()
         previous = read_json(self.up_json)
         redis_port = _free_port()
         self.redis_url = f"redis://127.0.0.1:{redis_port}/0"
@@ -193,7 +198,7 @@ class Deployment:
         keys = ensure_demo_tenants(db, o.tenants, dict(previous.get("tenants") or {}))
         env = self._env()
         workers = self._start_workers(db, env)
-        self._start_control_plane(env, admin_token)
+        self._start_control_plane(env, admin_token, gateways)
         db.dispose()
         gateway_url = f"http://{o.host}:{o.port}"
         console_url = f"http://{o.host}:{o.console_port}" if self._console() else None
@@ -297,7 +302,17 @@ class Deployment:
         asyncio.run(register())
         return workers
 
-    def _start_control_plane(self, env: dict[str, str], admin_token: str) -> None:
+    def _gateways(self) -> GatewayGroup:
+        """The gateway processes, their port checked free (N > 1: they share it)."""
+        o = self.opts
+        try:
+            return GatewayGroup.for_up(o.gateways, o.host, o.port, o.state_dir)
+        except PortTaken as exc:
+            raise UpError(str(exc)) from None
+
+    def _start_control_plane(
+        self, env: dict[str, str], admin_token: str, gateways: GatewayGroup
+    ) -> None:
         o = self.opts
         # the recorder gets its own process so SQL work never holds the scheduler's GIL
         # a stable consumer name: a restarted recorder replays its own unacknowledged events
@@ -329,16 +344,9 @@ class Deployment:
                 ),
                 30,
             )
-        self._spawn(
-            Child(
-                "gateway",
-                [*ARBITER, "gateway", "--host", o.host, "--port", str(o.port)],
-                o.state_dir / "logs" / "gateway.log",
-                {**env, "ARBITER_ADMIN_TOKEN": admin_token},
-                health_url=f"http://{o.host}:{o.port}/readyz",
-            ),
-            30,
-        )
+        gateways.env = {**env, "ARBITER_ADMIN_TOKEN": admin_token}
+        for gateway in gateways.children():
+            self._spawn(gateway, 30)
         if self._console():
             app = Path(__file__).resolve().parents[2] / "console" / "streamlit_app.py"
             self._spawn(

@@ -66,7 +66,7 @@ class Watched:
             "restarts": self.restarts,
             "last_exit": self.last_exit,
             "health_url": self.child.health_url,
-            "log": str(self.child.log_path),
+            "log": None if self.child.log_path is None else str(self.child.log_path),
         }
 
 

@@ -116,3 +116,18 @@ def _default(value: str) -> str:
     if value.startswith("${"):
         return "set-by-operator"
     return value
+
+
+def test_each_gateway_container_runs_arbiter_gateways_processes() -> None:
+    """`ARBITER_GATEWAYS` (default 1, today's single process) is honoured by the gateway
+    containers' own command: `arbiter gateway` reads it (`--processes` unset)."""
+    from control_plane.up.gateways import GATEWAYS_ENV, processes_from
+
+    services = _compose()["services"]
+    for name in ("gateway-1", "gateway-2"):
+        svc = services[name]
+        value = str(svc["environment"][GATEWAYS_ENV])
+        assert value == "${ARBITER_GATEWAYS:-1}"
+        assert processes_from(None, {GATEWAYS_ENV: _default(value)}) == 1
+        assert processes_from(None, {GATEWAYS_ENV: "4"}) == 4
+        assert svc["command"][0] == "gateway" and "--processes" not in svc["command"]
