@@ -10,15 +10,17 @@ from __future__ import annotations
 import dataclasses
 import tempfile
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
 
+from control_plane.bench import flags_cli as flags
 from control_plane.bench.overhead_cli import bench_overhead
 from control_plane.bench.workflows_cli import bench_workflows
 
 Opt = typer.Option
+SOAK_TENANTS = ("acme", "globex")
 
 
 def bench_faults(
@@ -53,6 +55,15 @@ def bench_faults(
     unknown = [n for n in names if n not in FAULTS]
     if unknown:
         raise typer.BadParameter(f"unknown fault {unknown[0]!r}; choose from {', '.join(FAULTS)}")
+    flags.refuse(
+        [
+            flags.number("--speed", speed, 0, above=True),
+            flags.number("--bound-s", bound_s, 1),
+            flags.up_args(up_arg),
+            flags.directory(state_dir, "--state-dir"),
+            flags.output_file(out),
+        ]
+    )
     sc = Scenario(
         requests=requests, concurrency=concurrency, max_tokens=max_tokens, bound_s=bound_s
     )
@@ -106,6 +117,20 @@ def bench_soak(
 
     if attach is not None and not attach.is_file():
         raise typer.BadParameter(f"--attach: no such file {attach}")
+    flags.refuse(
+        [
+            flags.number("--minutes", minutes, 0, above=True),
+            flags.number("--capacity-s", capacity_s, 10),
+            flags.number("--sample-s", sample_s, 1),
+            flags.number("--warmup-s", warmup_s, 0),
+            flags.number("--rate", rate, 0, above=True),
+            flags.number("--speed", speed, 0, above=True),
+            flags.soak_samples(minutes, sample_s, warmup_s),
+            flags.up_json(attach, SOAK_TENANTS),
+            flags.directory(state_dir, "--state-dir"),
+            flags.output_file(out),
+        ]
+    )
     plan = SoakPlan(
         minutes=minutes,
         load=load,
@@ -115,7 +140,7 @@ def bench_soak(
         warmup_s=warmup_s,
         max_tokens=max_tokens,
     )
-    config = UpConfig(workers=workers, speed=speed, tenants=("acme", "globex"), console=console)
+    config = UpConfig(workers=workers, speed=speed, tenants=SOAK_TENANTS, console=console)
     base = state_dir or Path(tempfile.mkdtemp(prefix="arb-soak-"))
     if not run_soak(plan, config, attach, base, out, Console(width=max(150, Console().width))):
         raise typer.Exit(1)
@@ -145,6 +170,7 @@ def bench_decisions(
             policy_class(name)
         except UnknownPolicyError as exc:
             raise typer.BadParameter(str(exc), param_hint="--policy") from None
+    flags.refuse([flags.each_at_least("--leaves", leaves, 1), flags.output_file(out)])
     sizes = [Size(n, jobs_per_leaf) for n in (leaves or [10_000, 1_000])]
     table = Table(title="Scheduling decision cost (µs)")
     for col in ("policy", "leaves", "queued", "push p50", "pop p50", "pop p99", "charge p50"):
@@ -182,6 +208,7 @@ def bench_perception(
 
     from control_plane.bench.perception import LENGTH_SCENARIOS, run, write
 
+    flags.refuse([*(flags.scenario(s) for s in scenario or ()), flags.output_file(out)])
     result = run(rounds, scenarios=scenario or LENGTH_SCENARIOS)
     timing = Table(title="Rule tagger cost (µs)")
     for col in ("prompt", "chars", "p50", "p99"):
@@ -229,6 +256,16 @@ def bench_hmfs_multimodal(
 
     from control_plane.bench.multimodal import MultimodalConfig, run
 
+    flags.refuse(
+        [
+            flags.number("--speed", speed, 0, above=True),
+            flags.number("--duration", duration, 10),
+            flags.policy(policy),
+            flags.number("--tolerance", tolerance, 0),
+            flags.directory(state_dir, "--state-dir"),
+            flags.output_file(out),
+        ]
+    )
     cfg = MultimodalConfig(speed, duration, policy, tolerance, seed)
     state = state_dir or Path(tempfile.mkdtemp(prefix="arb-multimodal-"))
     with Progress() as bar:
@@ -261,13 +298,32 @@ def bench_hmfs_multimodal(
             f"{k['unified_service']:,.0f}", _pct1(k["share"]),
         )  # fmt: skip
     console = Console()
-    for t in (table, claims, kinds):
+    for t in (table, claims, _by_model_table(doc["by_model"]), kinds):
         console.print(t)
-    console.print(f"statuses: {doc['statuses']}; deployment under {state}")
+    console.print(f"statuses: {doc['statuses']}; failures: {doc['failures'] or 'none'}")
+    console.print(f"admission (both sides): {doc['admission']}; deployment under {state}")
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
     console.print(f"wrote {out}")
     raise typer.Exit(0 if doc["agree"] else 1)
+
+
+def _by_model_table(by_model: dict[str, list[dict[str, Any]]]) -> Any:
+    """Per tenant and model, simulated → live, inside the window."""
+    from rich.table import Table
+
+    table = Table(title="per tenant and model in the window (sim → live)")
+    cols = ("tenant", "model", "arrived", "dispatched", "finished", "share", "queue mean s")
+    for col in cols:
+        table.add_column(col, justify="right")
+    live = {(r["tenant"], r["model"]): r for r in by_model["live"]}
+    for s in by_model["sim"]:
+        row = live.get((s["tenant"], s["model"]), {})
+        cell = [f"{s[k]} → {row.get(k, '—')}" for k in ("arrived", "dispatched", "finished")]
+        share = f"{_pct1(s['share'])} → {_pct1(row.get('share'))}"
+        wait = f"{_num(s['queue_mean_s'])} → {_num(row.get('queue_mean_s'))}"
+        table.add_row(s["tenant"], s["model"], *cell, share, wait)
+    return table
 
 
 def _pct1(value: float | None) -> str:

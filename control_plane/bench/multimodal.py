@@ -2,50 +2,58 @@
 
 The live side is a real `arbiter up` (gateway, scheduler running the policy, recorder, SQLite)
 whose pool is the scenario's cluster as simulated workers of the three kinds (an LLM, a VLM and
-an image model, all at `--speed`), the models registered through the admin API with the
-scenario's Unified Token overrides (the registry's factors are then the simulator's). Every
-request is sent in its kind's shape (`control_plane.sim.live_shapes`: token-id prompts, chat
-with real 448×448 images, image generations) by the OpenAI API at its arrival time. The
-simulated side runs the same request list through the same policy objects on a virtual clock
-with the live stack's constants (`Scenario.as_live`). Measured over the contended window, the
-arrivals' `[0, duration]` (afterwards the drain serves every backlog in full, so whole-run
-totals only restate demand): each tenant's share of the unified service, live vs simulated
-(they agree when within `tolerance`, relative); the HMFS claims live and simulated (the
-single-agent app `acme/helper` receives what it asks for while the ten-agent `acme/swarm`
-gets the rest of acme's share; the image tenant's share of service far exceeds its share of
-raw tokens: it is charged by unified cost); and the recorder's own per-kind totals from SQL.
+an image model, all at `--speed`), each registered with its engine's batch size and KV
+capacity, the models registered through the admin API with the scenario's Unified Token
+overrides (the registry's factors are then the simulator's), and the scenario's admission set
+as the admission knob (`live_admission`). Every request is sent in its kind's shape
+(`control_plane.sim.live_shapes`: token-id prompts, chat with real 448×448 images, image
+generations) by the OpenAI API at its arrival time. The simulated side runs the same request
+list through the same policy and admission on a virtual clock with the live stack's
+constants (`Scenario.as_live`). What is compared (`multimodal_report`), over the contended
+window `[0, duration]`: each tenant's share of the unified service, live vs simulated (they
+agree when within `tolerance`, relative), with a breakdown per tenant and model; the HMFS
+claims live and simulated (the single-agent app `acme/helper` receives what it asks for
+while the ten-agent `acme/swarm` gets the rest of acme's share; the image tenant's share of
+service far exceeds its share of raw tokens: it is charged by unified cost); and the
+recorder's own per-kind totals from SQL. Both sides' records are written to the state
+directory (`records-live.json`, `records-sim.json`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import subprocess
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import httpx
-import numpy as np
 
+from control_plane.bench.multimodal_report import (
+    agreement,
+    by_model,
+    claims,
+    raw_token_shares,
+)
 from control_plane.bench.up_process import UpConfig, UpProcess, free_port
-from control_plane.core.unified import unified_cost
+from control_plane.contracts.knobs import PluginChoice
+from control_plane.scheduler.rebuild import DEFAULT_ADMISSION
 from control_plane.sim.cluster import unit_factors
 from control_plane.sim.live_bench import LiveTarget, replay
 from control_plane.sim.live_shapes import model_infos
 from control_plane.sim.records import RequestRecord
+from control_plane.sim.runner import PluginChoice as SimPlugins
 from control_plane.sim.runner import run_policy
-from control_plane.sim.scenario import Scenario, load_scenario
+from control_plane.sim.scenario import Scenario, WorkerGroup, load_scenario
 from control_plane.sim.setup import PolicySpec
-from control_plane.sim.timeseries import service_cumulative
-from control_plane.sim.workload import RequestSpec, build_workload
+from control_plane.sim.workload import build_workload
 from workers.engine import LatencyProfile
-from workers.engine.profile import ModelInfo
 
 SCENARIO = "hmfs-multimodal"
-HELPER, SWARM = ("acme", "helper"), ("acme", "swarm")
 
 
 @dataclass(frozen=True)
@@ -59,10 +67,14 @@ class MultimodalConfig:
     seed: int | None = None
 
 
-def _start_worker(profile: str, speed: float, seed: int, log: Path) -> tuple[Any, str]:
+def _start_worker(
+    group: WorkerGroup, profile: LatencyProfile, speed: float, seed: int, log: Path
+) -> tuple[Any, str]:
     port = free_port()
     argv = [sys.executable, "-m", "control_plane", "worker", "sim", "--port", str(port)]
-    argv += ["--profile", profile, "--speed", str(speed), "--seed", str(seed)]
+    argv += ["--profile", group.profile, "--speed", str(speed), "--seed", str(seed)]
+    for flag, value in _engine_sizes(group, profile).items():
+        argv += [flag, str(value)]
     with log.open("ab") as out:
         proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
     url = f"http://127.0.0.1:{port}"
@@ -75,7 +87,45 @@ def _start_worker(profile: str, speed: float, seed: int, log: Path) -> tuple[Any
             pass
         time.sleep(0.2)
     proc.kill()
-    raise RuntimeError(f"worker {profile} did not start (see {log})")
+    raise RuntimeError(f"worker {group.profile} did not start (see {log})")
+
+
+def _engine_sizes(group: WorkerGroup, profile: LatencyProfile) -> dict[str, int]:
+    """The worker's engine sizes as the simulator builds them: the group's, else the profile's."""
+    return {
+        "--max-num-seqs": group.max_num_seqs or profile.max_num_seqs,
+        "--max-num-batched-tokens": group.max_num_batched_tokens or profile.max_num_batched_tokens,
+        "--kv-tokens": group.kv_tokens or profile.kv_tokens,
+    }
+
+
+def worker_body(
+    group: WorkerGroup, profile: LatencyProfile, url: str, worker_id: str
+) -> dict[str, Any]:
+    """The admin API's worker record: with its engine's batch size and KV capacity, which the
+    live scheduler's admission reads (an unregistered size is the registry's default of 256
+    sequences: an 8-image engine would then be sent every image at once, to queue inside it)."""
+    sizes = _engine_sizes(group, profile)
+    return {
+        "url": url,
+        "id": worker_id,
+        "model": profile.model.name,
+        "kind": "sim",
+        "profile": group.profile,
+        "max_num_seqs": sizes["--max-num-seqs"],
+        "kv_tokens": sizes["--kv-tokens"],
+        "reason": f"bench {SCENARIO}",
+    }
+
+
+def live_admission(scenario: Scenario) -> PluginChoice:
+    """The admission both sides run: the scenario's, over the live stack's default params
+    when it is the same plug-in (`skip_waiting: false` there: live, the engine's `waiting`
+    is a scrape behind). Without it, `arbiter up` runs its default and the simulator the
+    scenario's — `hmfs-multimodal`'s `token_fence` alone moves studio's share 3 points."""
+    sched = scenario.scheduler
+    base = dict(DEFAULT_ADMISSION.params) if sched.admission == DEFAULT_ADMISSION.name else {}
+    return PluginChoice(sched.admission, {**base, **sched.admission_params})
 
 
 def model_spec(profile: LatencyProfile, scenario: Scenario) -> dict[str, Any]:
@@ -104,23 +154,21 @@ def _wait_models(client: httpx.Client, key: str, names: set[str]) -> None:
     raise RuntimeError(f"the gateway does not serve {sorted(names)}")
 
 
-def exact_image_caps(specs: list[RequestSpec], infos: Mapping[str, ModelInfo]) -> list[RequestSpec]:
-    """The specs with an image model's cap set to its output: live, the gateway queues an
-    image request as exactly `n · steps` units (a client sends no `max_tokens`), so the
-    simulated scheduler must see the same cap, not the generous text default."""
-    images = {name for name, info in infos.items() if info.kind == "image"}
-    return [replace(s, max_tokens=s.n_out) if s.model in images else s for s in specs]
-
-
 def deploy(scenario: Scenario, cfg: MultimodalConfig, state: Path) -> tuple[UpProcess, list[Any]]:
-    """`arbiter up` with the first worker group, the others started and registered."""
-    groups = list(scenario.cluster)
+    """`arbiter up` with the first worker group, the others started and registered with their
+    engines' sizes, every model registered, and the scenario's admission (`live_admission`)
+    applied by the leader."""
+    first, *others = scenario.cluster
+    head = scenario.profile(first)
+    kv_tokens = str(first.kv_tokens or head.kv_tokens)
+    extra = ("--profile", first.profile, "--policy", cfg.policy, "--kv-tokens", kv_tokens)
     up = UpProcess.start(
         UpConfig(
-            workers=1,
-            speed=cfg.speed,
+            workers=first.count,
+            speed=cfg.speed * first.speed,
+            max_num_seqs=first.max_num_seqs or head.max_num_seqs,
             tenants=tuple(t.name for t in scenario.tenants),
-            extra_args=("--profile", groups[0].profile, "--policy", cfg.policy),
+            extra_args=extra,
             env={"ARBITER_DEFAULT_QUEUE_CAP": "1000000"},  # the scenario has no queue cap
         ),
         state,
@@ -132,24 +180,43 @@ def deploy(scenario: Scenario, cfg: MultimodalConfig, state: Path) -> tuple[UpPr
             headers={"Authorization": f"Bearer {up.info['admin_token']}"},
             timeout=10,
         )
-        for group in groups:
+        for group in scenario.cluster:
             profile = scenario.profile(group)
             put = admin.put(
                 f"/admin/models/{profile.model.name}", json=model_spec(profile, scenario)
             )
             put.raise_for_status()
-        for i, group in enumerate(groups[1:], start=1):
-            proc, url = _start_worker(group.profile, cfg.speed, i, state / f"worker-{i}.log")
-            procs.append(proc)
+        for i, group in enumerate(others, start=1):
             profile = scenario.profile(group)
-            body = {"url": url, "id": f"mm-{i}", "model": profile.model.name, "kind": "sim"}
-            body |= {"profile": group.profile, "reason": f"bench {SCENARIO}"}
-            admin.post("/admin/workers", json=body).raise_for_status()
+            for k in range(group.count):
+                name = f"mm-{i}" if group.count == 1 else f"mm-{i}-{k}"
+                log = state / f"{name}.log"
+                proc, url = _start_worker(group, profile, cfg.speed * group.speed, i, log)
+                procs.append(proc)
+                body = worker_body(group, profile, url, name)
+                admin.post("/admin/workers", json=body).raise_for_status()
         _wait_models(admin, next(iter(up.keys().values())), set(model_infos(scenario)))
+        _apply_admission(admin, live_admission(scenario))
     except BaseException:
         stop(up, procs)
         raise
     return up, procs
+
+
+def _apply_admission(admin: httpx.Client, choice: PluginChoice) -> None:
+    """Set the admission knob; return once the leader reports running it (next tick)."""
+    body = {"value": choice.to_json(), "reason": f"bench {SCENARIO}: the scenario's admission"}
+    admin.put("/admin/knobs/admission", json=body).raise_for_status()
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        live = admin.get("/admin/policy").json().get("admission") or {}
+        params = live.get("params") or {}
+        if live.get("name") == choice.name and all(
+            params.get(k) == v for k, v in choice.params.items()
+        ):
+            return
+        time.sleep(0.5)
+    raise RuntimeError(f"the leader did not apply admission {choice.to_json()}")
 
 
 def stop(up: UpProcess, procs: list[Any]) -> None:
@@ -163,69 +230,40 @@ def stop(up: UpProcess, procs: list[Any]) -> None:
     up.stop()
 
 
-def window_service(records: Sequence[RequestRecord], end: float) -> dict[str, float]:
-    """Unified service each tenant received during `[0, end]` (scenario seconds): the
-    contended window, before the drain serves every backlog in full."""
-    at = np.array([-1.0, end], dtype=np.float64)  # before 0: what happens at 0 counts
-    out: dict[str, float] = {}
-    for tenant in sorted({r.tenant for r in records}):
-        cum = service_cumulative([r for r in records if r.tenant == tenant], at)
-        out[tenant] = float(cum[1] - cum[0])
-    return out
-
-
-def shares(service: Mapping[str, float]) -> dict[str, float]:
-    """Each key's share of the total."""
-    total = sum(service.values())
-    return {k: v / total if total else 0.0 for k, v in service.items()}
-
-
-def raw_token_shares(records: Sequence[RequestRecord]) -> dict[str, float]:
-    """Each tenant's share of raw tokens served (prompt + output, no factor)."""
-    tokens: dict[str, float] = {}
-    for r in records:
-        served = (r.n_in if r.dispatched is not None else 0) + r.n_out
-        tokens[r.tenant] = tokens.get(r.tenant, 0.0) + served
-    return shares(tokens)
-
-
-def claims(records: Sequence[RequestRecord], end: float) -> dict[str, float | None]:
-    """The HMFS claims' numbers over the contended window `[0, end]`: what `acme/helper` (one
-    agent) received over the demand that arrived in it, the same for `acme/swarm` (ten
-    agents), and helper's share of acme's service."""
-    out: dict[str, float | None] = {}
-    service: dict[str, float] = {}
-    for name, (tenant, app) in (("helper", HELPER), ("swarm", SWARM)):
-        mine = [r for r in records if r.tenant == tenant and r.app == app]
-        got = window_service(mine, end).get(tenant, 0.0)
-        demand = sum(
-            unified_cost(r.n_in, r.length, r.unit_factor) for r in mine if r.arrival <= end
-        )
-        service[name] = got
-        out[f"{name}_served_over_demand"] = got / demand if demand else None
-    acme = service["helper"] + service["swarm"]
-    out["helper_share_of_acme"] = service["helper"] / acme if acme else None
-    return out
-
-
 def run(
     cfg: MultimodalConfig, state: Path, progress: Callable[[RequestRecord], None] | None = None
 ) -> dict[str, Any]:
-    """Deploy, replay live, simulate, compare; the bench's JSON document."""
+    """Deploy, replay live, simulate (same requests, same admission), compare; the bench's
+    JSON document. Both sides' records are written to the state directory."""
     scenario = load_scenario(SCENARIO).with_overrides(cfg.seed, cfg.duration_s)
-    specs = exact_image_caps(build_workload(scenario), model_infos(scenario))
+    specs = build_workload(scenario)
     policy = PolicySpec(cfg.policy, cfg.policy)
+    admission = live_admission(scenario)
     up, procs = deploy(scenario, cfg, state)
+    failures: dict[str, int] = {}
     try:
         started = time.time()
         target = LiveTarget(up.gateway, up.keys(), cfg.speed, infos=model_infos(scenario))
-        records = asyncio.run(replay(specs, unit_factors(scenario), target, progress))
+        records = asyncio.run(
+            replay(specs, unit_factors(scenario), target, progress, failures=failures)
+        )
         time.sleep(3.0)  # the recorder's last batch
         kinds = _kind_report(up, started - 5, time.time() + 5)
     finally:
         stop(up, procs)
-    sim = run_policy(scenario.as_live(cfg.speed), policy, specs).records
-    return document(cfg, records, sim, kinds)
+    plugins = SimPlugins(admission=admission.name, admission_params=dict(admission.params))
+    sim = run_policy(scenario.as_live(cfg.speed), policy, specs, plugins=plugins).records
+    write_records(state, {"live": records, "sim": sim})
+    doc = document(cfg, records, sim, kinds)
+    return {**doc, "admission": admission.to_json(), "failures": failures}
+
+
+def write_records(state: Path, sides: Mapping[str, Sequence[RequestRecord]]) -> None:
+    """Every request's record of each side, `records-<side>.json` in the state directory
+    (to compare the two sides request by request)."""
+    for side, records in sides.items():
+        rows = [r.to_json() for r in records]
+        (state / f"records-{side}.json").write_text(json.dumps(rows) + "\n", encoding="utf-8")
 
 
 def _kind_report(up: UpProcess, start: float, end: float) -> dict[str, Any]:
@@ -246,16 +284,10 @@ def document(
     sim: Sequence[RequestRecord],
     kinds: Mapping[str, Any],
 ) -> dict[str, Any]:
-    """Shares of the contended window, their agreement, the claims and the recorder's
-    per-kind totals."""
+    """Shares of the contended window, their agreement, the claims, the breakdown per tenant
+    and model of both sides, and the recorder's per-kind totals (`multimodal_report`)."""
     end = cfg.duration_s
-    live_shares, sim_shares = shares(window_service(live, end)), shares(window_service(sim, end))
-    rows = []
-    for tenant in sorted(sim_shares):
-        a, b = sim_shares[tenant], live_shares.get(tenant, 0.0)
-        rel = abs(b - a) / a if a else None
-        ok = rel is not None and rel <= cfg.tolerance
-        rows.append({"tenant": tenant, "sim": a, "live": b, "relative": rel, "agrees": ok})
+    rows = agreement(live, sim, end, cfg.tolerance)
     statuses: dict[str, int] = {}
     for r in live:
         statuses[r.status] = statuses.get(r.status, 0) + 1
@@ -269,5 +301,6 @@ def document(
         "agree": all(row["agrees"] for row in rows),
         "raw_token_shares_live": raw_token_shares(live),
         "claims": {"live": claims(live, end), "sim": claims(sim, end)},
+        "by_model": {"live": by_model(live, end), "sim": by_model(sim, end)},
         "service_by_kind": kinds.get("data", []),
     }

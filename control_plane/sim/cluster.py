@@ -29,6 +29,10 @@ class SimWorker:
     index: int = 0
     """Position in the cluster's worker list."""
     last_preemption_at: float | None = None
+    streams: bool = True
+    """Whether its answers stream. An image model's do not (`/v1/images/generations` answers
+    once, every image done), so live the gateway reports no progress for them: the scheduler
+    is charged their output, and the client sees it, only when they end."""
 
     def view(
         self, inflight: int, inflight_tokens: int, prefilling: int = 0, prefill_tokens: int = 0
@@ -67,7 +71,8 @@ def build_workers(scenario: Scenario, speed: float = 1.0) -> list[SimWorker]:
             index = len(workers)
             worker_id = f"{group.name or profile.name}-{i}"
             engine = Engine(latency, config, seed=scenario.seed * 1009 + index)
-            workers.append(SimWorker(worker_id, profile.model.name, engine, index))
+            streams = profile.model.kind != "image"
+            workers.append(SimWorker(worker_id, profile.model.name, engine, index, streams=streams))
     ids = [w.id for w in workers]
     if len(set(ids)) != len(ids):
         raise ValueError("worker ids collide: give worker groups distinct `name`s")

@@ -6,9 +6,10 @@ placement)` built from the same registries; requests run on `workers.engine.Engi
 of the scenario's profiles. It does what the live scheduler's I/O loop does — arrivals →
 `arrive`; queue timeouts → `withdraw`; `decide` → `engine.add`; streamed tokens →
 `progress_batch`, reported for every running request together every `progress_s` (the
-gateway's batched progress events; 0 = after every engine step); completions → `complete`;
-`tick` every `tick_s` — and nothing else. It keeps only the clock, the engines, the workload
-and each request's record.
+gateway's batched progress events; 0 = after every engine step; an image model's answer does
+not stream, so its output is charged, and its first token seen, on completion); completions
+→ `complete`; `tick` every `tick_s` — and nothing else. It keeps only the clock, the engines,
+the workload and each request's record.
 
 Event loop: a heap of `(time, seq, kind, worker)` for engine step boundaries, progress
 flushes and ticks, beside the time-sorted arrival list. At one instant: engines whose event is
@@ -57,9 +58,10 @@ def _freed(
 class Active:
     """A dispatched request: its job, record, worker and output tokens not yet reported."""
 
-    __slots__ = ("job", "record", "unflushed", "worker")
+    __slots__ = ("id", "job", "record", "unflushed", "worker")
 
     def __init__(self, job: Job, record: RequestRecord, worker: SimWorker) -> None:
+        self.id = job.id
         self.job = job
         self.record = record
         self.worker = worker
@@ -269,11 +271,16 @@ class Simulator:
     def _flush(self, index: int, t: float) -> None:
         """One worker's share of a progress report, charged as one batch (`progress_batch`)."""
         reports: list[tuple[str, int]] = []
-        for a in self.per_worker[index].values():
-            if a.unflushed:
-                a.record.n_out += a.unflushed
-                a.unflushed = 0
-                reports.append((a.job.id, a.record.n_out))
+        report = reports.append
+        if self.workers[index].streams:  # else charged once, on completion
+            for a in self.per_worker[index].values():
+                n = a.unflushed
+                if n:
+                    record = a.record
+                    n += record.n_out
+                    record.n_out = n
+                    a.unflushed = 0
+                    report((a.id, n))
         if reports:
             self.core.progress_batch(reports, t)
         self.backlog.sample(t)
@@ -296,6 +303,8 @@ class Simulator:
         record.n_out += a.unflushed
         a.unflushed = 0
         record.status, record.finished = "ok", at
+        if not a.worker.streams:
+            record.first_token = at  # the answer comes whole
         self._release(a)
         self.core.complete(a.job.id, record.outcome(), t)
         self._issue_next(a.job.id, at)

@@ -101,7 +101,8 @@ async def _stream(
     record: RequestRecord,
     target: LiveTarget,
     clock: Callable[[], float],
-) -> None:
+) -> str | None:
+    """Send one request and fill its record; why it failed (None: it did not)."""
     served = target.models.get(spec.model) or spec.model
     path, body = request_shape(spec, served, target.infos.get(spec.model))
     url = target.gateway.rstrip("/") + path
@@ -114,7 +115,7 @@ async def _stream(
             await resp.aread()
             record.status = _FAILED.get(resp.status_code, "error")
             record.finished = clock()
-            return
+            return f"HTTP {resp.status_code} {_error_code(resp)}".rstrip()
         if body.get("stream"):
             await _read_stream(resp, record, clock)
         else:
@@ -126,6 +127,20 @@ async def _stream(
         record.status = "ok"
     if record.dispatched is None:
         record.dispatched = record.first_token or record.finished
+    return "error event in the stream" if record.status == "error" else None
+
+
+def _error_code(resp: httpx.Response) -> str:
+    """The OpenAI-shaped error's `code` of a refused request, else its `type` (vLLM's code is
+    the HTTP status again), else nothing."""
+    try:
+        error = resp.json().get("error")
+    except (ValueError, AttributeError):
+        return ""
+    if not isinstance(error, dict):
+        return ""
+    code = error.get("code")
+    return code if isinstance(code, str) and code else str(error.get("type") or "")
 
 
 async def _read_stream(
@@ -160,6 +175,7 @@ async def replay(
     unit_factors: Mapping[str, float],
     target: LiveTarget,
     on_done: Callable[[RequestRecord], None] | None = None,
+    failures: dict[str, int] | None = None,
 ) -> list[RequestRecord]:
     """Send every request at its (compressed) arrival time; one record per request sent.
 
@@ -167,7 +183,8 @@ async def replay(
     waits on ended `ok`, after its think time (`arrival` = that end + `think_s`, scenario
     time), with `X-Arbiter-Workflow` and `X-Arbiter-Upstream`; a call whose predecessor
     failed is never sent (its workflow stops there, as in the simulator's closed loop).
-    Records come in send order of the roots, then of the released calls."""
+    Records come in send order of the roots, then of the released calls; `failures`, when
+    given, counts why requests failed (`HTTP <status> <code>`, or the client's exception)."""
     waiting: dict[str, list[RequestSpec]] = {}
     roots: list[RequestSpec] = []
     for s in specs:
@@ -190,9 +207,12 @@ async def replay(
             records.append(record)
             await asyncio.sleep(max(0.0, spec.arrival / target.speed - (time.monotonic() - start)))
             try:
-                await _stream(client, spec, record, target, clock)
-            except (httpx.HTTPError, json.JSONDecodeError):
+                why = await _stream(client, spec, record, target, clock)
+            except (httpx.HTTPError, json.JSONDecodeError) as exc:
                 record.status, record.finished = "error", clock()
+                why = type(exc).__name__
+            if why is not None and failures is not None:
+                failures[why] = failures.get(why, 0) + 1
             if on_done is not None:
                 on_done(record)
             released = waiting.pop(spec.id, [])

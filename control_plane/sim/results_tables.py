@@ -19,7 +19,8 @@ live system runs (docs/algorithms.md §0.6); scenarios and their calibration are
 was never served counts as a violation when it carries an SLO.
 
 No oracle (docs/algorithms.md §0.7): the scheduler sees each request's `max_tokens` cap (2048
-unless a class sets one), never its true output length; SJF, EDF, two-lane, the token fences
+unless a class sets one; an image request's is its `n · steps`, which its client asks for and
+the gateway queues it as), never its true output length; SJF, EDF, two-lane, the token fences
 and KV-aware placement use the length the scheduler predicts from the answers that already
 ended. "Length prediction" below gives the error of those predictions, "What changed without
 the oracle" the headline numbers against the previous release's, in which `max_tokens` was

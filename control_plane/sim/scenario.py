@@ -224,6 +224,15 @@ class Scenario(_Strict):
     def served_models(self) -> list[str]:
         return list(dict.fromkeys(self.profile(g).model.name for g in self.cluster))
 
+    def image_models(self) -> set[str]:
+        """Served models of kind `image`: a request's output there (`n · steps` units) is what
+        its client asks for, and the gateway queues it as exactly that (its cap)."""
+        return {
+            self.profile(g).model.name
+            for g in self.cluster
+            if self.profile(g).model.kind == "image"
+        }
+
     def tenant(self, name: str) -> TenantSpec:
         found = next((t for t in self.tenants if t.name == name), None)
         if found is None:

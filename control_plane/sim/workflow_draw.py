@@ -75,6 +75,7 @@ def workflow_specs(s: Scenario, index: int, template: WorkflowTemplate) -> list[
     lengths = random.Random(f"{s.seed}:wf-lengths:{index}")
     default_model = s.served_models()[0]
     max_len = {s.profile(g).model.name: s.profile(g).model.max_model_len for g in s.cluster}
+    images = s.image_models()
     out: list[RequestSpec] = []
     for k, t in enumerate(times):
         wf = f"{template.name}-{k}"
@@ -91,6 +92,8 @@ def workflow_specs(s: Scenario, index: int, template: WorkflowTemplate) -> list[
             n_in = max(1, min(n_in, max_len[model] - n_out))
             wanted = rc.max_tokens.sample(lengths) if rc.max_tokens else DEFAULT_MAX_TOKENS
             cap = max(1, min(wanted, max_len[model] - n_in))
+            if model in images:
+                cap = min(n_out, cap)  # asked for exactly, as the gateway queues it
             agent = app.agent(node.agent)
             made.append(
                 RequestSpec(

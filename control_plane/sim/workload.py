@@ -10,6 +10,9 @@ No oracle: `n_out` is what the model *will* generate (it ends with EOS there), k
 engine model only; `max_tokens` is the client's cap — the class's `max_tokens` draw, else
 `DEFAULT_MAX_TOKENS`, lowered to the room the prompt leaves in the context — and is all the
 scheduler sees. A cap below the drawn length truncates the answer there (finish `length`).
+An image model's request is the exception: its output (`n · steps` denoising units) is what
+the client asks for, not a prediction, and the gateway queues it as exactly that
+(`gateway/images.py`), so its cap is its output.
 """
 
 from __future__ import annotations
@@ -120,6 +123,7 @@ def _stream_specs(s: Scenario) -> list[RequestSpec]:
     drafts.sort(key=lambda d: (d.arrival, d.order))
     default_model = s.served_models()[0]
     max_len = {s.profile(g).model.name: s.profile(g).model.max_model_len for g in s.cluster}
+    images = s.image_models()
     length_rngs: dict[int, random.Random] = {}
     cap_rngs: dict[int, random.Random] = {}
     out = []
@@ -138,6 +142,8 @@ def _stream_specs(s: Scenario) -> list[RequestSpec]:
         )
         cap = max(1, min(wanted, max_len[model] - n_in))
         n_out = min(n_out, cap)
+        if model in images:
+            cap = n_out  # what the gateway queues an image request as: exactly n · steps
         tenant = s.tenant(d.tenant)
         app = tenant.app(d.app)
         agent = app.agent(d.agent) if app else None

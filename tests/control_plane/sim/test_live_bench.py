@@ -75,6 +75,17 @@ def test_replay_sends_the_scenario_and_records_what_clients_see(worker_url: str)
     assert res["completed"] == len(specs) and res["tokens_per_s"] > 0
 
 
+@pytest.mark.e2e
+def test_replay_counts_why_requests_failed(worker_url: str) -> None:
+    scenario = tiny(duration_s=1)
+    specs = build_workload(scenario)
+    target = LiveTarget(worker_url, {"*": "sk-test"}, speed=SPEED, models={"llama3-8b": "nope"})
+    failures: dict[str, int] = {}
+    records = asyncio.run(replay(specs, unit_factors(scenario), target, failures=failures))
+    assert records and all(r.status == "error" for r in records)
+    assert failures == {"HTTP 404 NotFoundError": len(records)}  # vLLM's error type
+
+
 def test_headers_scale_slos_and_carry_the_hierarchy(tmp_path: Path) -> None:
     spec = build_workload(tiny())[0]
     headers = request_headers(spec, "sk-1", speed=4.0)

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import itertools
 import json
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
 
+from control_plane.core.scheduler_core import SchedulerCore
 from control_plane.policies.registry import policy_class
 from control_plane.sim.engine_loop import Simulator
 from control_plane.sim.records import RequestRecord
@@ -128,3 +130,57 @@ def test_results_document_holds_one_entry_per_policy_label() -> None:
     doc = results_document(scenario, runs)
     assert list(doc["results"]) == ["vtc", "hmfs"]
     assert doc["results"]["hmfs"]["policy"] == "hmfs"
+
+
+IMAGE_AND_TEXT: dict[str, object] = {
+    "duration_s": 20,
+    "drain_s": 120,
+    "cluster": [{"profile": "sd-image-a100"}, {"profile": "llama3-8b-a100"}],
+    "classes": {
+        "image": {
+            "model": "sd3-medium",
+            "prompt": {"dist": "fixed", "value": 30},
+            "output": {"dist": "fixed", "value": 28},
+        },
+        "chat": {
+            "model": "llama3-8b",
+            "prompt": {"dist": "fixed", "value": 200},
+            "output": {"dist": "fixed", "value": 50},
+        },
+    },
+    "workload": [
+        {"tenant": "a", "class": "image", "arrival": {"process": "poisson", "rate": 0.5}},
+        {"tenant": "b", "class": "chat", "arrival": {"process": "poisson", "rate": 2}},
+    ],
+}
+
+
+class RecordingCore(SchedulerCore):
+    """The live scheduler's core, noting which jobs a progress report charged."""
+
+    reported: set[str]
+
+    def progress_batch(self, reports: Sequence[tuple[str, int]], now: float) -> None:
+        self.reported.update(job_id for job_id, _ in reports)
+        super().progress_batch(reports, now)
+
+
+def test_an_image_answer_is_charged_and_seen_whole_when_it_ends() -> None:
+    # Live, /v1/images/generations answers once: the gateway reports no progress for it, so
+    # the scheduler is charged its steps on completion and the client sees them at the end.
+    scenario = tiny(**IMAGE_AND_TEXT)
+    specs = build_workload(scenario)
+    setup = build_setup(scenario, PolicySpec("vtc", "vtc"))
+    core = RecordingCore(setup.dispatcher, controller=setup.controller)
+    core.reported = set()
+    records = Simulator(setup, specs, core=core).run()
+    images = [r for r in records if r.model == "sd3-medium"]
+    text = [r for r in records if r.model == "llama3-8b"]
+    assert len(images) >= 4 and len(text) >= 20
+    assert all(r.status == "ok" and r.n_out == 28 == r.max_tokens for r in images)
+    assert all(r.first_token == r.finished for r in images)
+    assert all(r.first_token is not None and r.first_token < r.finished for r in text)  # type: ignore[operator]
+    assert not core.reported & {r.id for r in images}
+    assert core.reported & {r.id for r in text}
+    ledger = setup.dispatcher.policy.ctx.ledger
+    assert ledger.service(("a",)) == pytest.approx(sum(r.service() for r in images))

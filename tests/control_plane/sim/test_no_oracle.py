@@ -9,6 +9,7 @@ from typing import Any
 
 from control_plane.core.job import Job
 from control_plane.sim.engine_loop import Simulator
+from control_plane.sim.scenario import load_scenario
 from control_plane.sim.setup import PolicySpec, build_setup
 from control_plane.sim.workload import DEFAULT_MAX_TOKENS, build_workload
 from tests.control_plane.sim.builders import run, tiny
@@ -85,3 +86,14 @@ def test_sjf_learns_which_agent_is_short_without_seeing_lengths() -> None:
     fcfs, sjf = waits("fcfs"), waits("sjf")
     assert sjf["short"] < 0.25 * fcfs["short"]
     assert sjf["short"] < 0.25 * sjf["long"]
+
+
+def test_an_image_request_s_cap_is_its_steps_as_the_gateway_queues_it() -> None:
+    # An image's output (n · steps) is what its client asks for, not a prediction: the gateway
+    # queues it as exactly that, so the simulated scheduler sees the same, not 2048.
+    scenario = load_scenario("hmfs-multimodal").with_overrides(None, 30)
+    specs = build_workload(scenario)
+    images = [s for s in specs if s.model == "sd3-medium"]
+    assert images and all(s.cap == s.n_out == 28 for s in images)
+    assert all(s.cap == DEFAULT_MAX_TOKENS for s in specs if s.model != "sd3-medium")
+    assert scenario.image_models() == {"sd3-medium"}
