@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,6 +23,8 @@ from control_plane.core.job import Job, Outcome
 from control_plane.core.latency import LinearLatency
 
 MIN_TTFT_S = 1e-3
+_Window = tuple[tuple[tuple[int, float], ...], tuple[float, ...]]
+"""One model's samples at a refit: `(n_in, prefill seconds)` pairs and TPOTs."""
 
 
 @dataclass(slots=True)
@@ -59,9 +62,12 @@ class FittedLatency:
     """`LatencyModel` whose coefficients are fitted per model from served requests.
 
     Rule: see the module docstring; a model is refitted after every `refit_every` new answers
-    (so a prediction costs a dictionary lookup). Guarantees: every estimate is finite and
-    positive; with fewer than `min_samples` answers of a model it equals `default`'s; memory
-    is `window` samples per model.
+    (so a prediction costs a dictionary lookup). The fit is computed when first read: the
+    window as it stood at the refit is kept until then, so a read sees the very coefficients
+    an eager refit would have given, and a fit nobody reads before the next one is never
+    computed. Guarantees: every estimate is finite and positive; with fewer than
+    `min_samples` answers of a model it equals `default`'s; memory is `window` samples per
+    model (twice that while a refit waits to be read).
     """
 
     def __init__(
@@ -77,14 +83,20 @@ class FittedLatency:
         self.refit_every = refit_every
         self._samples: dict[str, _Samples] = {}
         self._fits: dict[str, Fit] = {}
+        self._due: dict[str, _Window] = {}
+        """Refits not computed yet: each model's window at its latest refit, oldest first."""
 
     def ttft(self, job: Job) -> float:
+        if self._due:
+            self._settle()
         fit = self._fits.get(job.model)
         if fit is None or fit.a is None or fit.b is None:
             return self.default.ttft(job)
         return fit.a + fit.b * job.n_in
 
     def tpot(self, job: Job) -> float:
+        if self._due:
+            self._settle()
         fit = self._fits.get(job.model)
         if fit is None or fit.tpot is None:
             return self.default.tpot(job)
@@ -103,10 +115,17 @@ class FittedLatency:
         samples.add(job.n_in, prefill, outcome.tpot_s if outcome.n_out > 1 else None)
         if samples.fresh >= self.refit_every:
             samples.fresh = 0
-            self._fits[job.model] = self._fit(samples)
+            self._due[job.model] = (tuple(samples.prefill), tuple(samples.tpot))
+
+    def _settle(self) -> None:
+        """Compute the refits waiting to be read, in the order they were due."""
+        for model, (prefill, tpot) in self._due.items():
+            self._fits[model] = self._fit(prefill, tpot)
+        self._due.clear()
 
     def fits(self) -> dict[str, dict[str, Any]]:
         """The coefficients in use per model (for the admin API and the results)."""
+        self._settle()
         return {
             m: {"a": f.a, "b": f.b, "tpot": f.tpot, "samples": f.samples}
             for m, f in self._fits.items()
@@ -122,6 +141,7 @@ class FittedLatency:
         """Reload `snapshot()` and refit; malformed entries are skipped."""
         if not isinstance(data, dict):
             return
+        self._settle()  # the fits keep the order in which models were first fitted
         for model, entry in data.items():
             if not isinstance(entry, dict):
                 continue
@@ -134,22 +154,22 @@ class FittedLatency:
                     samples.add(0, None, float(t))
             samples.fresh = 0
             self._samples[str(model)] = samples
-            self._fits[str(model)] = self._fit(samples)
+            self._fits[str(model)] = self._fit(samples.prefill, samples.tpot)
 
-    def _fit(self, s: _Samples) -> Fit:
+    def _fit(self, prefill: Sequence[tuple[int, float]], tpots: Sequence[float]) -> Fit:
         a = b = tpot = None
-        if len(s.prefill) >= self.min_samples:
-            xs = np.fromiter((n for n, _ in s.prefill), dtype=float)
-            ys = np.fromiter((t for _, t in s.prefill), dtype=float)
+        if len(prefill) >= self.min_samples:
+            xs = np.fromiter((n for n, _ in prefill), dtype=float)
+            ys = np.fromiter((t for _, t in prefill), dtype=float)
             slope, intercept = 0.0, float(ys.mean())
             if np.ptp(xs) > 0:
                 slope, intercept = (float(v) for v in np.polyfit(xs, ys, 1))
                 if slope < 0:
                     slope, intercept = 0.0, float(ys.mean())
             a, b = max(intercept, MIN_TTFT_S), slope
-        if len(s.tpot) >= self.min_samples:
-            tpot = float(np.mean(s.tpot))
-        return Fit(a, b, tpot, max(len(s.prefill), len(s.tpot)))
+        if len(tpots) >= self.min_samples:
+            tpot = float(np.mean(tpots))
+        return Fit(a, b, tpot, max(len(prefill), len(tpots)))
 
 
 def _numbers(pair: Any) -> bool:

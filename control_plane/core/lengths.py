@@ -29,16 +29,24 @@ class _Window:
     size: int
     order: deque[int] = field(default_factory=deque)
     ranked: SortedList = field(default_factory=SortedList)
+    read: tuple[float, int] | None = None
+    """The last quantile read and its value, until the next `add`."""
 
     def add(self, n: int) -> None:
         self.order.append(n)
         self.ranked.add(n)
         if len(self.order) > self.size:
             self.ranked.remove(self.order.popleft())
+        self.read = None
 
     def quantile(self, q: float) -> int:
+        read = self.read
+        if read is not None and read[0] == q:
+            return read[1]
         ranked = self.ranked
-        return int(ranked[min(len(ranked) - 1, max(0, math.ceil(q * len(ranked)) - 1))])
+        value = int(ranked[min(len(ranked) - 1, max(0, math.ceil(q * len(ranked)) - 1))])
+        self.read = (q, value)
+        return value
 
 
 @dataclass(slots=True)

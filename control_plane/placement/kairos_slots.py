@@ -50,6 +50,9 @@ class KairosSlotsPlacement(Placement):
         self.ctx = PolicyContext()
         self._ledgers: dict[str, SlotLedger] = {}
         self._running: dict[str, tuple[str, Curve]] = {}
+        self._last: tuple[tuple[int, int, float, float, float, float], Curve] | None = None
+        """The last curve computed and its arguments: a decision asks for the same one once
+        per worker it tries (`curve` is a pure function of them)."""
 
     def bind(self, ctx: PolicyContext) -> None:
         self.ctx = ctx
@@ -60,8 +63,10 @@ class KairosSlotsPlacement(Placement):
 
     def _curve(self, job: Job, now: float) -> Curve:
         tpot = max(self.ctx.latency.tpot(job), 1e-6)
-        e_hat = self.predicted_s(job)
-        return curve(job.n_in, job.max_tokens, 1.0 / tpot, now, e_hat, self.p.slot_s)
+        args = (job.n_in, job.max_tokens, 1.0 / tpot, now, self.predicted_s(job), self.p.slot_s)
+        if self._last is None or self._last[0] != args:
+            self._last = (args, curve(*args))
+        return self._last[1]
 
     def _ledger(self, worker: str, now: float) -> SlotLedger:
         ledger = self._ledgers.get(worker)

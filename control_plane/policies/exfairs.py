@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable
 from typing import Any, ClassVar, Literal
 
@@ -58,13 +59,16 @@ class ExfairsPolicy(Policy):
         self._last_safi: dict[Node, float] = {}
         self._last_transfers: list[Transfer] = []
         self._saved_order: dict[str, tuple[int, int]] = {}
+        self._clients: Counter[Node] = Counter()
+        self._level = self._p().level
+        """Queued jobs per client (the clients a credit round counts as active)."""
 
     def _p(self) -> ExfairsParams:
         assert isinstance(self.params, ExfairsParams)
         return self.params
 
     def client(self, job: Job) -> Node:
-        return job.path[: self._p().level]
+        return job.path[: self._level]
 
     def priority(self, job: Job) -> int:
         account = self.ctx.ledger.find_account(self.client(job))
@@ -74,6 +78,7 @@ class ExfairsPolicy(Policy):
         if job.id in self._queue:
             raise DuplicateJobError(f"job {job.id!r} is already pending")
         self._queue.insert(job, self.priority(job))
+        self._clients[self.client(job)] += 1
 
     def adopt(self, jobs: Iterable[Job], now: float) -> None:
         """Fail-over keeps the saved queue order; other jobs enter by Algorithm 2."""
@@ -82,15 +87,26 @@ class ExfairsPolicy(Policy):
         kept = sorted((j for j in pending if j.id in saved), key=lambda j: saved[j.id][0])
         for job in kept:
             self._queue.insert_at(job, saved[job.id][1], len(self._queue))
+            self._clients[self.client(job)] += 1
         for job in sorted((j for j in pending if j.id not in saved), key=arrival_order):
             self.push(job, now)
         self._saved_order = {}
 
     def pop(self, now: float, admit: Admit) -> Job | None:
-        return self._queue.pop_first(admit)
+        return self._left(self._queue.pop_first(admit))
 
     def remove(self, job_id: str) -> Job | None:
-        return self._queue.remove(job_id)
+        return self._left(self._queue.remove(job_id))
+
+    def _left(self, job: Job | None) -> Job | None:
+        if job is not None:
+            clients, client = self._clients, job.path[: self._level]
+            left = clients[client] - 1
+            if left:
+                clients[client] = left
+            else:
+                del clients[client]
+        return job
 
     def jobs(self) -> Iterable[Job]:
         return [job for job, _ in self._queue]
@@ -101,7 +117,7 @@ class ExfairsPolicy(Policy):
     # -- credit rounds ----------------------------------------------------------------------
     def active_clients(self, now: float) -> list[Node]:
         ledger, level = self.ctx.ledger, self._p().level
-        active = {self.client(job) for job, _ in self._queue}
+        active = set(self._clients)
         for node in ledger.nodes_at(level):
             window = ledger.window(node, now)
             if window.service > 0 or window.completed > 0:

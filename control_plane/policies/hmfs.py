@@ -74,8 +74,17 @@ class HmfsPolicy(Policy):
         """Head of every backlogged node, kept exact on push and take."""
         self._pending: dict[Node, int] = {}
         self._leaf_of: dict[str, Node] = {}
+        self._groups: dict[Node, str] = {}
+        """`group_of(parent)` of every internal node served so far."""
         self._plan: CounterPlan | None = None
         self._counter = ctx.ledger.counter  # the ledger lives as long as the context
+        counter, head_of = self._counter, self._head_of  # `_head_of` is never replaced
+
+        def order_key(node: Node) -> Key:
+            """`(counter, head)` of a backlogged node: the order of the descent."""
+            return (counter(node), head_of[node])
+
+        self._order_key = order_key
         self._served = KairosLeaves(ctx) if self.params.order == "kairos" else None
         """The leaves' Kairos order; None serves each leaf's FCFS queue."""
         self._open(())
@@ -92,9 +101,6 @@ class HmfsPolicy(Policy):
     def _head(self, node: Node) -> HeadKey:
         """`(arrival, seq, id)` of the earliest pending request under `node`."""
         return self._head_of[node]
-
-    def _order_key(self, node: Node) -> Key:
-        return (self._counter(node), self._head_of[node])
 
     def _file(self, node: Node) -> None:
         """(Re-)file `node` in its parent's indices at its current keys."""
@@ -161,7 +167,7 @@ class HmfsPolicy(Policy):
         children: dict[Node, list[Node]] = {}
         for node in self._pending:
             children.setdefault(node[:-1], []).append(node)
-        self._head_of = {}
+        self._head_of.clear()
         for leaf, queue in self._leaves.items():
             entry = queue.head_entry()
             assert entry is not None
@@ -231,7 +237,7 @@ class HmfsPolicy(Policy):
         first = self._leaves[node].head()
         assert first is not None
         if admit(first):
-            self._take(first.id, served=True)
+            self._take(first.id, served=True, head=True)
             return first
         for job in self._walk((), refusals(admit)):  # rare: scan on in the same order
             if job is not first and admit(job):
@@ -253,12 +259,13 @@ class HmfsPolicy(Policy):
             self._take(job.id, served=True)
         return job
 
-    def _take(self, job_id: str, served: bool) -> Job | None:
+    def _take(self, job_id: str, served: bool, head: bool = False) -> Job | None:
+        """Take the job out of the tree (`head`: it is its leaf's head)."""
         leaf = self._leaf_of.pop(job_id, None)
         if leaf is None:
             return None
         queue = self._leaves[leaf]
-        job = queue.remove(job_id)
+        job = queue.pop_head() if head else queue.remove(job_id)
         assert job is not None
         if not queue:
             del self._leaves[leaf]
@@ -269,8 +276,8 @@ class HmfsPolicy(Policy):
         ledger, pending, head_of = self.ctx.ledger, self._pending, self._head_of
         for depth in range(len(leaf), 0, -1):  # leaves first: parents' indices stay valid
             node, parent = leaf[:depth], leaf[: depth - 1]
-            pending[node] -= 1
-            if pending[node] == 0:
+            left = pending[node] - 1
+            if not left:
                 del pending[node]
                 del head_of[node]
                 self._kids[parent].discard(node)
@@ -278,12 +285,17 @@ class HmfsPolicy(Policy):
                 self._kids.pop(node, None)
                 self._heads.pop(node, None)
                 ledger.set_backlogged(node, False)
-            elif moved and head_of[node] == gone:
-                head_of[node] = self._next_head(node)  # later: the parent's entry still
-            else:  # bounds it from below, so the parent's indices need no touch
-                moved = False
+            else:
+                pending[node] = left
+                if moved and head_of[node] == gone:
+                    head_of[node] = self._next_head(node)  # later: the parent's entry still
+                else:  # bounds it from below, so the parent's indices need no touch
+                    moved = False
             if served:
-                ledger.note_left(group_of(parent), node)
+                group = self._groups.get(parent)
+                if group is None:
+                    group = self._groups[parent] = group_of(parent)
+                ledger.note_left(group, node)
         return job
 
     def _next_head(self, node: Node) -> HeadKey:

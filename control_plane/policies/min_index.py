@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import heapq
 import itertools
 from collections.abc import Callable, Hashable, Iterable
+from heapq import heapify, heappop, heappush, heapreplace
 from typing import Any, Generic, TypeVar
 
 N = TypeVar("N", bound=Hashable)
@@ -23,14 +23,16 @@ class LazyMinIndex(Generic[N]):
     least the top's. Stale entries (members gone, superseded stamps) are dropped as they
     surface, and the heap is rebuilt when they outnumber the members.
     Guarantee: `least` returns exactly `min(members, key=key)` (keys are unique); each call
-    costs O(log n) plus O(log n) per member whose key grew since it was last filed.
+    costs O(log n) plus O(log n) per member whose key grew since it was last filed. An entry
+    is `(key[0], key, stamp, member)` (keys are non-empty tuples): ordered as `(key, stamp,
+    member)`, but compared on the key's first item first (a counter), most of the heap's work.
     """
 
     __slots__ = ("_heap", "_key", "_stamp", "_stamps")
 
     def __init__(self, key: Callable[[N], Key]) -> None:
         self._key = key
-        self._heap: list[tuple[Key, int, N]] = []
+        self._heap: list[tuple[Any, Key, int, N]] = []
         self._stamp: dict[N, int] = {}
         self._stamps = itertools.count()
 
@@ -47,7 +49,8 @@ class LazyMinIndex(Generic[N]):
         """Add `member`, or re-file it after its key may have become smaller."""
         stamp = next(self._stamps)
         self._stamp[member] = stamp
-        heapq.heappush(self._heap, (self._key(member), stamp, member))
+        key = self._key(member)
+        heappush(self._heap, (key[0], key, stamp, member))
         if len(self._heap) > 2 * len(self._stamp) + 64:
             self.rebuild()
 
@@ -56,16 +59,16 @@ class LazyMinIndex(Generic[N]):
 
     def least(self) -> tuple[Key, N] | None:
         """`(key, member)` of the member with the smallest current key; None when empty."""
-        heap, stamps = self._heap, self._stamp
+        heap, stamps, key = self._heap, self._stamp, self._key
         while heap:
-            stored, stamp, member = heap[0]
+            _, stored, stamp, member = heap[0]
             if stamps.get(member) != stamp:
-                heapq.heappop(heap)
+                heappop(heap)
                 continue
-            current = self._key(member)
+            current = key(member)
             if current == stored:
                 return current, member
-            heapq.heapreplace(heap, (current, stamp, member))
+            heapreplace(heap, (current[0], current, stamp, member))
         return None
 
     def reset(self, members: Iterable[N]) -> None:
@@ -75,5 +78,9 @@ class LazyMinIndex(Generic[N]):
 
     def rebuild(self) -> None:
         """File every member afresh at its current key (after many changes at once)."""
-        self._heap = [(self._key(member), stamp, member) for member, stamp in self._stamp.items()]
-        heapq.heapify(self._heap)
+        key, heap = self._key, []
+        for member, stamp in self._stamp.items():
+            k = key(member)
+            heap.append((k[0], k, stamp, member))
+        heapify(heap)
+        self._heap = heap

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import bisect
+import heapq
 import math
 from collections import Counter, deque
 from collections.abc import Callable, Iterator
@@ -10,15 +11,20 @@ from collections.abc import Callable, Iterator
 from control_plane.core.job import Job
 from control_plane.core.policy import Refuses, refusals
 
+GAP = 1 << 32
+"""Spacing of fresh order labels: a place between two entries takes the middle label."""
+
 
 class _Entry:
-    """One queued job; `alive` turns False when it leaves from the middle of the queue."""
+    """One queued job; `alive` turns False when it leaves from the middle of the queue.
+    `label` grows along the queue (the order of entries of different models)."""
 
-    __slots__ = ("alive", "job", "priority")
+    __slots__ = ("alive", "job", "label", "priority")
 
     def __init__(self, job: Job, priority: int) -> None:
         self.job = job
         self.priority = priority
+        self.label = 0
         self.alive = True
 
 
@@ -35,7 +41,9 @@ class ProportionalQueue:
     Cost: an enqueue walks at most `P_max` places from the tail and reads the distinct queued
     priorities (at most `2 · credit_bound + 1` under ExFairS); a dequeue from the head and a
     withdrawal are O(1): a job leaving from the middle is marked and skipped, and the marks
-    are swept when they outnumber the queued jobs.
+    are swept when they outnumber the queued jobs. Once two models queue together, each
+    model's entries are also kept in queue order, so a dequeue that skips the models `admit`
+    refuses merges the others' entries (by `label`) instead of walking past the refused ones.
     """
 
     def __init__(self, multiplier: float = 1.0, p_max: int = 32, sweep_slack: int = 64) -> None:
@@ -49,6 +57,9 @@ class ProportionalQueue:
         self._counts: Counter[int] = Counter()
         self._models: Counter[str] = Counter()
         """Queued jobs per model."""
+        self._by_model: dict[str, deque[_Entry]] | None = None
+        """Each queued model's entries in queue order (a left-over left part may have left),
+        and every entry labelled, from the first time two models queue together."""
 
     def __len__(self) -> int:
         return len(self._entry)
@@ -83,11 +94,49 @@ class ProportionalQueue:
 
     def insert_at(self, job: Job, priority: int, position: int) -> None:
         """Enqueue at `position` among the queued jobs (0 = head, `len` = tail)."""
+        slot = self._slot(position)
         entry = _Entry(job, priority)
-        self._queue.insert(self._slot(position), entry)
+        by_model = self._by_model
+        if by_model is not None:
+            entry.label = self._label(slot)
+        self._queue.insert(slot, entry)
         self._entry[job.id] = entry
         self._counts[priority] += 1
         self._models[job.model] += 1
+        if by_model is None:
+            if len(self._models) > 1:
+                self._split()
+            return
+        same = by_model.get(job.model)
+        if same is None:
+            same = by_model[job.model] = deque()
+        at = len(same)
+        while at > 0 and same[at - 1].label > entry.label:  # at most the jump
+            at -= 1
+        same.insert(at, entry)
+
+    def _split(self) -> None:
+        """Label every entry and build the per-model queues (two models queue now)."""
+        by_model: dict[str, deque[_Entry]] = {}
+        for i, entry in enumerate(self._queue):
+            entry.label = i * GAP
+            if entry.alive:
+                by_model.setdefault(entry.job.model, deque()).append(entry)
+        self._by_model = by_model
+
+    def _label(self, slot: int) -> int:
+        """An order label for a new entry at deque index `slot` (relabels all when full)."""
+        queue = self._queue
+        if slot == len(queue):
+            return queue[-1].label + GAP if queue else 0
+        if slot == 0:
+            return queue[0].label - GAP
+        low, high = queue[slot - 1].label, queue[slot].label
+        if high - low < 2:
+            for i, e in enumerate(queue):
+                e.label = i * GAP
+            low, high = queue[slot - 1].label, queue[slot].label
+        return (low + high) // 2
 
     def _slot(self, position: int) -> int:
         """The deque index before which a job lands `position` places from the head: counted
@@ -112,7 +161,42 @@ class ProportionalQueue:
         refused = {model for model in self._models if refuses(model)}
         if len(refused) == len(self._models):
             return None
+        if len(self._models) > 1:
+            return self._pop_merged(admit, refuses, refused)
         return self._pop_first(admit, refuses, refused)
+
+    def _pop_merged(
+        self, admit: Callable[[Job], bool], refuses: Refuses, refused: set[str]
+    ) -> Job | None:
+        """`_pop_first` over the entries of the models not refused, merged in queue order: the
+        same jobs asked in the same order, the refused models' entries never visited."""
+        heads: list[tuple[int, _Entry, Iterator[_Entry]]] = []
+        assert self._by_model is not None  # two models queue: the queues were built
+        for model, same in self._by_model.items():
+            if model not in refused:
+                walk = iter(same)
+                entry = _next_alive(walk)
+                if entry is not None:
+                    heads.append((entry.label, entry, walk))
+        heapq.heapify(heads)
+        while heads:
+            _, entry, walk = heads[0]
+            job = entry.job
+            if admit(job):
+                self._leave(entry)
+                return job
+            if refuses(job.model):
+                refused.add(job.model)
+                if len(refused) == len(self._models):
+                    return None
+                heapq.heappop(heads)
+                continue
+            entry = _next_alive(walk)
+            if entry is None:
+                heapq.heappop(heads)
+            else:
+                heapq.heapreplace(heads, (entry.label, entry, walk))
+        return None
 
     def _pop_first(
         self, admit: Callable[[Job], bool], refuses: Refuses | None, refused: set[str]
@@ -146,9 +230,17 @@ class ProportionalQueue:
         self._counts[entry.priority] -= 1
         if self._counts[entry.priority] == 0:
             del self._counts[entry.priority]
-        self._models[entry.job.model] -= 1
-        if self._models[entry.job.model] == 0:
-            del self._models[entry.job.model]
+        model = entry.job.model
+        self._models[model] -= 1
+        by_model = self._by_model
+        if self._models[model] == 0:
+            del self._models[model]
+            if by_model is not None:
+                del by_model[model]  # every entry left
+        elif by_model is not None:
+            same = by_model[model]
+            while not same[0].alive:
+                same.popleft()
         queue = self._queue
         while queue and not queue[0].alive:  # the usual case: the head left
             queue.popleft()
@@ -156,3 +248,13 @@ class ProportionalQueue:
         if self._dead > len(self._entry) + self._sweep_slack:
             self._queue = deque(e for e in queue if e.alive)
             self._dead = 0
+            if by_model is not None:
+                for key, same in by_model.items():
+                    by_model[key] = deque(e for e in same if e.alive)
+
+
+def _next_alive(walk: Iterator[_Entry]) -> _Entry | None:
+    for entry in walk:
+        if entry.alive:
+            return entry
+    return None

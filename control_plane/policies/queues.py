@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import heapq
+from bisect import bisect_left, insort
 from collections.abc import Callable, Iterator
 
 from sortedcontainers import SortedList
@@ -16,6 +17,12 @@ Entry = tuple[SortKey, float, int, str]
 """(policy key, arrival, seq, id): a total order, FCFS among equal keys."""
 
 
+SMALL = 256
+"""Up to this many entries a queue is a plain sorted list (cheaper than a `SortedList` for
+the short queues most leaves hold); beyond it, and until it shrinks to a quarter of that, a
+`SortedList`."""
+
+
 def no_key(job: Job) -> SortKey:
     return ()
 
@@ -27,17 +34,24 @@ class DuplicateJobError(ValueError):
 class JobQueue:
     """Jobs in ascending `(key(job), arrival, seq, id)` order, also kept apart per model.
 
-    Keys are computed once, on `add`. Entries sit in sorted lists (`sortedcontainers`), so
-    insert, delete and the head cost O(log n) whatever the backlog. The per-model lists let a
-    scan skip every job of a model its admit refuses without visiting them (`candidates`).
+    Keys are computed once, on `add`. Entries sit in a sorted list (`sortedcontainers` once
+    longer than `SMALL`), so insert, delete and the head cost O(log n) whatever the backlog
+    (a short plain list moves at most `SMALL` references). The per-model lists let a
+    scan skip every job of a model its admit refuses without visiting them (`candidates`);
+    they are built when a second model first queues (until then the queue is that list).
     """
 
-    __slots__ = ("_by_model", "_entries", "_jobs", "_key", "_where")
+    __slots__ = ("_by_model", "_entries", "_first", "_jobs", "_key", "_models", "_where")
 
     def __init__(self, key: Callable[[Job], SortKey] = no_key) -> None:
         self._key = key
-        self._entries: SortedList = SortedList()
-        self._by_model: dict[str, SortedList] = {}
+        self._entries: list[Entry] | SortedList = []
+        self._first: Entry | None = None
+        """`_entries[0]` (None when empty), read without indexing the sorted list."""
+        self._models: dict[str, int] = {}
+        """Queued jobs per model."""
+        self._by_model: dict[str, SortedList] | None = None
+        """Each queued model's entries, once the queue has held two models at once."""
         self._jobs: dict[str, Job] = {}
         self._where: dict[str, Entry] = {}
 
@@ -61,31 +75,84 @@ class JobQueue:
         if job.id in self._jobs:
             raise DuplicateJobError(f"job {job.id!r} is already pending")
         entry: Entry = (self._key(job), job.arrival, job.seq, job.id)
-        self._entries.add(entry)
-        same_model = self._by_model.get(job.model)
-        if same_model is None:
-            same_model = self._by_model[job.model] = SortedList()
-        same_model.add(entry)
+        entries = self._entries
+        if isinstance(entries, list):
+            insort(entries, entry)
+            if len(entries) > SMALL:
+                self._entries = SortedList(entries)
+        else:
+            entries.add(entry)
+        if self._first is None or entry < self._first:
+            self._first = entry
         self._jobs[job.id] = job
         self._where[job.id] = entry
+        models, model = self._models, job.model
+        models[model] = models.get(model, 0) + 1
+        by_model = self._by_model
+        if by_model is not None:
+            same_model = by_model.get(model)
+            if same_model is None:
+                same_model = by_model[model] = SortedList()
+            same_model.add(entry)
+        elif len(models) > 1:
+            self._split()
+
+    def _split(self) -> None:
+        """Build the per-model lists from the queue (the first time two models queue)."""
+        by_model: dict[str, list[Entry]] = {}
+        for entry in self._entries:
+            by_model.setdefault(self._jobs[entry[3]].model, []).append(entry)
+        self._by_model = {model: SortedList(same) for model, same in by_model.items()}
 
     def remove(self, job_id: str) -> Job | None:
         job = self._jobs.pop(job_id, None)
         if job is None:
             return None
         entry = self._where.pop(job_id)
-        self._entries.remove(entry)
-        same_model = self._by_model[job.model]
-        same_model.remove(entry)
-        if not same_model:
-            del self._by_model[job.model]
+        entries = self._entries
+        if isinstance(entries, list):
+            del entries[bisect_left(entries, entry)]
+        else:
+            entries.remove(entry)
+        if entry is self._first:
+            self._first = entries[0] if entries else None
+        self._forget(job, entry)
         return job
 
+    def pop_head(self) -> Job:
+        """Remove and return the head (the queue must not be empty)."""
+        entries = self._entries
+        entry = entries.pop(0)
+        self._first = entries[0] if entries else None
+        job_id = entry[3]
+        del self._where[job_id]
+        job = self._jobs.pop(job_id)
+        self._forget(job, entry)
+        return job
+
+    def _forget(self, job: Job, entry: Entry) -> None:
+        """The bookkeeping of a job that left `_entries`."""
+        entries = self._entries
+        if not isinstance(entries, list) and len(entries) < SMALL // 4:
+            self._entries = list(entries)
+        model = job.model
+        left = self._models[model] - 1
+        if left:
+            self._models[model] = left
+        else:
+            del self._models[model]
+        if self._by_model is not None:
+            same_model = self._by_model[model]
+            same_model.remove(entry)
+            if not same_model:
+                del self._by_model[model]
+
     def head(self) -> Job | None:
-        return self._jobs[self._entries[0][3]] if self._entries else None
+        first = self._first
+        return None if first is None else self._jobs[first[3]]
 
     def head_entry(self) -> Entry | None:
-        return self._entries[0] if self._entries else None
+        return self._first
 
     def candidates(self, refuses: Refuses | None = None) -> Iterator[tuple[Entry, Job]]:
         """`(entry, job)` in queue order, without the jobs of models that `refuses` names.
@@ -95,7 +162,7 @@ class JobQueue:
         """
         if refuses is None:
             return self.entries()
-        if len(self._by_model) == 1:
+        if len(self._models) <= 1:
             return self._single_model(refuses)
         return self._merged(refuses)
 
@@ -109,6 +176,7 @@ class JobQueue:
     def _merged(self, refuses: Refuses) -> Iterator[tuple[Entry, Job]]:
         """Merge the per-model lists, dropping a model's list once it is refused."""
         heads: list[tuple[Entry, str, Iterator[Entry]]] = []
+        assert self._by_model is not None  # two models queue: the lists were built
         for model, same_model in self._by_model.items():
             if not refuses(model):
                 entries = iter(same_model)

@@ -18,6 +18,8 @@ learned state is JSON (`snapshot`/`restore`) so a new leader keeps it.
 
 from __future__ import annotations
 
+import math
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -58,6 +60,8 @@ class _Open:
     """Calls arrived and not yet ended (queued or running): the workflow is not idle."""
     last: float = 0.0
     partial: bool = False
+    held: int = 0
+    """When a tick moved it to `Orchestrator._stale` (ticks number them in activity order)."""
     """Seen from mid-way (its first calls ran before a leader fail-over): its graph and
     remaining latencies would be wrong, so only its calls' single-call latencies count."""
 
@@ -93,7 +97,18 @@ class Orchestrator:
         self.scored_at: float | None = None
         self.version = 0
         """How many workflows have been learned (a policy re-reads graphs when it moves)."""
-        self._open: dict[tuple[str, str, str], _Open] = {}
+        self._open: OrderedDict[tuple[str, str, str], _Open] = OrderedDict()
+        """Open workflows in order of last activity, after those of `_stale` (an ordered
+        dict: a walk from the front does not pass over the places of those that left)."""
+        self._stale: dict[tuple[str, str, str], _Open] = {}
+        """Open workflows a tick found idle but with calls outstanding, in order of last
+        activity; they precede every workflow of `_open` (only a touch takes one out, to the
+        end of `_open`), so a tick need not walk them again."""
+        self._quiet: dict[tuple[str, str, str], int] = {}
+        """The workflows of `_stale` with no call outstanding any more → their `held`."""
+        self._held = 0
+        self._ticked: tuple[float, float] = (-math.inf, idle_s)
+        """`now` and `idle_s` of the last tick: `_stale` is valid while neither goes back."""
         self._stages: dict[AppKey, dict[str, int]] = {}
         self._modes: dict[AgentKey, tuple[int, float]] = {}
 
@@ -105,7 +120,7 @@ class Orchestrator:
         """A call arrived: returns its workflow's start (the first call's arrival as the
         scheduler saw it, or the start the request carried if earlier)."""
         key = self._key(job)
-        wf = self._open.get(key)
+        wf = self._find(key)
         if wf is None:
             self._evict_if_full()
             carried = job.workflow_start
@@ -119,14 +134,17 @@ class Orchestrator:
 
     def on_withdrawn(self, job: Job) -> None:
         """A call left the queue without running (client gone, timeout)."""
-        wf = self._open.get(self._key(job))
+        key = self._key(job)
+        wf = self._find(key)
         if wf is not None:
             wf.outstanding = max(0, wf.outstanding - 1)
+            if wf.outstanding == 0 and key in self._stale:
+                self._quiet[key] = wf.held
 
     def on_finish(self, job: Job, n_out: int, now: float) -> None:
         """A call ended (any status: an aborted call still took its time in the workflow)."""
         key = self._key(job)
-        wf = self._open.get(key)
+        wf = self._find(key)
         if wf is None:  # arrived before a fail-over: count the workflow from here
             self._evict_if_full()
             carried = job.workflow_start
@@ -140,26 +158,56 @@ class Orchestrator:
         if len(wf.calls) >= self.max_calls:
             self._close(key)
 
+    def _find(self, key: tuple[str, str, str]) -> _Open | None:
+        wf = self._open.get(key)
+        return wf if wf is not None or not self._stale else self._stale.get(key)
+
     def _touch(self, key: tuple[str, str, str], wf: _Open, now: float) -> None:
         wf.last = max(wf.last, now)
-        self._open[key] = self._open.pop(key)  # to the end: the most recently active
+        if self._stale and self._stale.pop(key, None) is not None:
+            self._quiet.pop(key, None)
+            self._open[key] = wf  # to the end: the most recently active
+        else:
+            self._open.move_to_end(key)
 
     def _evict_if_full(self) -> None:
-        if len(self._open) >= self.max_open:
-            self._close(next(iter(self._open)))  # the least recently active
+        if len(self._open) + len(self._stale) >= self.max_open:
+            self._close(next(iter(self._stale or self._open)))  # the least recently active
 
     # -- learning ---------------------------------------------------------------------------
     def tick(self, now: float) -> None:
-        """Close the workflows idle for `idle_s`: `_open` is in order of last activity, so
-        the walk stops at the first one active since (calls running longer are skipped)."""
-        idle = []
+        """Close the workflows idle for `idle_s`: they are in order of last activity, so the
+        walk stops at the first one active since (calls running longer are skipped).
+
+        The skipped ones stay idle while the clock does not go back (their `last` is not
+        touched while they wait in `_stale`), so they are not walked again: those whose calls
+        were withdrawn since (`_quiet`) are closed first, in their order, then the walk goes
+        on through `_open`. The workflows closed, and their order, are those of one walk over
+        all of them.
+        """
+        if self._stale and (now < self._ticked[0] or self.idle_s > self._ticked[1]):
+            self._unstale()  # the clock went back, or the idle time grew: walk them all
+        self._ticked = (now, self.idle_s)
+        idle = sorted(self._quiet, key=self._quiet.__getitem__)
+        held = []
         for key, wf in self._open.items():
             if now - wf.last < self.idle_s:
                 break
             if wf.outstanding == 0:
                 idle.append(key)
+            else:
+                held.append(key)
+        for key in held:
+            wf = self._stale[key] = self._open.pop(key)
+            self._held += 1
+            wf.held = self._held
         for key in idle:
             self._close(key)
+
+    def _unstale(self) -> None:
+        self._open = OrderedDict([*self._stale.items(), *self._open.items()])
+        self._stale.clear()
+        self._quiet.clear()
 
     def refresh(self, now: float) -> bool:
         """Recompute the scores when `recompute_s` has passed since the last time; True when
@@ -170,7 +218,10 @@ class Orchestrator:
         return True
 
     def _close(self, key: tuple[str, str, str]) -> None:
-        wf = self._open.pop(key)
+        wf = self._open.pop(key, None)
+        if wf is None:
+            wf = self._stale.pop(key)
+            self._quiet.pop(key, None)
         if not wf.calls:
             return
         calls = wf.calls

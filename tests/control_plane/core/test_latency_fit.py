@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from control_plane.core.job import Outcome
+from control_plane.core.job import Job, Outcome
 from control_plane.core.latency import LinearLatency
 from control_plane.core.latency_fit import FittedLatency
 from tests.control_plane.policies.jobs import job
@@ -75,3 +75,42 @@ def test_snapshot_restores_the_same_fit_through_json() -> None:
     assert again.tpot(probe) == pytest.approx(m.tpot(probe), rel=0.05)
     bad = {"default": {"prefill": [["x"], ["x", 1]], "tpot": ["?"]}, "n": 3}
     again.restore(bad)  # malformed entries are skipped, nothing raises
+
+
+class _Eager(FittedLatency):
+    """The reference: every refit computed as soon as it is due."""
+
+    def observe(self, job: Job, outcome: Outcome) -> None:
+        super().observe(job, outcome)
+        self._settle()
+
+
+def test_a_refit_computed_when_read_is_the_one_due_then() -> None:
+    """Reads between refits, reads long after several, models fitted in either order and a
+    restore in between: the same coefficients, and the same `fits()`, as fitting at once."""
+    rng = random.Random(3)
+    lazy, eager = FittedLatency(window=40), _Eager(window=40)
+    for i in range(900):
+        name = "a" if rng.random() < 0.6 else "b"
+        n_in = rng.randrange(10, 4000)
+        prefill, tpot = 0.1 + 2e-4 * n_in * rng.uniform(0.9, 1.1), rng.uniform(0.01, 0.03)
+        for m in (lazy, eager):
+            served(m, n_in, prefill, tpot, name=name)
+        if rng.random() < 0.05:
+            probe = job("p", n_in=rng.randrange(10, 4000), model=rng.choice("ab"))
+            assert (lazy.ttft(probe), lazy.tpot(probe)) == (eager.ttft(probe), eager.tpot(probe))
+        if i == 500:
+            snapshot = eager.snapshot()
+            for m in (lazy, eager):
+                m.restore({"c": snapshot["a"]})
+    assert lazy.fits() == eager.fits()
+    assert list(lazy.fits()) == list(eager.fits())
+
+
+def test_a_restore_keeps_the_order_in_which_models_were_first_fitted() -> None:
+    lazy, eager = FittedLatency(), _Eager()
+    for m in (lazy, eager):
+        for k in range(16):  # "x" is due its first fit, unread
+            served(m, 100 + k, 0.1 + 1e-4 * k, 0.02, name="x")
+        m.restore({"y": {"prefill": [[100 + k, 0.1] for k in range(16)], "tpot": [0.02] * 16}})
+    assert list(lazy.fits()) == list(eager.fits()) == ["x", "y"]

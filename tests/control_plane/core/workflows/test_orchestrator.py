@@ -138,3 +138,55 @@ def test_a_workflow_seen_from_mid_way_teaches_no_graph() -> None:
     assert list(writer.single.values) == [4.0, 2.5] and writer.remaining.seen == 0
     run_qa(orch, 1)  # a workflow seen from its entry call is learned as before
     assert orch.graphs[("acme", "qa")].workflows == 1
+
+
+class _WalkAll(Orchestrator):
+    """The tick as one walk over every open workflow (nothing held from the last tick)."""
+
+    def tick(self, now: float) -> None:
+        self._unstale()
+        super().tick(now)
+
+
+def _order(orch: Orchestrator) -> list[tuple[str, str, str]]:
+    return [*orch._stale, *orch._open]
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_a_tick_closes_what_one_walk_over_every_workflow_closes(seed: int) -> None:
+    """Workflows a tick found idle with calls outstanding are not walked again; arrivals,
+    withdrawals, finishes, evictions and a clock going back leave the same workflows closed,
+    in the same order, as walking all of them every tick."""
+    import random
+
+    rng = random.Random(seed)
+    fast, slow = Orchestrator(idle_s=3.0, max_open=40), _WalkAll(idle_s=3.0, max_open=40)
+    queued: list[Job] = []
+    t = 0.0
+    for i in range(3000):
+        t += rng.random() * 0.5 if rng.random() > 0.02 else -rng.random() * 5.0
+        op = rng.random()
+        if op < 0.4 or not queued:
+            wf = f"w{rng.randrange(60)}" if rng.random() < 0.7 else None
+            job = Job(f"j{i}", "acme", t, 10, 10, app="qa", agent=f"a{i % 3}", workflow=wf)
+            queued.append(job)
+            for orch in (fast, slow):
+                orch.on_arrival(job, t)
+        elif op < 0.55:
+            job = queued.pop(rng.randrange(len(queued)))
+            for orch in (fast, slow):
+                orch.on_withdrawn(job)
+        elif op < 0.8:
+            job = queued.pop(rng.randrange(len(queued)))
+            job.dispatched_at = job.arrival
+            for orch in (fast, slow):
+                orch.on_finish(job, 10, t)
+        else:
+            for orch in (fast, slow):
+                orch.tick(t)
+        assert _order(fast) == _order(slow)
+    assert fast._stale  # the fast path was taken
+    assert fast.snapshot() == slow.snapshot()
+    assert {a: g.to_json() for a, g in fast.graphs.items()} == {
+        a: g.to_json() for a, g in slow.graphs.items()
+    }
