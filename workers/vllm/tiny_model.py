@@ -181,9 +181,9 @@ def write_tiny_model(
     vocab_size = int(tok.get_vocab_size())
     bos_id, eos_id = int(tok.token_to_id(BOS)), int(tok.token_to_id(EOS))
     tok.save(str(out / "tokenizer.json"))
-    _write_json(out / "config.json", model_config(spec, vocab_size, bos_id, eos_id))
-    _write_json(out / "tokenizer_config.json", _tokenizer_config(spec))
-    _write_json(
+    write_json(out / "config.json", model_config(spec, vocab_size, bos_id, eos_id))
+    write_json(out / "tokenizer_config.json", _tokenizer_config(spec))
+    write_json(
         out / "generation_config.json",
         {"bos_token_id": bos_id, "eos_token_id": eos_id, "do_sample": True},
     )
@@ -205,7 +205,8 @@ def _tokenizer_config(spec: TinyModelSpec) -> dict[str, Any]:
     }
 
 
-def _write_json(path: Path, data: dict[str, Any]) -> None:
+def write_json(path: Path, data: dict[str, Any]) -> None:
+    """`data` as sorted, indented JSON (the same input writes the same bytes)."""
     path.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
 
 

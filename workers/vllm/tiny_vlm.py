@@ -23,12 +23,11 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import json
 from pathlib import Path
 from typing import Any
 
 from workers.vllm.launch import REPO_ROOT
-from workers.vllm.tiny_model import synthetic_corpus
+from workers.vllm.tiny_model import synthetic_corpus, write_json
 
 SERVED_NAME = "tiny-vlm"
 DEFAULT_DIR = REPO_ROOT / ".models" / "tiny-vlm"
@@ -175,11 +174,11 @@ def write_tiny_vlm(out: Path, seed: int = 0) -> Path:
     tok = train_tokenizer(seed)
     ids = {t: int(tok.token_to_id(t)) for t in SPECIAL_TOKENS}
     tok.save(str(out / "tokenizer.json"))
-    _write_json(out / "config.json", model_config(int(tok.get_vocab_size()), ids))
-    _write_json(out / "tokenizer_config.json", _tokenizer_config())
-    _write_json(out / "preprocessor_config.json", preprocessor_config())
-    _write_json(out / "chat_template.json", {"chat_template": CHAT_TEMPLATE})
-    _write_json(
+    write_json(out / "config.json", model_config(int(tok.get_vocab_size()), ids))
+    write_json(out / "tokenizer_config.json", _tokenizer_config())
+    write_json(out / "preprocessor_config.json", preprocessor_config())
+    write_json(out / "chat_template.json", {"chat_template": CHAT_TEMPLATE})
+    write_json(
         out / "generation_config.json",
         {"eos_token_id": ids[EOS], "do_sample": True},
     )
@@ -203,10 +202,6 @@ def _tokenizer_config() -> dict[str, Any]:
         "clean_up_tokenization_spaces": False,
         "chat_template": CHAT_TEMPLATE,
     }
-
-
-def _write_json(path: Path, data: dict[str, Any]) -> None:
-    path.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
 
 
 def main(argv: list[str] | None = None) -> None:
