@@ -106,6 +106,10 @@ class Settings(BaseSettings):
 
     recorder_batch: int = 200
     recorder_interval_s: float = 0.25
+    recorder_min_gap_s: float = Field(default=0.1, ge=0.0, le=10.0)
+    """After a batch that was not full, the recorder waits until this long after its previous
+    read began: under load one SQL transaction per gap instead of one per few events (rows
+    land up to this much later); 0 writes each read at once."""
     recorder_claim_idle_s: float = 30.0
     """Events a dead recorder read but never acknowledged are taken over after this idle time
     (checked every third of it)."""

@@ -18,6 +18,7 @@ from fastapi import FastAPI
 
 from control_plane.api import health, openai_routes
 from control_plane.api.body_limit import BodyLimit
+from control_plane.api.hot_path import GatewayApp
 from control_plane.api.openapi import install_openapi
 from control_plane.gateway.auth_limit import FailedAuthLimiter
 from control_plane.gateway.deps import GatewayDeps
@@ -128,7 +129,8 @@ def create_app(settings: Settings, *, db: Database | None = None) -> FastAPI:
             if db is None:
                 database.dispose()
 
-    app = FastAPI(title="Arbiter gateway", version="0.1.0", lifespan=lifespan)
+    app = GatewayApp(title="Arbiter gateway", version="0.1.0", lifespan=lifespan)
+    app.max_body_bytes = settings.max_body_bytes
     install_error_handlers(app)
     install_openapi(app)
     app.include_router(openai_routes.router)

@@ -44,7 +44,9 @@ class BodyLimit:
             await self._refuse(scope, receive, send)
 
     async def _refuse(self, scope: Scope, receive: Receive, send: Send) -> None:
-        err = ApiError(
-            413, f"Request body exceeds {self.max_bytes} bytes.", code="request_too_large"
-        )
-        await err.response()(scope, receive, send)
+        await too_large(self.max_bytes).response()(scope, receive, send)
+
+
+def too_large(max_bytes: int) -> ApiError:
+    """The refusal of a body over `max_bytes`."""
+    return ApiError(413, f"Request body exceeds {max_bytes} bytes.", code="request_too_large")

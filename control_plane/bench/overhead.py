@@ -40,6 +40,8 @@ BODY: dict[str, Any] = {
     "stream_options": {"include_usage": True},
 }
 DEBUG = {"X-Arbiter-Debug-Timing": "1"}
+WARMUP = 10
+"""Requests each round sends before it measures (counted in a profile's CPU per request)."""
 
 
 @dataclass
@@ -106,6 +108,7 @@ def measure(plan: OverheadPlan) -> dict[str, Any]:
                 rounds[c].append(_one_round(plan, targets, c, profiler))
                 if profiler is not None:
                     profile = profiler.stop()
+                    profile["requests"] = max(plan.requests, 4 * c) + WARMUP
         rows = [{"concurrency": c, **over_rounds(rs), "rounds": rs} for c, rs in rounds.items()]
         return {
             "plan": {
@@ -180,12 +183,12 @@ def _one_round(
 async def _measured(dest: list[Target], flood: list[Target] | None, c: int, n: int) -> LoadResult:
     """The measured load; with `flood`, another tenant's c clients run beside it."""
     if not flood:
-        return await run_load(dest, concurrency=c, requests=n, body=BODY)
+        return await run_load(dest, concurrency=c, requests=n, body=BODY, warmup=WARMUP)
     background = asyncio.create_task(
         run_load(flood, concurrency=c, requests=1_000_000_000, body=BODY, warmup=0)
     )
     try:
-        return await run_load(dest, concurrency=c, requests=n, body=BODY)
+        return await run_load(dest, concurrency=c, requests=n, body=BODY, warmup=WARMUP)
     finally:
         background.cancel()
         with contextlib.suppress(asyncio.CancelledError):

@@ -26,7 +26,10 @@ def bench_overhead(
     ] = False,
     profile: Annotated[
         Path | None,
-        Opt(help="py-spy flame graphs and Redis commandstats of one gateway round, here."),
+        Opt(
+            help="py-spy CPU profiles (collapsed stacks) and Redis commandstats of one "
+            "gateway round, here."
+        ),
     ] = None,
     profile_concurrency: Annotated[int, Opt(help="The profiled round's concurrency.")] = 64,
     fast_path: Annotated[bool, Opt(help="Deploy with the fast lane (up --fast-path).")] = False,
@@ -80,8 +83,18 @@ def bench_overhead(
     if result["litellm"]:
         console.print(litellm_table(result))
     if result["profile"]:
-        console.print(f"flame graphs and Redis commandstats under {result['profile']['dir']}")
+        console.print(profile_line(result["profile"]))
     write(result, out)
+
+
+def profile_line(profile: dict[str, Any]) -> str:
+    """CPU per request of each profiled process, and where the profiles are."""
+    per = profile["requests"]
+    cpu = ", ".join(f"{name} {1000 * p['cpu_s'] / per:.2f}" for name, p in profile["cpu"].items())
+    return (
+        f"CPU-ms per request in the profiled round ({per} requests): {cpu}; "
+        f"collapsed stacks, cpu.json and Redis commandstats under {profile['dir']}"
+    )
 
 
 def _scale_out_checked(

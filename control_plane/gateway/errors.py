@@ -103,12 +103,25 @@ def _validation_error(exc: RequestValidationError) -> ApiError:
     return err
 
 
+def error_response(exc: Exception, request: Request) -> JSONResponse:
+    """The answer to an error raised while serving `request` (not a validation error): the
+    one rendering of `ApiError`, HTTP, state-store and unexpected errors (the last logged)."""
+    if isinstance(exc, ApiError):
+        return exc.response()
+    if isinstance(exc, StarletteHTTPException):
+        headers = dict(exc.headers or {})
+        return ApiError(exc.status_code, str(exc.detail), headers=headers).response()
+    if isinstance(exc, StateUnavailable):
+        return unavailable().response()
+    log.exception("unexpected error on %s %s", request.method, request.url.path, exc_info=exc)
+    return ApiError(500, "Internal error; it has been logged.", code="internal_error").response()
+
+
 def install_error_handlers(app: FastAPI) -> None:
     """Map validation, HTTP, state-store and unexpected errors to OpenAI's shape."""
 
-    async def on_api_error(_: Request, exc: Exception) -> JSONResponse:
-        assert isinstance(exc, ApiError)
-        return exc.response()
+    async def on_error(request: Request, exc: Exception) -> JSONResponse:
+        return error_response(exc, request)
 
     async def on_validation(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, RequestValidationError)
@@ -117,22 +130,8 @@ def install_error_handlers(app: FastAPI) -> None:
             return err.response()  # the tenant API keeps OpenAI's exact shape
         return JSONResponse({**err.body(), "errors": err.field_errors}, status_code=err.status)
 
-    async def on_http(_: Request, exc: Exception) -> JSONResponse:
-        assert isinstance(exc, StarletteHTTPException)
-        headers = dict(exc.headers or {})
-        return ApiError(exc.status_code, str(exc.detail), headers=headers).response()
-
-    async def on_state(_: Request, exc: Exception) -> JSONResponse:
-        return unavailable().response()
-
-    async def on_unexpected(request: Request, exc: Exception) -> JSONResponse:
-        log.exception("unexpected error on %s %s", request.method, request.url.path)
-        return ApiError(
-            500, "Internal error; it has been logged.", code="internal_error"
-        ).response()
-
-    app.add_exception_handler(ApiError, on_api_error)
+    app.add_exception_handler(ApiError, on_error)
     app.add_exception_handler(RequestValidationError, on_validation)
-    app.add_exception_handler(StarletteHTTPException, on_http)
-    app.add_exception_handler(StateUnavailable, on_state)
-    app.add_exception_handler(Exception, on_unexpected)
+    app.add_exception_handler(StarletteHTTPException, on_error)
+    app.add_exception_handler(StateUnavailable, on_error)
+    app.add_exception_handler(Exception, on_error)

@@ -12,7 +12,7 @@ from control_plane.contracts.grants import Grant
 from control_plane.contracts.requests import Envelope
 from control_plane.core.job import Job
 from control_plane.gateway.identity import NodeInfo
-from control_plane.gateway.proxy import StreamStats
+from control_plane.gateway.relay import StreamStats
 
 
 @dataclass(slots=True)

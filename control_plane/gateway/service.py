@@ -37,17 +37,19 @@ from control_plane.gateway.images import (
     refuse_image_model,
 )
 from control_plane.gateway.proxy import (
-    DONE,
     ClientLeft,
-    Relay,
-    StreamBroken,
     WorkerRejected,
     WorkerUnreachable,
+    open_unless_left,
+    open_upstream,
+)
+from control_plane.gateway.relay import (
+    DONE,
+    Relay,
+    StreamBroken,
     aggregate,
     collect_piece,
     error_event,
-    open_unless_left,
-    open_upstream,
 )
 from control_plane.gateway.submit import submit_flight
 from control_plane.gateway.tags import RequestTags, read_tags

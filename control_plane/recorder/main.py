@@ -32,6 +32,7 @@ async def run_recorder(settings: Settings) -> None:
         batch=settings.recorder_batch,
         interval_s=settings.recorder_interval_s,
         claim_idle_s=settings.recorder_claim_idle_s,
+        min_gap_s=settings.recorder_min_gap_s,
     )
     serve_metrics(recorder, settings)
     task = asyncio.create_task(recorder.run())

@@ -104,6 +104,7 @@ async def run_scheduler(settings: Settings, *, with_recorder: bool = False) -> N
             batch=settings.recorder_batch,
             interval_s=settings.recorder_interval_s,
             claim_idle_s=settings.recorder_claim_idle_s,
+            min_gap_s=settings.recorder_min_gap_s,
         )
         tasks.append(asyncio.create_task(recorder.run(), name="recorder"))
         registries.append(recorder.metrics.registry)

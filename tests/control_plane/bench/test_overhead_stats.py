@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from control_plane.bench.load import LoadResult, parse_timing
-from control_plane.bench.overhead_profile import commandstats_diff
+from control_plane.bench.overhead_profile import RATE_HZ, commandstats_diff, cpu_of
 from control_plane.bench.overhead_stats import hop_medians, over_rounds, round_row
 
 
@@ -42,3 +44,19 @@ def test_commandstats_difference_is_per_command_and_costliest_first() -> None:
     rows = commandstats_diff(before, after)
     assert [r["command"] for r in rows] == ["evalsha", "xadd"]
     assert rows[0]["calls"] == 10 and rows[0]["usec_per_call"] == 30.0
+
+
+def test_cpu_of_collapsed_stacks_sums_samples_and_ranks_own_frames(tmp_path: Path) -> None:
+    stacks = tmp_path / "gateway.txt"
+    stacks.write_text(
+        "main (a.py:1);serve (b.py:2);send (c.py:3) 30\n"
+        "main (a.py:1);serve (b.py:2) 10\n"
+        "thread (t.py:9);send (c.py:3) 20\n"
+    )
+
+    cpu = cpu_of(stacks)
+
+    assert cpu["samples"] == 60 and cpu["cpu_s"] == 60 / RATE_HZ
+    assert cpu["top_self"][0] == {"frame": "send (c.py:3)", "share": 50 / 60}
+    assert cpu["top_self"][1]["frame"] == "serve (b.py:2)"
+    assert cpu_of(tmp_path / "absent.txt")["samples"] == 0

@@ -3,18 +3,16 @@ finish and error chunks are parsed; the token count ends exact."""
 
 from __future__ import annotations
 
+import asyncio
+import itertools
+
 import orjson
 import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
-from control_plane.gateway.proxy import (
-    Relay,
-    StreamBroken,
-    StreamStats,
-    upstream_payload,
-    upstream_session,
-)
+from control_plane.gateway.proxy import upstream_payload, upstream_session
+from control_plane.gateway.relay import Relay, StreamBroken, StreamStats
 
 HEAD = b'{"id":"c1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,'
 ROLE = HEAD + b'"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}]}'
@@ -32,27 +30,15 @@ def _sse(*chunks: bytes) -> bytes:
 
 
 async def _relay(body: bytes, *, want_usage: bool) -> tuple[list[bytes], StreamStats, int]:
-    async def handler(_: web.Request) -> web.Response:
-        return web.Response(body=body, content_type="text/event-stream")
+    """Relay a worker that answers `body` at once; the client's SSE events."""
+    pieces, stats, reported = await _relay_pieces([body], want_usage=want_usage)
+    return _events(pieces), stats, sum(reported)
 
-    app = web.Application()
-    app.router.add_post("/v1/chat/completions", handler)
-    reported: list[int] = []
-    async with TestServer(app) as server, upstream_session(5.0) as session:
-        resp = await session.post(str(server.make_url("/v1/chat/completions")), data=b"{}")
-        stats = StreamStats()
-        relay = Relay(
-            resp,
-            stats,
-            lambda n, _t: reported.append(n),
-            want_usage=want_usage,
-            want_continuous=False,
-        )
-        try:
-            out = [data async for data in relay.stream()]
-        finally:
-            await relay.close()
-    return out, stats, sum(reported)
+
+def _events(pieces: list[bytes]) -> list[bytes]:
+    """The SSE events in the relayed pieces (a piece holds all one read brought)."""
+    joined = b"".join(pieces)
+    return [e + b"\n\n" for e in joined.split(b"\n\n") if e]
 
 
 async def test_plain_chunks_pass_unchanged_and_usage_makes_the_count_exact() -> None:
@@ -65,6 +51,8 @@ async def test_plain_chunks_pass_unchanged_and_usage_makes_the_count_exact() -> 
     assert len(out) == 4  # the usage chunk is not the client's: it did not ask
     assert (stats.n_in, stats.n_out, stats.finish_reason) == (5, 3, "length")
     assert stats.first_token_at is not None and stats.finished_at is not None
+    # all of it came in one read: the end is still stamped after the first token
+    assert stats.finished_at >= stats.first_token_at
     assert reported == 3  # the role chunk is no token: progress charged exactly what usage says
 
 
@@ -85,3 +73,74 @@ def test_continuous_usage_is_asked_of_the_worker_only_for_a_client_that_asked() 
     assert plain["stream_options"] == {"include_usage": True}
     continuous = upstream_payload({"model": "m"}, None, continuous=True)
     assert continuous["stream_options"] == {"include_usage": True, "continuous_usage_stats": True}
+
+
+async def _relay_pieces(
+    writes: list[bytes], pieces: list[bytes] | None = None, *, want_usage: bool = True
+) -> tuple[list[bytes], StreamStats, list[int]]:
+    """Relay a worker that sends `writes` one by one (each flushed, a pause between); the
+    client's pieces are appended to `pieces` as they come."""
+    pieces = [] if pieces is None else pieces
+
+    async def handler(request: web.Request) -> web.StreamResponse:
+        resp = web.StreamResponse(headers={"content-type": "text/event-stream"})
+        await resp.prepare(request)
+        for i, piece in enumerate(writes):
+            if i:
+                await asyncio.sleep(0.02)
+            await resp.write(piece)
+        await resp.write_eof()
+        return resp
+
+    app = web.Application()
+    app.router.add_post("/v1/chat/completions", handler)
+    reported: list[int] = []
+    async with TestServer(app) as server, upstream_session(5.0) as session:
+        resp = await session.post(str(server.make_url("/v1/chat/completions")), data=b"{}")
+        stats = StreamStats()
+        relay = Relay(
+            resp,
+            stats,
+            lambda n, _t: reported.append(n),
+            want_usage=want_usage,
+            want_continuous=False,
+        )
+        try:
+            async for data in relay.stream():
+                pieces.append(data)
+        finally:
+            await relay.close()
+    return pieces, stats, reported
+
+
+async def test_what_one_read_brings_is_relayed_as_one_piece_and_reported_once() -> None:
+    first = _sse(ROLE, TOKEN, TOKEN)
+    pieces, stats, reported = await _relay_pieces(
+        [first, _sse(FINISH, USAGE) + b"data: [DONE]\n\n"]
+    )
+
+    assert pieces[0] == first  # three events, one send to the client
+    assert reported[0] == 2  # one progress report for the two tokens of that read
+    assert sum(reported) == 3 and stats.n_out == 3
+
+
+async def test_events_split_across_reads_are_put_back_together() -> None:
+    body = _sse(ROLE, TOKEN, FINISH, USAGE) + b"data: [DONE]"  # no newline after the last line
+    cuts = [0, 7, 60, 61, len(body) - 3, len(body)]
+    writes = [body[a:b] for a, b in itertools.pairwise(cuts)]
+
+    pieces, stats, reported = await _relay_pieces(writes)
+
+    events = _events(pieces)
+    assert events[:2] == [b"data: " + c + b"\n\n" for c in (ROLE, TOKEN)]
+    assert orjson.loads(events[-1][6:])["usage"]["completion_tokens"] == 3
+    assert (stats.n_out, sum(reported)) == (3, 3) and stats.finished_at is not None
+
+
+async def test_tokens_read_together_with_an_error_reach_the_client_before_it_fails() -> None:
+    pieces: list[bytes] = []
+
+    with pytest.raises(StreamBroken, match="engine died"):
+        await _relay_pieces([_sse(TOKEN, TOKEN, ERROR)], pieces)
+
+    assert pieces == [_sse(TOKEN, TOKEN)]

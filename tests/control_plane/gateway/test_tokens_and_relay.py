@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import orjson
 
-from control_plane.gateway.proxy import StreamStats, aggregate, collect_piece, upstream_payload
+from control_plane.gateway.proxy import upstream_payload
+from control_plane.gateway.relay import StreamStats, aggregate, collect_piece
 from control_plane.gateway.schemas import ChatCompletionRequest, CompletionRequest
 from control_plane.gateway.tokens import estimate_prompt_tokens
 

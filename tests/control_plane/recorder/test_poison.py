@@ -13,7 +13,7 @@ import asyncio
 import contextlib
 import json
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import pytest
@@ -52,22 +52,6 @@ async def publish(stores: StateStores, events: list[dict[str, Any]]) -> list[str
     """Append entries as any sender could write them (typed or not): raw JSON objects."""
     stream = stores.keyspace.events
     return [str(await stores.redis.xadd(stream, {"data": json.dumps(e)})) for e in events]
-
-
-@pytest.fixture
-async def stores(redis_url: str) -> AsyncIterator[StateStores]:
-    s = StateStores.open(redis_url, "rec")
-    await s.events.ensure_groups()
-    yield s
-    await s.aclose()
-
-
-@pytest.fixture
-def db(db_url: str) -> Iterator[Database]:
-    database = Database(db_url)
-    database.migrate()
-    yield database
-    database.dispose()  # its pooled connections would otherwise hold the schema db_url drops
 
 
 async def eventually(check: Callable[[], Awaitable[bool]], within_s: float = 20.0) -> None:
