@@ -222,6 +222,9 @@ def up(
     gateways: Annotated[
         int, Opt(help="Gateway processes sharing the gateway port (SO_REUSEPORT).")
     ] = 1,
+    redis_fsync: Annotated[
+        str, Opt(help="Redis AOF fsync: everysec, or always (an fsync before every reply).")
+    ] = "everysec",
 ) -> None:
     """Run everything on this machine until Ctrl-C; any part that exits is restarted."""
     import os
@@ -250,6 +253,7 @@ def up(
         kv_tokens=kv_tokens,
         schedulers=schedulers,
         gateways=gateways,
+        redis_fsync=redis_fsync,
     )
     if fast_path:  # every child inherits it (docs/architecture.md §2, "The fast lane")
         os.environ["ARBITER_FAST_PATH"] = "1"

@@ -59,6 +59,7 @@ class OverheadPlan:
     profile_concurrency: int = 64
     fast_path: bool = False
     gateways: int = 1
+    redis_fsync: str = "everysec"
     litellm_venv: Path | None = None
     litellm_workers: int = field(default_factory=lambda: os.cpu_count() or 1)
 
@@ -86,6 +87,7 @@ def measure(plan: OverheadPlan) -> dict[str, Any]:
             tenants=tenants,
             policy=plan.policy,
             gateways=plan.gateways,
+            redis_fsync=plan.redis_fsync,
         ),
         say=lambda _line: None,
     )

@@ -34,6 +34,9 @@ def bench_overhead(
     profile_concurrency: Annotated[int, Opt(help="The profiled round's concurrency.")] = 64,
     fast_path: Annotated[bool, Opt(help="Deploy with the fast lane (up --fast-path).")] = False,
     gateways: Annotated[int, Opt(help="Gateway processes behind the gateway's port.")] = 1,
+    redis_fsync: Annotated[
+        str, Opt(help="The deployment's Redis fsync (up --redis-fsync): everysec or always.")
+    ] = "everysec",
     litellm_venv: Annotated[
         Path | None,
         Opt(help="Also measure a LiteLLM proxy (PATH/bin/litellm) on the same workers."),
@@ -56,7 +59,7 @@ def bench_overhead(
             concurrency, requests, workers, speed, policy, profile, profile_concurrency, out
         )
     )
-    scale_out = _scale_out_checked(gateways, litellm_venv, litellm_workers)
+    scale_out = _scale_out_checked(gateways, redis_fsync, litellm_venv, litellm_workers)
     plan = OverheadPlan(
         concurrencies=concurrency or [1, 64, 128],
         requests=requests,
@@ -98,22 +101,31 @@ def profile_line(profile: dict[str, Any]) -> str:
 
 
 def _scale_out_checked(
-    gateways: int, litellm_venv: Path | None, litellm_workers: int | None
+    gateways: int, redis_fsync: str, litellm_venv: Path | None, litellm_workers: int | None
 ) -> dict[str, Any]:
-    """`--gateways` and the LiteLLM flags, checked before anything starts (one line, exit 2)."""
+    """`--gateways`, `--redis-fsync` and the LiteLLM flags, checked before anything starts
+    (one line, exit 2)."""
     import os
 
     from control_plane.bench.overhead_litellm import check_workers, litellm_exe
     from control_plane.core.cli_errors import OptionError, user_errors
+    from control_plane.up.checks import REDIS_FSYNC
 
     with user_errors():
         if gateways < 1:
             raise OptionError(f"--gateways: must be at least 1, got {gateways}")
+        if redis_fsync not in REDIS_FSYNC:
+            raise OptionError(f"--redis-fsync: expected always or everysec, got {redis_fsync!r}")
         if litellm_venv is not None:
             litellm_exe(litellm_venv)
         default = os.cpu_count() or 1
         workers = check_workers(default if litellm_workers is None else litellm_workers)
-    return {"gateways": gateways, "litellm_venv": litellm_venv, "litellm_workers": workers}
+    return {
+        "gateways": gateways,
+        "redis_fsync": redis_fsync,
+        "litellm_venv": litellm_venv,
+        "litellm_workers": workers,
+    }
 
 
 def _table(result: dict[str, Any]) -> Table:

@@ -8,12 +8,16 @@ from storage.errors import InvalidValueError
 from storage.repos.fields import check_name
 from workers.engine.profile import load_profile
 
+REDIS_FSYNC = ("always", "everysec")
+
 
 def option_problems(opts: UpOptions) -> list[str]:
     """What is wrong with the options, one line per flag naming it; empty when they can run."""
     lines: list[str] = []
     if opts.gateways < 1:
         lines.append(f"--gateways: must be at least 1, got {opts.gateways}")
+    if opts.redis_fsync not in REDIS_FSYNC:
+        lines.append(f"--redis-fsync: expected always or everysec, got {opts.redis_fsync!r}")
     try:
         policy_class(opts.policy)
     except UnknownPolicyError as exc:

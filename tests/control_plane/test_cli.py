@@ -104,6 +104,7 @@ def test_bad_settings_are_one_line_naming_the_variable_and_exit_2(
         (["sim", "run", "noisy-neighbour-short", "-p", "a=vtc", "-p", "a=rr"], "--policy"),
         (["sim", "speed", "noisy-neighbour-short", "-p", "nosuch"], "unknown policy 'nosuch'"),
         (["up", "--policy", "nosuch"], "error: --policy: unknown policy 'nosuch'"),
+        (["up", "--redis-fsync", "never"], "error: --redis-fsync: expected always or everysec"),
         (["up", "--tenant", "bad/name"], "error: --tenant: tenant name must be"),
         (["up", "--profile", "nosuch"], "error: --profile: unknown latency profile"),
         (["up", "--worker-kind", "vllm"], "error: --vllm-model: needed"),

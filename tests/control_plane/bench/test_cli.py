@@ -74,6 +74,7 @@ BAD_VALUES = [
     ),
     (["bench", "overhead", "--out", "DIR"], "--out: DIR is a directory; give a file name"),
     (["bench", "overhead", "--out", "UNDER_FILE"], "FILE is a file, not a directory"),
+    (["bench", "overhead", "--redis-fsync", "no"], "--redis-fsync: expected always or everysec"),
     (["bench", "decisions", "--leaves", "0"], "--leaves: every value must be at least 1, got 0"),
     (["bench", "decisions", "--out", "DIR"], "--out: DIR is a directory"),
     (["bench", "perception", "--scenario", "nosuch"], "--scenario: no scenario 'nosuch'"),
