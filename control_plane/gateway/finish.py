@@ -2,7 +2,8 @@
 
 Rule: a flight is finished once; its completion event is handed to the reporter at once (it
 buffers through outages) and the Redis bookkeeping runs off the response path: marking the
-request finished (retried with backoff for `FINISH_RETRY_S`) and charging its tokens to the
+request finished (the flights that ended meanwhile together, in one script call; retried with
+backoff for `FINISH_RETRY_S`) and charging its tokens to the
 tenant's daily budget. The mark waits until the completion event is in Redis: a gateway that
 dies in between leaves the request in flight, so the sweeper releases it and a row is written
 (a second `complete` after the real one is ignored: rows are inserted once, and the scheduler
@@ -34,6 +35,9 @@ class Finisher:
     def __init__(self, deps: GatewayDeps) -> None:
         self.d = deps
         self._background: set[asyncio.Task[None]] = set()
+        self._to_mark: list[tuple[str, str, asyncio.Future[None]]] = []
+        """Finished flights not yet marked in Redis: id, status, its completion event's ack."""
+        self._marking = False
 
     async def finish(self, flight: Flight, status: str, error: str | None) -> None:
         """End `flight` with `status` (once; later calls do nothing)."""
@@ -45,29 +49,47 @@ class Finisher:
         published = self.d.reporter.emit(flight.completion_event(status, error))
         self.d.metrics.completed(flight, status)
         # off the response path: the client's answer does not wait for these round trips
-        self._in_background(self._mark_finished(flight.id, status, published))
+        self._to_mark.append((flight.id, status, published))
+        if not self._marking:
+            self._marking = True
+            self._in_background(self._mark_pending())
         if flight.node.tenant.token_budget is not None:
             self._in_background(self._charge(flight))
+
+    async def settled(self) -> None:
+        """Return once the background work started so far (and what it started) is done."""
+        while self._background:
+            await asyncio.gather(*self._background, return_exceptions=True)
 
     def _in_background(self, work: Coroutine[Any, Any, None]) -> None:
         task = asyncio.create_task(work)
         self._background.add(task)
         task.add_done_callback(self._background.discard)
 
-    async def _mark_finished(
-        self, request_id: str, status: str, published: asyncio.Future[None]
-    ) -> None:
-        """After the completion event is in Redis; retried with backoff for `FINISH_RETRY_S`:
-        an outage delays it, rarely loses it."""
-        await published
+    async def _mark_pending(self) -> None:
+        """Mark the finished flights in Redis, all those that ended meanwhile in one script
+        call (one task at a time per replica)."""
+        try:
+            while self._to_mark:
+                batch, self._to_mark = self._to_mark, []
+                await self._mark_finished(batch)
+        finally:
+            self._marking = False
+
+    async def _mark_finished(self, batch: list[tuple[str, str, asyncio.Future[None]]]) -> None:
+        """After their completion events are in Redis; retried with backoff for
+        `FINISH_RETRY_S`: an outage delays it, rarely loses it."""
+        for _, _, published in batch:
+            await published
+        items = [(request_id, status) for request_id, status, _ in batch]
         delay, deadline = 0.25, time.monotonic() + FINISH_RETRY_S
         while True:
             try:
-                await self.d.requests.finish(request_id, now=time.time(), status=status)
+                await self.d.requests.finish_many(items, now=time.time())
                 return
             except StateUnavailable:
                 if time.monotonic() + delay > deadline:
-                    log.warning("could not mark %s finished in Redis (it expires)", request_id)
+                    log.warning("could not mark %d requests finished in Redis", len(items))
                     return
             await asyncio.sleep(delay)
             delay = min(delay * 2, 5.0)

@@ -179,6 +179,10 @@ class Gateway:
     async def _await_grant(self, flight: Flight, watcher: asyncio.Task[None]) -> Grant | Response:
         fut = flight.grant_future
         assert fut is not None
+        if fut.done() and not watcher.done():  # granted in its submit (the fast lane)
+            grant = fut.result()
+            flight.grant, flight.granted_at = grant, time.time()
+            return grant
         timeout = self.d.settings.queue_timeout_s
         outage: asyncio.Task[Any] = asyncio.create_task(self._waiter.no_leader.wait())
         waitables: set[asyncio.Future[Any]] = {fut, watcher, outage}

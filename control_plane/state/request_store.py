@@ -215,15 +215,31 @@ class RequestStore:
         True when the request now has `status` (also on a repeated call); False when it is
         unknown or already ended otherwise. The hash expires after `retention_s`.
         """
-        if status not in FINAL_STATUSES:
-            raise ValueError(f"final status must be one of {sorted(FINAL_STATUSES)}: {status!r}")
+        return (await self._finish_chunk([(request_id, status)], now))[0]
+
+    @guarded
+    async def finish_many(self, items: Sequence[tuple[str, str]], *, now: float) -> list[bool]:
+        """`finish` for many `(request id, status)` items, one script call per `_GRANT_CHUNK`;
+        per item, what `finish` would answer."""
+        out: list[bool] = []
+        for start in range(0, len(items), _GRANT_CHUNK):
+            out += await self._finish_chunk(items[start : start + _GRANT_CHUNK], now)
+        return out
+
+    async def _finish_chunk(self, items: Sequence[tuple[str, str]], now: float) -> list[bool]:
+        for _, status in items:
+            if status not in FINAL_STATUSES:
+                raise ValueError(
+                    f"final status must be one of {sorted(FINAL_STATUSES)}: {status!r}"
+                )
         ks = self._ks
-        result = await self._scripts.call(
-            "finish",
-            [ks.request(request_id), ks.queued, ks.tenant_queued, ks.inflight, ks.model_queued],
-            [request_id, time_arg(now), status, self.retention_s, self.recorded_retention_s],
-        )
-        return bool(result)
+        keys = [ks.queued, ks.tenant_queued, ks.inflight, ks.model_queued]
+        keys += [ks.request(request_id) for request_id, _ in items]
+        args: list[str | int] = [time_arg(now), self.retention_s, self.recorded_retention_s]
+        for request_id, status in items:
+            args += [request_id, status]
+        result = await self._scripts.call("finish", keys, args)
+        return [int(r) > 0 for r in result]
 
     @guarded
     async def mark_recorded(self, request_ids: Collection[str]) -> int:
