@@ -30,6 +30,9 @@ class LoadResult:
     total: list[float] = field(default_factory=list)
     errors: int = 0
     wall_s: float = 0.0
+    sent: int = 0
+    """Every request sent, the warm-up's and the unmeasured ones' included (what the
+    processes' CPU was spent on)."""
     stamps: list[dict[str, float]] = field(default_factory=list)
     """Per request: the gateway's `X-Arbiter-Timing` epochs plus the client's `sent` and
     `first_byte` epochs (same clock: the load runs on the gateway's machine)."""
@@ -123,16 +126,42 @@ async def run_load(
     ) as session:
         warm = LoadResult()
         await asyncio.gather(*(_one(session, next(cycle), raw, warm) for _ in range(warmup)))
-        out = LoadResult()
-        remaining = requests
-
-        async def worker() -> None:
-            nonlocal remaining
-            while remaining > 0:
-                remaining -= 1
-                await _one(session, next(cycle), raw, out)
-
-        started = time.perf_counter()
-        await asyncio.gather(*(worker() for _ in range(concurrency)))
-        out.wall_s = time.perf_counter() - started
+        out = await _steady(session, cycle, raw, concurrency, requests)
+        out.sent += warmup
         return out
+
+
+async def _steady(
+    session: aiohttp.ClientSession,
+    cycle: itertools.cycle[Target],
+    raw: bytes,
+    concurrency: int,
+    requests: int,
+) -> LoadResult:
+    """`requests` measured requests from `concurrency` closed-loop clients, in steady state:
+    every client first sends one request that is not measured (its connection opened, the
+    clients no longer in step), and the measurement starts when the last of those ends."""
+    out, unmeasured = LoadResult(), LoadResult()
+    remaining = requests
+    warming = concurrency
+    steady = asyncio.Event()
+    started = 0.0
+
+    async def client() -> None:
+        nonlocal remaining, warming, started
+        await _one(session, next(cycle), raw, unmeasured)
+        warming -= 1
+        if warming == 0:
+            started = time.perf_counter()
+            steady.set()
+        while not steady.is_set():  # keep the load on until every client is warm
+            await _one(session, next(cycle), raw, unmeasured)
+        while remaining > 0:
+            remaining -= 1
+            await _one(session, next(cycle), raw, out)
+
+    await asyncio.gather(*(client() for _ in range(concurrency)))
+    out.wall_s = time.perf_counter() - started
+    out.errors += unmeasured.errors
+    out.sent = requests + len(unmeasured.total) + unmeasured.errors
+    return out

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from control_plane.bench.load import LoadResult, Target, run_load
+from control_plane.bench.overhead_cpu import CpuMeter, per_request_ms
 from control_plane.bench.overhead_litellm import LiteLLMProxy, ratios
 from control_plane.bench.overhead_profile import Profiler
 from control_plane.bench.overhead_stats import over_rounds, round_row
@@ -43,7 +44,10 @@ BODY: dict[str, Any] = {
 }
 DEBUG = {"X-Arbiter-Debug-Timing": "1"}
 WARMUP = 10
-"""Requests each round sends before it measures (counted in a profile's CPU per request)."""
+"""Requests each round sends before its clients start (counted in the CPU per request)."""
+PER_CLIENT = 16
+"""Measured requests per client at least: a round long enough that its p99 is not set by
+the few requests of its first and last moments."""
 
 
 @dataclass
@@ -106,13 +110,13 @@ def measure(plan: OverheadPlan) -> dict[str, Any]:
         for r in range(plan.rounds):
             for c in plan.concurrencies:
                 profiler = None
+                pids = {n: s["pid"] for n, s in dep.supervisor.status().items()}
                 if plan.profile_dir is not None and r == 0 and c == plan.profile_concurrency:
-                    pids = {n: s["pid"] for n, s in dep.supervisor.status().items()}
                     profiler = Profiler(plan.profile_dir, pids, info["redis_url"])
-                rounds[c].append(_one_round(plan, targets, c, profiler))
+                rounds[c].append(_one_round(plan, targets, c, profiler, CpuMeter(pids)))
                 if profiler is not None:
                     profile = profiler.stop()
-                    profile["requests"] = max(plan.requests, 4 * c) + WARMUP
+                    profile["requests"] = rounds[c][-1]["gateway"]["sent"]
         rows = [{"concurrency": c, **over_rounds(rs), "rounds": rs} for c, rs in rounds.items()]
         return {
             "plan": {
@@ -170,18 +174,27 @@ def _targets(info: dict[str, Any]) -> _Targets:
 
 
 def _one_round(
-    plan: OverheadPlan, targets: _Targets, c: int, profiler: Profiler | None
+    plan: OverheadPlan, targets: _Targets, c: int, profiler: Profiler | None, meter: CpuMeter
 ) -> dict[str, Any]:
-    n = max(plan.requests, 4 * c)
+    n = max(plan.requests, PER_CLIENT * c)
     results: dict[str, LoadResult] = {}
     measured = [("direct", targets.direct), ("gateway", targets.gateway)]
     if targets.litellm:
         measured.append(("litellm", targets.litellm))
+    cpu: dict[str, float] = {}
     for name, dest in measured:
-        if profiler is not None and name == "gateway":
-            profiler.start()
+        if name == "gateway":
+            if profiler is not None:
+                profiler.start()
+            meter.start()
         results[name] = _on_fast_loop(_measured(dest, targets.flood.get(name), c, n))
-    return round_row(results)
+        if name == "gateway":
+            cpu = meter.stop()
+    row = round_row(results)
+    row["gateway"]["sent"] = results["gateway"].sent
+    if cpu and not plan.flood:  # with a flood, its requests share the CPU: not per request
+        row["gateway"]["cpu_ms_per_request"] = per_request_ms(cpu, results["gateway"].sent)
+    return row
 
 
 def _on_fast_loop(work: Coroutine[Any, Any, LoadResult]) -> LoadResult:

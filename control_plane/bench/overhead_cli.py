@@ -16,7 +16,7 @@ def bench_overhead(
     concurrency: Annotated[
         list[int] | None, Opt(help="Concurrency levels (repeat); default 1, 64, 128.")
     ] = None,
-    requests: Annotated[int, Opt(help="Requests per level (at least 4 × concurrency).")] = 400,
+    requests: Annotated[int, Opt(help="Requests per level (at least 16 × concurrency).")] = 400,
     rounds: Annotated[int, Opt(min=1, help="Interleaved rounds (direct, gateway, …).")] = 3,
     workers: Annotated[int, Opt(help="Simulated workers.")] = 2,
     speed: Annotated[float, Opt(help="Speed factor of the workers.")] = 1000.0,
@@ -78,6 +78,8 @@ def bench_overhead(
     console.print(_table(result))
     if any("hops_p50_ms" in r["gateway"] for r in result["rows"]):
         console.print(_hops(result))
+    if any("cpu_ms_per_request" in r["gateway"] for r in result["rows"]):
+        console.print(_cpu(result))
     load = ", ".join(f"{x:.2f}" for x in result["loadavg_before"])
     console.print(
         f"highest sustained requests/s through the gateway: {result['max_sustained_rps']:.0f}"
@@ -153,6 +155,19 @@ def _table(result: dict[str, Any]) -> Table:
             f"{g['rps']:.0f}",
             f"{d['errors']} / {g['errors']}",
         )
+    return table
+
+
+def _cpu(result: dict[str, Any]) -> Table:
+    rows = [r for r in result["rows"] if "cpu_ms_per_request" in r["gateway"]]
+    names = list(rows[0]["gateway"]["cpu_ms_per_request"])
+    table = Table(title="CPU-ms per request through the gateway, by process (medians over rounds)")
+    table.add_column("c", justify="right")
+    for name in names:
+        table.add_column(name, justify="right")
+    for row in rows:
+        cpu = row["gateway"]["cpu_ms_per_request"]
+        table.add_row(str(row["concurrency"]), *(f"{cpu.get(n, float('nan')):.3f}" for n in names))
     return table
 
 

@@ -17,6 +17,7 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -45,7 +46,9 @@ class Profiler:
         self._before: dict[str, dict[str, float]] = {}
 
     def start(self) -> None:
-        exe = shutil.which("py-spy")
+        # the virtual environment's own, also when its bin/ is not on PATH
+        venv_bin = str(Path(sys.executable).parent)
+        exe = shutil.which("py-spy") or shutil.which("py-spy", path=venv_bin)
         if exe is None:
             raise RuntimeError("py-spy is not installed (pip install -e '.[dev]')")
         self._dir.mkdir(parents=True, exist_ok=True)

@@ -80,6 +80,11 @@ def over_rounds(rounds: list[dict[str, Any]]) -> dict[str, Any]:
         }
         merged["errors"] = sum(int(r["errors"]) for r in rows)
         merged["requests"] = sum(int(r["requests"]) for r in rows)
+        cpu = [r["cpu_ms_per_request"] for r in rows if "cpu_ms_per_request" in r]
+        if cpu:
+            merged["cpu_ms_per_request"] = {
+                name: statistics.median(c[name] for c in cpu if name in c) for name in cpu[0]
+            }
         hops = [r["hops"] for r in rows if "hops" in r]
         if hops:
             merged["hops_p50_ms"] = {

@@ -3,7 +3,8 @@
 Rule (docs/architecture.md §2, "The fast lane"). The leader alone decides capacity. For a
 model with nothing pending, when the admission, placement and limits in force would grant a
 lone request on the spot (`lendable`), it lends up to `per_worker` free slots of each of the
-model's workers that admission would still admit; gateways then take them in their submit
+model's workers that admission would still admit (topping a worker up again once half of its
+loan is taken); gateways then take them in their submit
 script (nothing of the model queued ∧ a slot left → granted). Every lent slot counts as
 occupied in the leader's own worker views (`WorkerSlot.lent`) until the leader either reads
 the take on `arrivals` (the slot becomes that request, charged like its own dispatch:
@@ -162,6 +163,10 @@ class LendingDesk:
     def _loan(
         self, core: SchedulerCore, worker_id: str, slot: WorkerSlot, now: float
     ) -> Loan | None:
+        if 2 * slot.lent > self.per_worker:
+            # topped up only once half is taken: one lend call per per_worker/2 takes, not
+            # one per take (the lane stays open while any slot is left)
+            return None
         view, k = slot.view(), 0
         room = core.dispatcher.admission.has_room
         probe: WorkerView = view

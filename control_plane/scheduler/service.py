@@ -78,6 +78,8 @@ class SchedulerService:
         self._dirty = asyncio.Event()
         self._redis_run_id = ""
         self._history = HistoryTap()
+        self._applied: list[str] = []
+        """Events applied and not yet acknowledged (acknowledged with the next read)."""
 
     @property
     def leading(self) -> bool:
@@ -174,10 +176,15 @@ class SchedulerService:
 
     async def _events_loop(self) -> None:
         while True:
-            entries = await self.stores.events.read(GROUP, self.holder, count=1024, block_ms=1000)
+            # what was applied is acknowledged with the next read (one round trip a batch);
+            # kept on the service, so a read that fails acknowledges it on the retry
+            entries = await self.stores.events.read(
+                GROUP, self.holder, count=1024, block_ms=1000, ack=self._applied
+            )
+            self._applied = []
             if entries:
                 await self._apply_events(entries)
-                await self.stores.events.ack(GROUP, [eid for eid, _ in entries])
+                self._applied = [eid for eid, _ in entries]
                 self._dirty.set()
 
     async def _claim_orphan_events(self) -> None:
@@ -187,6 +194,7 @@ class SchedulerService:
         entries = mine + theirs
         await self._apply_events(entries)
         await self.stores.events.ack(GROUP, [eid for eid, _ in entries])
+        self._applied = []  # a previous term's: re-applied above, as "mine"
 
     async def _apply_events(self, entries: list[tuple[str, Event]]) -> None:
         """Apply each event; one that cannot be applied is dead-lettered and skipped."""

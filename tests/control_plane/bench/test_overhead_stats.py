@@ -60,3 +60,14 @@ def test_cpu_of_collapsed_stacks_sums_samples_and_ranks_own_frames(tmp_path: Pat
     assert cpu["top_self"][0] == {"frame": "send (c.py:3)", "share": 50 / 60}
     assert cpu["top_self"][1]["frame"] == "serve (b.py:2)"
     assert cpu_of(tmp_path / "absent.txt")["samples"] == 0
+
+
+def test_cpu_per_request_is_the_median_over_rounds_per_process() -> None:
+    def row(gw: float) -> dict[str, object]:
+        one = LoadResult(ttft=[0.001], total=[0.001], wall_s=1.0)
+        r = round_row({"direct": one, "gateway": one})
+        r["gateway"]["cpu_ms_per_request"] = {"gateway": gw, "total": gw + 1.0}
+        return r
+
+    merged = over_rounds([row(0.5), row(0.9), row(0.6)])["gateway"]
+    assert merged["cpu_ms_per_request"] == {"gateway": 0.6, "total": 1.6}

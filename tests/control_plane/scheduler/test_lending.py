@@ -215,3 +215,27 @@ async def test_a_predecessors_take_is_left_to_the_rebuild(redis_url: str) -> Non
     assert set(new.core.running) == {"r1"}
     assert sum(s.lent for s in new.core.workers.values()) == 0
     await stores.aclose()
+
+
+async def test_a_worker_is_topped_up_only_once_half_its_loan_is_taken(redis_url: str) -> None:
+    """One lend call per per_worker/2 takes, not one per take: the leader's Redis round trips
+    per fast-lane request fall while the lane stays open."""
+    stores = StateStores.open(redis_url, "lend-topup")
+    h = await Harness.start(stores, per_worker=3)
+    await h.cycle()
+
+    async def lent_now() -> dict[str, int]:
+        return dict((await stores.lending.lent()).get("m", {}))
+
+    assert await lent_now() == {"w1": 3, "w2": 3}
+    assert await h.submit() and await h.submit()  # one from each worker (most slots left)
+    await h.read_arrivals()
+    await h.cycle()
+    assert await lent_now() == {"w1": 2, "w2": 2}  # more than half left: not topped up
+    assert await h.submit()
+    await h.read_arrivals()
+    await h.cycle()
+    lent = await lent_now()
+    assert sorted(lent.values()) == [2, 2], lent  # the worker down to 1 got its room back
+    await h.check()
+    await stores.aclose()

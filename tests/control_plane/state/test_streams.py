@@ -163,6 +163,25 @@ async def test_unacked_events_are_redelivered_after_a_restart(events: EventStrea
     assert await events.pending_count("recorder") == 0
 
 
+async def test_a_read_acknowledges_what_the_last_one_returned(
+    events: EventStream, redis: Redis, keyspace: KeySpace
+) -> None:
+    await events.ensure_groups()
+    ids = await events.publish([Progress(f"r{i}", i, 1.0) for i in range(3)])
+    first = await events.read("scheduler", "s1", count=2, block_ms=None)
+    assert [entry_id for entry_id, _ in first] == ids[:2]
+    assert await events.pending_count("scheduler") == 2
+
+    second = await events.read("scheduler", "s1", block_ms=None, ack=ids[:2])
+
+    assert [entry_id for entry_id, _ in second] == ids[2:]
+    assert [entry_id for entry_id, _ in await events.pending_for("scheduler", "s1")] == ids[2:]
+    # the group lost (a Redis that restarted empty): acknowledged nothing, read recreates it
+    await redis.delete(keyspace.events)
+    later = await events.publish([Progress("r9", 9, 2.0)])
+    assert [e for e, _ in await events.read("scheduler", "s1", block_ms=None, ack=ids)] == later
+
+
 async def test_events_of_a_dead_consumer_are_claimed_once_idle(events: EventStream) -> None:
     await events.ensure_groups()
     ids = await events.publish([Progress(f"r{i}", i, 1.0) for i in range(4)])
