@@ -140,9 +140,11 @@ class Gateway:
     async def _run_until_upstream(
         self, request: Request, flight: Flight
     ) -> aiohttp.ClientResponse | Response:
-        watcher = asyncio.create_task(_wait_disconnect(request))
+        watcher: asyncio.Task[None] | None = None
         try:
             while True:
+                if watcher is None and not _in_hand(flight):
+                    watcher = asyncio.create_task(_wait_disconnect(request))
                 grant = await self._await_grant(flight, watcher)
                 if isinstance(grant, Response):
                     return grant
@@ -164,25 +166,30 @@ class Gateway:
                 flight.upstream_ready_at = time.time()
                 return resp
         finally:
-            watcher.cancel()
+            if watcher is not None:
+                watcher.cancel()
 
     async def _open(
-        self, flight: Flight, grant: Grant, watcher: asyncio.Task[None]
+        self, flight: Flight, grant: Grant, watcher: asyncio.Task[None] | None
     ) -> aiohttp.ClientResponse:
         url = grant.worker_url + _path(flight)
         if flight.read_timeout_s is None:
             return await open_upstream(self.d.http, url, flight.payload)
+        assert watcher is not None  # `_in_hand` is False for these
         return await open_unless_left(
             self.d.http, url, flight.payload, flight.read_timeout_s, watcher
         )
 
-    async def _await_grant(self, flight: Flight, watcher: asyncio.Task[None]) -> Grant | Response:
+    async def _await_grant(
+        self, flight: Flight, watcher: asyncio.Task[None] | None
+    ) -> Grant | Response:
         fut = flight.grant_future
         assert fut is not None
-        if fut.done() and not watcher.done():  # granted in its submit (the fast lane)
+        if fut.done() and (watcher is None or not watcher.done()):  # granted in its submit
             grant = fut.result()
             flight.grant, flight.granted_at = grant, time.time()
             return grant
+        assert watcher is not None  # `_in_hand` is False while the grant is awaited
         timeout = self.d.settings.queue_timeout_s
         outage: asyncio.Task[Any] = asyncio.create_task(self._waiter.no_leader.wait())
         waitables: set[asyncio.Future[Any]] = {fut, watcher, outage}
@@ -326,6 +333,14 @@ class Gateway:
             code="scheduler_unavailable",
             headers={"Retry-After": str(NO_LEADER_RETRY_AFTER_S)},
         )
+
+
+def _in_hand(flight: Flight) -> bool:
+    """The grant came with the submit (the fast lane) and the answer streams: nothing to wait
+    for before the worker, so no disconnect watcher yet (the relay's own notices a client
+    that leaves while it streams)."""
+    fut = flight.grant_future
+    return fut is not None and fut.done() and flight.read_timeout_s is None
 
 
 def _gave_up(reason: str, timeout: float, no_leader: ApiError) -> Response:
