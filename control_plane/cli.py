@@ -217,8 +217,13 @@ def up(
         int, Opt(min=1, help="Scheduler replicas (one leads, the others stand by).")
     ] = 2,
     fast_path: Annotated[
-        bool, Opt(help="Gateways take idle worker slots the leader lends (ARBITER_FAST_PATH).")
-    ] = False,
+        bool | None,
+        Opt(
+            "--fast-path/--no-fast-path",
+            help="Gateways take idle worker slots the leader lends (default: ARBITER_FAST_PATH,"
+            " on when unset).",
+        ),
+    ] = None,
     gateways: Annotated[
         int, Opt(help="Gateway processes sharing the gateway port (SO_REUSEPORT).")
     ] = 1,
@@ -255,8 +260,8 @@ def up(
         gateways=gateways,
         redis_fsync=redis_fsync,
     )
-    if fast_path:  # every child inherits it (docs/architecture.md §2, "The fast lane")
-        os.environ["ARBITER_FAST_PATH"] = "1"
+    if fast_path is not None:  # every child inherits it (docs/architecture.md §2, "The fast lane")
+        os.environ["ARBITER_FAST_PATH"] = "1" if fast_path else "0"
     _settings(database_url=database_url)  # the children's settings, checked before any starts
     _exit_on_problems(option_problems(opts))
     dep = Deployment(

@@ -96,9 +96,11 @@ class Settings(BaseSettings):
     worker_failure_cooldown_s: float = 5.0
     """After a gateway reports a worker failure, no dispatch to it for this long, and then only
     once a health check passes."""
-    fast_path: bool = False
+    fast_path: bool = True
     """The leader lends idle worker slots to the gateways' fast lane: a request of a model
-    with nothing queued is granted in its submit script (docs/architecture.md §2)."""
+    with nothing queued is granted in its submit script (docs/architecture.md §2). On by
+    default: it only ever grants what the leader would grant at once (docs/performance.md,
+    "The fast lane")."""
     fast_path_lend: int = Field(default=16, ge=1)
     """Most slots the leader keeps lent per worker (fewer when admission has less room)."""
     checkpoint_interval_s: float = 1.0

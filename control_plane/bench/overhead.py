@@ -63,7 +63,7 @@ class OverheadPlan:
     flood: bool = False
     profile_dir: Path | None = None
     profile_concurrency: int = 64
-    fast_path: bool = False
+    fast_path: bool = True
     gateways: int = 1
     redis_fsync: str = "everysec"
     litellm_venv: Path | None = None

@@ -32,7 +32,9 @@ def bench_overhead(
         ),
     ] = None,
     profile_concurrency: Annotated[int, Opt(help="The profiled round's concurrency.")] = 64,
-    fast_path: Annotated[bool, Opt(help="Deploy with the fast lane (up --fast-path).")] = False,
+    fast_path: Annotated[
+        bool, Opt(help="Deploy with the fast lane (up --fast-path), or without it.")
+    ] = True,
     gateways: Annotated[int, Opt(help="Gateway processes behind the gateway's port.")] = 1,
     redis_fsync: Annotated[
         str, Opt(help="The deployment's Redis fsync (up --redis-fsync): everysec or always.")
