@@ -70,7 +70,11 @@ def _settings(**overrides: Any) -> Any:
 
 
 def _run_fast(main: Coroutine[Any, Any, None]) -> None:
-    """Run a long-lived service on uvloop (a dependency, but absent on Windows)."""
+    """Run a long-lived service on uvloop (a dependency, but absent on Windows), its imported
+    heap frozen out of the collector's way (`control_plane.gc_freeze`)."""
+    from control_plane.gc_freeze import freeze_startup_heap
+
+    freeze_startup_heap()
     if find_spec("uvloop") is None:
         asyncio.run(main)
         return

@@ -73,6 +73,7 @@ RANKS: dict[str, int] = {
     "control": 2,
     "perception": 2,
     "settings": 2,
+    "gc_freeze": 2,
     "state": 2,
     "gateway": 3,
     "scheduler": 3,

@@ -32,6 +32,7 @@ from control_plane.gateway.metrics import GatewayMetrics, tenant_labels
 from control_plane.gateway.proxy import upstream_session
 from control_plane.gateway.reporter import EventReporter
 from control_plane.gateway.service import Gateway
+from control_plane.gc_freeze import freeze_startup_heap
 from control_plane.settings import Settings
 from control_plane.state import StateStores, StateUnavailable, sentinel_of
 from control_plane.state.tasks import stop_tasks
@@ -117,6 +118,7 @@ def create_app(settings: Settings, *, db: Database | None = None) -> FastAPI:
             asyncio.create_task(follow_knobs(stores, deps.knobs, directory)),
             asyncio.create_task(run_heartbeat(stores.gateways, gateway_id, beat_s, dead_after_s)),
         ]
+        freeze_startup_heap()  # what the replica keeps for life, out of the collector's way
         try:
             yield
         finally:

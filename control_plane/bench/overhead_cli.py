@@ -161,26 +161,24 @@ def _table(result: dict[str, Any]) -> Table:
 
 
 def _cpu(result: dict[str, Any]) -> Table:
-    rows = [r for r in result["rows"] if "cpu_ms_per_request" in r["gateway"]]
-    names = list(rows[0]["gateway"]["cpu_ms_per_request"])
-    table = Table(title="CPU-ms per request through the gateway, by process (medians over rounds)")
-    table.add_column("c", justify="right")
-    for name in names:
-        table.add_column(name, justify="right")
-    for row in rows:
-        cpu = row["gateway"]["cpu_ms_per_request"]
-        table.add_row(str(row["concurrency"]), *(f"{cpu.get(n, float('nan')):.3f}" for n in names))
-    return table
+    title = "CPU-ms per request through the gateway, by process (medians over rounds)"
+    return _by_concurrency(result, "cpu_ms_per_request", title)
 
 
 def _hops(result: dict[str, Any]) -> Table:
-    rows = [r for r in result["rows"] if "hops_p50_ms" in r["gateway"]]
-    names = list(rows[0]["gateway"]["hops_p50_ms"]) if rows else []
-    table = Table(title="Per-hop medians through the gateway (ms)")
+    return _by_concurrency(result, "hops_p50_ms", "Per-hop medians through the gateway (ms)")
+
+
+def _by_concurrency(result: dict[str, Any], key: str, title: str) -> Table:
+    """One row per concurrency of the gateway's `key` mapping (name → value), one column each."""
+    rows = [r for r in result["rows"] if key in r["gateway"]]
+    names = list(rows[0]["gateway"][key]) if rows else []
+    table = Table(title=title)
     table.add_column("c", justify="right")
     for name in names:
         table.add_column(name, justify="right")
     for row in rows:
-        hops = row["gateway"]["hops_p50_ms"]
-        table.add_row(str(row["concurrency"]), *(f"{hops.get(n, float('nan')):.3f}" for n in names))
+        values = row["gateway"][key]
+        cells = (f"{values.get(n, float('nan')):.3f}" for n in names)
+        table.add_row(str(row["concurrency"]), *cells)
     return table

@@ -16,25 +16,21 @@ import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any
 
 import httpx
 
-from control_plane.admission.registry import build_admission
 from control_plane.contracts.checkpoints import LeaderState
 from control_plane.contracts.events import Complete, Event, encode
-from control_plane.contracts.knobs import KnobValue, NodeWeights, PluginChoice
-from control_plane.control.meta import AUTO
+from control_plane.contracts.knobs import KnobValue
 from control_plane.core.dispatcher import Decision
 from control_plane.core.scheduler_core import SchedulerCore
-from control_plane.placement.registry import build_placement
-from control_plane.policies.registry import PolicyParamsError, UnknownPolicyError, build_policy
 from control_plane.scheduler.advisor import Advisor
-from control_plane.scheduler.autopilot import after_tick, controller_snapshot, hand_over
+from control_plane.scheduler.autopilot import after_tick, controller_snapshot
 from control_plane.scheduler.entries import apply_each, apply_event, dead_letter_all
 from control_plane.scheduler.fairness_view import DEFAULT_SAFI_ALPHA, node_fairness
 from control_plane.scheduler.history import HistoryTap
 from control_plane.scheduler.intake import take_in
+from control_plane.scheduler.knob_changes import apply_knob
 from control_plane.scheduler.leader import LeaderTerm, keep_lease, wait_for_lease
 from control_plane.scheduler.lending import LendingDesk, open_desk
 from control_plane.scheduler.metrics import SchedulerMetrics, Snapshot
@@ -304,40 +300,7 @@ class SchedulerService:
                 self._dirty.set()
 
     def apply_knob(self, name: str, value: KnobValue) -> None:
-        core, now = self._core, time.time()
-        if name == "policy" and isinstance(value, PluginChoice) and value.name == AUTO:
-            self._hand_to_controller(dict(value.params))
-        elif name == "policy" and isinstance(value, PluginChoice):
-            core.detach_controller()  # a pinned policy: the operator decides again
-            current = core.dispatcher.policy
-            if current.name == value.name and dict(value.params) == current.params.model_dump():
-                return
-            try:
-                policy = build_policy(value.name, core.ctx, dict(value.params))
-                core.switch_policy(policy, now)
-                log.info("policy switched to %s", value.name)
-            except (UnknownPolicyError, PolicyParamsError):
-                log.exception("ignoring invalid policy knob %r", value)
-        elif name in ("admission", "placement") and isinstance(value, PluginChoice):
-            self._swap_plugin(name, value)
-        elif name == "weights" and isinstance(value, NodeWeights):
-            for node, weight in value.table.items():
-                core.ctx.weights.set(node, weight)
-
-    def _hand_to_controller(self, params: dict[str, Any]) -> None:
-        hand_over(self._core, params)
-
-    def _swap_plugin(self, kind: str, value: PluginChoice) -> None:
-        """Replace admission or placement live; the policy and its queue are untouched."""
-        dispatcher = self._core.dispatcher
-        try:
-            if kind == "admission":
-                dispatcher.admission = build_admission(value.name, dict(value.params))
-            else:
-                dispatcher.placement = build_placement(value.name, dict(value.params))
-            log.info("%s switched to %s", kind, value.name)
-        except ValueError:
-            log.exception("ignoring invalid %s knob %r", kind, value)
+        apply_knob(self._core, name, value, time.time())
 
     async def _tick_loop(self) -> None:
         while True:

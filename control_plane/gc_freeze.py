@@ -1,0 +1,24 @@
+"""Long-lived services keep their start-up heap out of the garbage collector's way.
+
+Rule: once a service has imported everything and built what it keeps for its whole life
+(modules, classes, the app, its clients), `freeze_startup_heap` runs one full collection and
+moves every survivor to the interpreter's permanent generation (`gc.freeze`): later
+collections, young and full, no longer walk those hundreds of thousands of objects, so the
+pauses they add to requests stay short. Guarantee: nothing is freed or kept that would not
+be otherwise — frozen objects are only never examined again, and they live for the process's
+lifetime anyway. `ARBITER_GC_FREEZE=0` turns it off (to compare).
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+
+
+def freeze_startup_heap() -> int:
+    """Collect, then freeze what survived; → the number of objects frozen (0 when off)."""
+    if os.environ.get("ARBITER_GC_FREEZE", "1") == "0":
+        return 0
+    gc.collect()
+    gc.freeze()
+    return gc.get_freeze_count()

@@ -1,0 +1,57 @@
+"""Applying an operator's knob change to the leader's core, live.
+
+Rule: `policy` = `auto` hands the choice to the meta-controller; any other policy pins it
+(the controller detaches) and is switched only when it differs from the one in force;
+`admission` and `placement` are replaced without touching the policy or its queue; `weights`
+set node weights. Guarantee: an invalid choice is logged and ignored — the core keeps what it
+had, so a bad knob can never stop scheduling.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from control_plane.admission.registry import build_admission
+from control_plane.contracts.knobs import KnobValue, NodeWeights, PluginChoice
+from control_plane.control.meta import AUTO
+from control_plane.core.scheduler_core import SchedulerCore
+from control_plane.placement.registry import build_placement
+from control_plane.policies.registry import PolicyParamsError, UnknownPolicyError, build_policy
+from control_plane.scheduler.autopilot import hand_over
+
+log = logging.getLogger(__name__)
+
+
+def apply_knob(core: SchedulerCore, name: str, value: KnobValue, now: float) -> None:
+    """Apply one knob's value to `core` (see the module docstring)."""
+    if name == "policy" and isinstance(value, PluginChoice) and value.name == AUTO:
+        hand_over(core, dict(value.params))
+    elif name == "policy" and isinstance(value, PluginChoice):
+        core.detach_controller()  # a pinned policy: the operator decides again
+        current = core.dispatcher.policy
+        if current.name == value.name and dict(value.params) == current.params.model_dump():
+            return
+        try:
+            policy = build_policy(value.name, core.ctx, dict(value.params))
+            core.switch_policy(policy, now)
+            log.info("policy switched to %s", value.name)
+        except (UnknownPolicyError, PolicyParamsError):
+            log.exception("ignoring invalid policy knob %r", value)
+    elif name in ("admission", "placement") and isinstance(value, PluginChoice):
+        _swap_plugin(core, name, value)
+    elif name == "weights" and isinstance(value, NodeWeights):
+        for node, weight in value.table.items():
+            core.ctx.weights.set(node, weight)
+
+
+def _swap_plugin(core: SchedulerCore, kind: str, value: PluginChoice) -> None:
+    """Replace admission or placement live; the policy and its queue are untouched."""
+    dispatcher = core.dispatcher
+    try:
+        if kind == "admission":
+            dispatcher.admission = build_admission(value.name, dict(value.params))
+        else:
+            dispatcher.placement = build_placement(value.name, dict(value.params))
+        log.info("%s switched to %s", kind, value.name)
+    except ValueError:
+        log.exception("ignoring invalid %s knob %r", kind, value)

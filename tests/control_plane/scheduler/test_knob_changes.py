@@ -1,0 +1,35 @@
+"""Knob changes applied to the leader's core: switched, replaced, set — or ignored when bad."""
+
+from __future__ import annotations
+
+from control_plane.contracts.knobs import NodeWeights, PluginChoice
+from control_plane.core.ledger import Ledger
+from control_plane.core.scheduler_core import SchedulerCore
+from control_plane.scheduler.knob_changes import apply_knob
+from control_plane.scheduler.rebuild import build_core
+
+
+def core() -> SchedulerCore:
+    return build_core({"policy": PluginChoice("fcfs")}, Ledger(), "fcfs")
+
+
+def test_a_pinned_policy_is_switched_and_a_bad_one_leaves_the_core_as_it_was() -> None:
+    c = core()
+    apply_knob(c, "policy", PluginChoice("vtc"), 1.0)
+    assert c.dispatcher.policy.name == "vtc"
+    apply_knob(c, "policy", PluginChoice("no-such-policy"), 2.0)
+    apply_knob(c, "policy", PluginChoice("vtc", {"no_such_param": 1}), 3.0)
+    assert c.dispatcher.policy.name == "vtc"
+
+
+def test_admission_and_placement_are_replaced_and_weights_set() -> None:
+    c = core()
+    policy = c.dispatcher.policy
+    apply_knob(c, "placement", PluginChoice("round_robin"), 1.0)
+    apply_knob(c, "admission", PluginChoice("capacity", {"token_fence": 0.5}), 1.0)
+    apply_knob(c, "placement", PluginChoice("no-such-placement"), 1.0)
+    assert c.dispatcher.placement.name == "round_robin"
+    assert c.dispatcher.admission.name == "capacity"
+    assert c.dispatcher.policy is policy  # the queue is untouched
+    apply_knob(c, "weights", NodeWeights({("acme",): 3.0}), 1.0)
+    assert c.ctx.weights.of(("acme",)) == 3.0
