@@ -127,7 +127,8 @@ def gateway(
     if id_prefix:
         settings = settings.model_copy(update={"gateway_id": f"{id_prefix}-{os.urandom(4).hex()}"})
     try:
-        serve(create_app(settings), settings, reuse_port=reuse_port, status_port=status_port)
+        app = create_app(settings, freeze_heap=True)
+        serve(app, settings, reuse_port=reuse_port, status_port=status_port)
     except PortUnavailable as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(1) from None

@@ -4,9 +4,12 @@ Rule: once a service has imported everything and built what it keeps for its who
 (modules, classes, the app, its clients), `freeze_startup_heap` runs one full collection and
 moves every survivor to the interpreter's permanent generation (`gc.freeze`): later
 collections, young and full, no longer walk those hundreds of thousands of objects, so the
-pauses they add to requests stay short. Guarantee: nothing is freed or kept that would not
-be otherwise — frozen objects are only never examined again, and they live for the process's
-lifetime anyway. `ARBITER_GC_FREEZE=0` turns it off (to compare).
+pauses they add to requests stay short. Guarantee: nothing is freed that would not be
+otherwise — frozen objects are only never examined again, and they live for the process's
+lifetime anyway, with one exception: a reference cycle among objects alive at the freeze that
+is dropped later is never collected (a one-time leak, bounded by the start-up heap, which is
+why it runs once everything the service keeps is built and nothing else).
+`ARBITER_GC_FREEZE=0` turns it off (to compare).
 """
 
 from __future__ import annotations

@@ -61,8 +61,12 @@ class UsageReader:
             return r.requests.usage_for_tenant(tenant=tenant, since=since)
 
 
-def create_app(settings: Settings, *, db: Database | None = None) -> FastAPI:
-    """The gateway application for `settings` (one replica)."""
+def create_app(
+    settings: Settings, *, db: Database | None = None, freeze_heap: bool = False
+) -> FastAPI:
+    """The gateway application for `settings` (one replica); `freeze_heap` (the gateway
+    process) freezes the start-up heap once the lifespan has built everything
+    (`control_plane.gc_freeze`) — not for an app hosted in another process, such as a test."""
     gateway_id = settings.gateway_id or f"gw-{uuid.uuid4().hex[:8]}"
 
     @contextlib.asynccontextmanager
@@ -118,7 +122,8 @@ def create_app(settings: Settings, *, db: Database | None = None) -> FastAPI:
             asyncio.create_task(follow_knobs(stores, deps.knobs, directory)),
             asyncio.create_task(run_heartbeat(stores.gateways, gateway_id, beat_s, dead_after_s)),
         ]
-        freeze_startup_heap()  # what the replica keeps for life, out of the collector's way
+        if freeze_heap:  # what the replica keeps for life, out of the collector's way
+            freeze_startup_heap()
         try:
             yield
         finally:

@@ -33,13 +33,16 @@ class LoadResult:
     sent: int = 0
     """Every request sent, the warm-up's and the unmeasured ones' included (what the
     processes' CPU was spent on)."""
+    overlapping: int = 0
+    """Unmeasured requests that ended inside the measured window: its throughput counts them
+    (they were served in its time), its latencies do not."""
     stamps: list[dict[str, float]] = field(default_factory=list)
     """Per request: the gateway's `X-Arbiter-Timing` epochs plus the client's `sent` and
     `first_byte` epochs (same clock: the load runs on the gateway's machine)."""
 
     @property
     def rps(self) -> float:
-        return len(self.total) / self.wall_s if self.wall_s else 0.0
+        return (len(self.total) + self.overlapping) / self.wall_s if self.wall_s else 0.0
 
     def pct(self, name: str, q: float) -> float:
         xs: list[float] = sorted(getattr(self, name))
@@ -128,6 +131,7 @@ async def run_load(
         await asyncio.gather(*(_one(session, next(cycle), raw, warm) for _ in range(warmup)))
         out = await _steady(session, cycle, raw, concurrency, requests)
         out.sent += warmup
+        out.errors += warm.errors
         return out
 
 
@@ -156,6 +160,8 @@ async def _steady(
             steady.set()
         while not steady.is_set():  # keep the load on until every client is warm
             await _one(session, next(cycle), raw, unmeasured)
+            if steady.is_set():
+                out.overlapping += 1
         while remaining > 0:
             remaining -= 1
             await _one(session, next(cycle), raw, out)

@@ -46,8 +46,8 @@ DEBUG = {"X-Arbiter-Debug-Timing": "1"}
 WARMUP = 10
 """Requests each round sends before its clients start (counted in the CPU per request)."""
 PER_CLIENT = 16
-"""Measured requests per client at least: a round long enough that its p99 is not set by
-the few requests of its first and last moments."""
+"""Measured requests per client on average, at least: a round long enough that its p99 is
+not set by the few requests of its first and last moments."""
 
 
 @dataclass
@@ -192,7 +192,8 @@ def _one_round(
             cpu = meter.stop()
     row = round_row(results)
     row["gateway"]["sent"] = results["gateway"].sent
-    if cpu and not plan.flood:  # with a flood, its requests share the CPU: not per request
+    # not with a flood (its requests share the CPU) nor under py-spy (it slows what it samples)
+    if cpu and not plan.flood and profiler is None:
         row["gateway"]["cpu_ms_per_request"] = per_request_ms(cpu, results["gateway"].sent)
     return row
 

@@ -336,9 +336,10 @@ class Gateway:
 
 
 def _in_hand(flight: Flight) -> bool:
-    """The grant came with the submit (the fast lane) and the answer streams: nothing to wait
-    for before the worker, so no disconnect watcher yet (the relay's own notices a client
-    that leaves while it streams)."""
+    """The grant came with the submit (the fast lane) and the worker answers as it goes (not
+    an image generation, which is raced against the client's disconnect): nothing to wait for
+    before the worker, so no disconnect watcher (a streamed answer's relay has its own; a
+    collected one never had one while collecting)."""
     fut = flight.grant_future
     return fut is not None and fut.done() and flight.read_timeout_s is None
 

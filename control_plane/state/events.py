@@ -143,6 +143,8 @@ class EventStream:
         even when the read then fails.
         """
         if ack:
+            if noack:
+                raise ValueError("ack= acknowledges entries read with acks: not with noack")
             entries = await self._ack_then_read(group, consumer, ack, count, block_ms)
         else:
             entries = await self._group_read(group, consumer, ">", count, block_ms, noack)
@@ -157,9 +159,10 @@ class EventStream:
             group, consumer, {self._stream: ">"}, count=count, block=clamp_block_ms(block_ms)
         )
         replies = await pipe.execute(raise_on_error=False)
-        if isinstance(replies[1], ResponseError):
-            if not is_missing_group(replies[1]):
-                raise replies[1]
+        for reply in replies:
+            if isinstance(reply, ResponseError) and not is_missing_group(reply):
+                raise reply
+        if isinstance(replies[1], ResponseError):  # the group is gone: recreated by the read
             return await self._group_read(group, consumer, ">", count, block_ms, False)
         return stream_entries(replies[1])
 

@@ -8,6 +8,7 @@ import subprocess
 import sys
 import time
 
+import pytest
 from aiohttp import web
 
 from control_plane.bench.load import Target, run_load
@@ -81,3 +82,6 @@ async def test_a_round_measures_only_once_every_client_has_its_connection() -> N
     # warm-up + one unmeasured request per client at least, every one counted as sent
     assert out.sent == len(seen) >= 20 + 2 + 4
     assert out.wall_s > 0
+    # unmeasured requests that ended once measuring began count for throughput only
+    assert 0 <= out.overlapping < 4
+    assert out.rps == pytest.approx((20 + out.overlapping) / out.wall_s)

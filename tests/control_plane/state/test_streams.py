@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import time
 
+import pytest
 from redis.asyncio import Redis
 
 from control_plane.contracts.events import (
@@ -226,3 +227,8 @@ async def test_without_a_replica_publishes_stop_waiting_for_one(
         assert time.monotonic() - started >= 0.015  # waited for the replica that is not there
     assert stream._wait_from > time.monotonic()  # not waiting for a while
     assert len(await stream.publish([event])) == 1
+
+
+async def test_ack_with_noack_is_refused(events: EventStream) -> None:
+    with pytest.raises(ValueError, match="noack"):
+        await events.read("scheduler", "s1", block_ms=None, noack=True, ack=["1-1"])
