@@ -4,8 +4,8 @@ Rule (docs/architecture.md §2, "The fast lane"). The leader alone decides capac
 model with nothing pending, when the admission, placement and limits in force would grant a
 lone request on the spot (`lendable`), it lends up to `per_worker` free slots of each of the
 model's workers that admission would still admit (topping a worker up again once half of its
-loan is taken); gateways then take them in their submit
-script (nothing of the model queued ∧ a slot left → granted). Every lent slot counts as
+loan is taken); gateways then take them in their submit script (nothing of the model queued ∧
+a slot left → granted). Every lent slot counts as
 occupied in the leader's own worker views (`WorkerSlot.lent`) until the leader either reads
 the take on `arrivals` (the slot becomes that request, charged like its own dispatch:
 `SchedulerCore.adopt_granted`) or reclaims it. As soon as anything of the model is pending,
