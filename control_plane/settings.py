@@ -28,6 +28,9 @@ class Settings(BaseSettings):
     """The Sentinel `monitor` name of Arbiter's Redis."""
     redis_sentinel_password: str = Field(default="", repr=False)
     """Password of the Sentinels themselves (`requirepass` in sentinel.conf); empty: none."""
+    redis_multiplex: bool = True
+    """The Lua scripts (every hot state write) share one pipelined connection per process
+    instead of the pool's (`control_plane/state/mux.py`); not with Sentinel or TLS."""
     cluster: str = "default"
     """Redis key prefix `arb:{cluster}:` — one hash slot per cluster."""
     database_url: str = "sqlite:///./arbiter.db"

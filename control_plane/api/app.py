@@ -77,6 +77,7 @@ def create_app(
             settings.cluster,
             client_name=f"arbiter-{gateway_id}",
             sentinel=sentinel_of(settings),
+            multiplex=settings.redis_multiplex,
         )
         http = upstream_session(
             settings.upstream_connect_timeout_s, settings.upstream_idle_timeout_s

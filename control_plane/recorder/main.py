@@ -21,7 +21,11 @@ async def run_recorder(settings: Settings) -> None:
     """Run until SIGTERM/SIGINT."""
     consumer = f"rec-{settings.recorder_name or f'{socket.gethostname()}-{os.getpid()}'}"
     stores = StateStores.open(
-        settings.redis_url, settings.cluster, client_name=consumer, sentinel=sentinel_of(settings)
+        settings.redis_url,
+        settings.cluster,
+        client_name=consumer,
+        sentinel=sentinel_of(settings),
+        multiplex=settings.redis_multiplex,
     )
     db = Database(settings.database_url)
     await asyncio.to_thread(db.migrate)

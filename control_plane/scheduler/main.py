@@ -89,7 +89,11 @@ async def run_scheduler(settings: Settings, *, with_recorder: bool = False) -> N
     """Run until SIGTERM/SIGINT; the lease is released on the way out."""
     holder = f"sched-{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
     stores = StateStores.open(
-        settings.redis_url, settings.cluster, client_name=holder, sentinel=sentinel_of(settings)
+        settings.redis_url,
+        settings.cluster,
+        client_name=holder,
+        sentinel=sentinel_of(settings),
+        multiplex=settings.redis_multiplex,
     )
     service = SchedulerService(settings, stores, holder)
     db = Database(settings.database_url) if with_recorder else None

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from redis.asyncio import BlockingConnectionPool, Redis
 from redis.asyncio.retry import Retry
@@ -12,6 +12,7 @@ from redis.backoff import ExponentialWithJitterBackoff
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from control_plane.state.errors import guarded
+from control_plane.state.mux import Multiplexer
 from control_plane.state.sentinel import SentinelTarget, sentinel_client
 
 T = TypeVar("T")
@@ -35,6 +36,7 @@ def connect(
     max_connections: int = 512,
     pool_timeout_s: float = 2.0,
     sentinel: SentinelTarget | None = None,
+    multiplex: bool = True,
 ) -> Redis:
     """A `redis.asyncio.Redis` for `url`, configured for the state layer.
 
@@ -72,7 +74,31 @@ def connect(
     )
     if sentinel is not None:
         return sentinel_client(url, sentinel, kwargs, connect_timeout_s)
-    return Redis.from_pool(BlockingConnectionPool.from_url(url, **kwargs))
+    if url.startswith("unix://"):
+        del kwargs["socket_keepalive"]  # a TCP option: Unix sockets refuse it
+    pool = BlockingConnectionPool.from_url(url, **kwargs)
+    if not multiplex or url.startswith("rediss://"):
+        return Redis.from_pool(pool)
+    client = cast(MuxRedis, MuxRedis.from_pool(pool))
+    client.mux = Multiplexer(
+        url,
+        retry=_StallAwareRetry(backoff, retries),
+        client_name=client_name,
+        connect_timeout_s=connect_timeout_s,
+        socket_timeout_s=socket_timeout_s,
+    )
+    return client
+
+
+class MuxRedis(Redis):
+    """A pooled client that also owns a `Multiplexer` for the hot scripts (see `connect`)."""
+
+    mux: Multiplexer | None = None
+
+    async def aclose(self, close_connection_pool: bool | None = None) -> None:
+        if self.mux is not None:
+            await self.mux.aclose()
+        await super().aclose(close_connection_pool)
 
 
 class _StallAwareRetry(Retry):

@@ -11,6 +11,8 @@ from typing import Any
 from redis.asyncio import Redis
 from redis.exceptions import NoScriptError
 
+from control_plane.state.client import MuxRedis
+
 ScriptArg = str | int | float
 
 
@@ -37,11 +39,13 @@ class Scripts:
 
     The SHA is known locally, so a call never needs a prior SCRIPT LOAD. When Redis does not
     know a script (first use, a restart, `SCRIPT FLUSH`, a failover) it answers NOSCRIPT; the
-    script is then loaded and the call repeated once, transparently.
+    script is then loaded and the call repeated once, transparently. On a `MuxRedis` the
+    calls share its pipelined connection (`control_plane.state.mux`).
     """
 
     def __init__(self, redis: Redis) -> None:
         self._redis = redis
+        self._mux = redis.mux if isinstance(redis, MuxRedis) else None
 
     async def load_all(self) -> dict[str, str]:
         """SCRIPT LOAD every script now (optional warm-up); returns name → SHA."""
@@ -51,10 +55,15 @@ class Scripts:
         """Run script `name` with `keys` as KEYS and `args` as ARGV."""
         sha = script_sha(name)
         try:
-            return await self._redis.evalsha(sha, len(keys), *keys, *args)
+            return await self._evalsha(sha, keys, args)
         except NoScriptError:
             await self._load(name)
-            return await self._redis.evalsha(sha, len(keys), *keys, *args)
+            return await self._evalsha(sha, keys, args)
+
+    def _evalsha(self, sha: str, keys: Sequence[str], args: Sequence[ScriptArg]) -> Any:
+        if self._mux is not None:
+            return self._mux.execute("EVALSHA", sha, len(keys), *keys, *args)
+        return self._redis.evalsha(sha, len(keys), *keys, *args)
 
     async def _load(self, name: str) -> str:
         sha = str(await self._redis.script_load(script_source(name)))

@@ -91,10 +91,11 @@ class StateStores:
         *,
         client_name: str | None = None,
         sentinel: SentinelTarget | None = None,
+        multiplex: bool = True,
     ) -> StateStores:
         """Stores over a new client for `url`, or for the primary `sentinel` names (see
-        `connect`)."""
-        client = connect(url, client_name=client_name, sentinel=sentinel)
+        `connect`; `multiplex`: the scripts share one pipelined connection)."""
+        client = connect(url, client_name=client_name, sentinel=sentinel, multiplex=multiplex)
         return cls.build(client, KeySpace(cluster), replicated=sentinel is not None)
 
     @guarded

@@ -22,6 +22,8 @@ class RedisServer:
     workdir: str = field(default_factory=lambda: tempfile.mkdtemp(prefix="arb-redis-"))
     env: dict[str, str] | None = None
     """The server's environment (None: this process's)."""
+    args: list[str] = field(default_factory=list)
+    """More `redis-server` arguments (e.g. `--unixsocket PATH`)."""
 
     @property
     def url(self) -> str:
@@ -44,6 +46,7 @@ class RedisServer:
                 "no",
                 "--dir",
                 self.workdir,
+                *self.args,
             ],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
