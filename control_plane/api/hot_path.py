@@ -34,6 +34,7 @@ from starlette.types import Message, Receive, Scope, Send
 from control_plane.api.auth import bearer, current_tenant
 from control_plane.api.body_limit import too_large
 from control_plane.gateway.errors import error_response
+from control_plane.gateway.relay import FinalPiece
 from control_plane.gateway.schemas import ChatCompletionRequest, CompletionRequest
 from control_plane.gateway.service import Gateway
 
@@ -178,9 +179,14 @@ async def _stream(response: StreamingResponse, receive: Receive, send: Send) -> 
                 "headers": response.raw_headers,
             }
         )
+        final = False
         async for chunk in body:
-            await send({"type": "http.response.body", "body": chunk, "more_body": True})
-        await send({"type": "http.response.body", "body": b"", "more_body": False})
+            final = isinstance(chunk, FinalPiece)
+            await send({"type": "http.response.body", "body": chunk, "more_body": not final})
+            if final:
+                break
+        if not final:
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
     except asyncio.CancelledError:
         if not state["left"]:
             raise

@@ -31,6 +31,11 @@ _CONTENT = re.compile(rb'"(?:text|content)":\s*"[^"]')
 finish chunk is no token, and progress once charged is never refunded."""
 
 
+class FinalPiece(bytes):
+    """The last bytes of a streamed answer, sent once the request is finished: whoever writes
+    them to the client may end the response with them (one write instead of three)."""
+
+
 class StreamBroken(Exception):
     """The worker failed after the first token; the client gets an error event."""
 
@@ -69,6 +74,11 @@ class Relay:
         self._done = False
         self._unreported = 0
         """Tokens counted from plain chunks and not yet reported to `on_tokens`."""
+
+    @property
+    def ended(self) -> bool:
+        """The worker's `[DONE]` has been read: what `stream` yields now ends the answer."""
+        return self._done
 
     async def _blocks(self) -> AsyncIterator[list[bytes]]:
         """The worker's SSE `data:` payloads before `[DONE]`, as many as one read of the

@@ -45,6 +45,7 @@ from control_plane.gateway.proxy import (
 )
 from control_plane.gateway.relay import (
     DONE,
+    FinalPiece,
     Relay,
     StreamBroken,
     aggregate,
@@ -289,12 +290,18 @@ class Gateway:
         self.d.reporter.progress(flight.id, flight.stats.n_out, now)
 
     async def _stream(self, flight: Flight, relay: Relay) -> AsyncIterator[bytes]:
+        """The client's SSE bytes. The piece read with the worker's `[DONE]` is held until the
+        request is finished and then sent with `[DONE]` as one `FinalPiece`, so the client
+        sees its answer end only once it is recorded (as before), in one write."""
         status: str = "aborted"
         error: str | None = "client disconnected"
+        tail: list[bytes] = []
         try:
             async for data in relay.stream():
-                yield data
-            yield DONE
+                if relay.ended:
+                    tail.append(data)
+                else:
+                    yield data
             status, error = "ok", None
         except (StreamBroken, WorkerUnreachable) as exc:
             status, error = "error", f"worker failed mid-stream: {exc}"
@@ -304,6 +311,9 @@ class Gateway:
         finally:
             await relay.close()
             await self._finisher.finish(flight, status, error)
+        if status == "ok":
+            tail.append(DONE)
+            yield FinalPiece(b"".join(tail))
 
     async def _collect(self, flight: Flight, relay: Relay) -> Response:
         status, error = "error", None

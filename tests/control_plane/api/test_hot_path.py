@@ -7,6 +7,7 @@ request without FastAPI (its fallback replaced by one that fails)."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,7 @@ import pytest
 from starlette.types import Receive, Scope, Send
 
 from control_plane.api.hot_path import GatewayApp
+from control_plane.gateway.relay import FinalPiece
 from tests.control_plane.api.gateway_app import Gateway, gateway
 
 CHAT = "/v1/chat/completions"
@@ -151,3 +153,48 @@ async def test_a_valid_request_never_reaches_fastapi(gw: Gateway) -> None:
     for resp in (chat, text):  # served as far as the door: the model is unknown
         assert resp.status_code == 404, resp.text
         assert resp.json()["error"]["code"] == "model_not_found"
+
+
+async def _sent_by_stream(pieces: list[bytes]) -> list[dict[str, Any]]:
+    """The ASGI messages `_stream` sends for a streamed answer of `pieces`."""
+    from starlette.responses import StreamingResponse
+
+    from control_plane.api.hot_path import _stream
+
+    closed: list[bool] = []
+
+    async def body() -> AsyncIterator[bytes]:
+        try:
+            for piece in pieces:
+                yield piece
+        finally:
+            closed.append(True)
+
+    sent: list[dict[str, Any]] = []
+
+    async def send(message: Any) -> None:
+        sent.append(message)
+
+    async def receive() -> Any:
+        await asyncio.sleep(3600)
+
+    await _stream(StreamingResponse(body()), receive, send)
+    assert closed == [True]
+    return sent
+
+
+async def test_a_final_piece_ends_the_response_in_the_same_message() -> None:
+    sent = await _sent_by_stream([b"data: a\n\n", FinalPiece(b"data: b\n\ndata: [DONE]\n\n")])
+    assert [(m["type"], m.get("body"), m.get("more_body")) for m in sent] == [
+        ("http.response.start", None, None),
+        ("http.response.body", b"data: a\n\n", True),
+        ("http.response.body", b"data: b\n\ndata: [DONE]\n\n", False),
+    ]
+
+
+async def test_without_a_final_piece_an_empty_message_ends_the_response() -> None:
+    sent = await _sent_by_stream([b"data: a\n\n"])
+    assert [(m.get("body"), m.get("more_body")) for m in sent[1:]] == [
+        (b"data: a\n\n", True),
+        (b"", False),
+    ]
