@@ -14,7 +14,7 @@ from redis.asyncio import Redis
 from redis.exceptions import ResponseError
 
 from control_plane.contracts.events import Event, EventError, decode, encode
-from control_plane.state.client import check_client, clamp_block_ms
+from control_plane.state.client import MuxRedis, check_client, clamp_block_ms
 from control_plane.state.codec import StreamEntry, dumps, loads, stream_entries
 from control_plane.state.dead_letters import DeadLetters
 from control_plane.state.errors import guarded
@@ -84,6 +84,8 @@ class EventStream:
         ack_timeout_ms: int = 50,
     ) -> None:
         self._redis = check_client(redis)
+        self._mux = redis.mux if isinstance(redis, MuxRedis) else None
+        """Publishes go on the pipelined connection unless they must WAIT (on their own)."""
         self._stream = keyspace.events
         self.groups = tuple(groups)
         self._maxlen = maxlen
@@ -106,6 +108,14 @@ class EventStream:
         """Append `events` in one pipelined round trip; returns their stream ids."""
         if not events:
             return []
+        if self._mux is not None and not self._replica_acks:
+            maxlen = ("MAXLEN", "~", self._maxlen)
+            return [
+                str(entry_id)
+                for entry_id in await self._mux.execute_many(
+                    [("XADD", self._stream, *maxlen, "*", "data", dumps(encode(e))) for e in events]
+                )
+            ]
         pipe = self._redis.pipeline(transaction=False)
         for event in events:
             data = dumps(encode(event))

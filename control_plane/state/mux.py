@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import socket
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, cast
 
 import hiredis
@@ -65,11 +65,23 @@ class Multiplexer:
         """Send one command; its reply (decoded to `str`), or the error it raised."""
         return await self._retry.call_with_retry(lambda: self._once(args), self._failed)
 
+    async def execute_many(self, commands: Sequence[tuple[Arg, ...]]) -> list[Any]:
+        """Send `commands` in one write (a pipeline, not a transaction); their replies in
+        order. An error reply raises (the first, once all replies are in)."""
+        return await self._retry.call_with_retry(lambda: self._many(commands), self._failed)
+
     async def _once(self, args: tuple[Arg, ...]) -> Any:
+        return await (await self._ready()).send(args)
+
+    async def _many(self, commands: Sequence[tuple[Arg, ...]]) -> list[Any]:
+        futures = (await self._ready()).send_many(commands)
+        return list(await asyncio.gather(*futures))
+
+    async def _ready(self) -> _Connection:
         conn = self._conn
         if conn is None or conn.closed or self._loop is not asyncio.get_running_loop():
             conn = await self._connect()
-        return await conn.send(args)
+        return conn
 
     async def _failed(self, error: Exception) -> None:
         self._drop(error)
@@ -151,15 +163,21 @@ class _Connection(asyncio.Protocol):
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
 
     def send(self, args: tuple[Arg, ...]) -> asyncio.Future[Any]:
+        return self.send_many((args,))[0]
+
+    def send_many(self, commands: Sequence[tuple[Arg, ...]]) -> list[asyncio.Future[Any]]:
         if self.closed or self._transport is None:
             raise RedisConnectionError("Connection closed.")
         loop = asyncio.get_running_loop()
-        fut: asyncio.Future[Any] = loop.create_future()
-        timer = loop.call_later(self._timeout_s, self._timed_out, fut)
-        self._waiting.append((fut, timer))
+        futures: list[asyncio.Future[Any]] = []
+        for _ in commands:
+            fut: asyncio.Future[Any] = loop.create_future()
+            self._waiting.append((fut, loop.call_later(self._timeout_s, self._timed_out, fut)))
+            futures.append(fut)
         # hiredis types its argument as a 1-tuple
-        self._transport.write(hiredis.pack_command(args))  # type: ignore[arg-type]
-        return fut
+        packed = [hiredis.pack_command(args) for args in commands]  # type: ignore[arg-type]
+        self._transport.write(packed[0] if len(packed) == 1 else b"".join(packed))
+        return futures
 
     def data_received(self, data: bytes) -> None:
         reader = self._reader

@@ -166,3 +166,14 @@ async def test_a_unix_socket_url_works_pooled_and_multiplexed(unix_server: Redis
     assert isinstance(client, MuxRedis) and client.mux is not None
     assert await client.mux.execute("GET", "k") == "v"
     await client.aclose()
+
+
+async def test_a_pipeline_goes_in_one_write_and_answers_in_order(mux: Multiplexer) -> None:
+    assert await mux.execute_many([("SET", "x", 1), ("INCR", "x"), ("GET", "x")]) == [
+        "OK",
+        2,
+        "2",
+    ]
+    with pytest.raises(ResponseError, match="WRONGTYPE"):
+        await mux.execute_many([("SET", "y", "a"), ("LPUSH", "y", 1), ("SET", "z", "b")])
+    assert await mux.execute_many([("GET", "y"), ("GET", "z")]) == ["a", "b"]  # not atomic
