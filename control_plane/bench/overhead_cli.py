@@ -79,7 +79,9 @@ def bench_overhead(
     console = Console(width=max(150, Console().width))
     console.print(_table(result))
     if any("hops_p50_ms" in r["gateway"] for r in result["rows"]):
-        console.print(_hops(result))
+        console.print(_hops(result, "p50", "medians"))
+    if any("hops_p99_ms" in r["gateway"] for r in result["rows"]):
+        console.print(_hops(result, "p99", "p99s"))
     if any("cpu_ms_per_request" in r["gateway"] for r in result["rows"]):
         console.print(_cpu(result))
     load = ", ".join(f"{x:.2f}" for x in result["loadavg_before"])
@@ -165,8 +167,9 @@ def _cpu(result: dict[str, Any]) -> Table:
     return _by_concurrency(result, "cpu_ms_per_request", title)
 
 
-def _hops(result: dict[str, Any]) -> Table:
-    return _by_concurrency(result, "hops_p50_ms", "Per-hop medians through the gateway (ms)")
+def _hops(result: dict[str, Any], stat: str, what: str) -> Table:
+    title = f"Per-hop {what} through the gateway (ms; medians over rounds)"
+    return _by_concurrency(result, f"hops_{stat}_ms", title)
 
 
 def _by_concurrency(result: dict[str, Any], key: str, title: str) -> Table:

@@ -87,10 +87,11 @@ def over_rounds(rounds: list[dict[str, Any]]) -> dict[str, Any]:
             }
         hops = [r["hops"] for r in rows if "hops" in r]
         if hops:
-            merged["hops_p50_ms"] = {
-                name: statistics.median(h[name]["p50_ms"] for h in hops if name in h)
-                for name, _, _ in HOPS
-                if any(name in h for h in hops)
-            }
+            for stat in ("p50", "p99"):
+                merged[f"hops_{stat}_ms"] = {
+                    name: statistics.median(h[name][f"{stat}_ms"] for h in hops if name in h)
+                    for name, _, _ in HOPS
+                    if any(name in h for h in hops)
+                }
         out[target] = merged
     return out

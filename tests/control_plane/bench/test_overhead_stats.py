@@ -71,3 +71,20 @@ def test_cpu_per_request_is_the_median_over_rounds_per_process() -> None:
 
     merged = over_rounds([row(0.5), row(0.9), row(0.6)])["gateway"]
     assert merged["cpu_ms_per_request"] == {"gateway": 0.6, "total": 1.6}
+
+
+def test_each_hop_reports_the_median_over_rounds_of_its_p50_and_p99() -> None:
+    def row(first_byte_ms: list[float]) -> dict[str, object]:
+        stamps = [
+            {"sent": 0.0, "received": 0.001, "upstream": 0.002, "first_byte": 0.002 + ms / 1000}
+            for ms in first_byte_ms
+        ]
+        one = LoadResult(ttft=[0.001], total=[0.001], wall_s=1.0)
+        r = round_row({"direct": one, "gateway": one})
+        r["gateway"]["hops"] = hop_medians(stamps)
+        return r
+
+    slow_tail = [1.0] * 99 + [9.0]
+    merged = over_rounds([row(slow_tail), row([2.0] * 100), row(slow_tail)])["gateway"]
+    assert round(merged["hops_p50_ms"]["first byte"], 6) == 1.0
+    assert round(merged["hops_p99_ms"]["first byte"], 1) >= 8.9  # two rounds of three had it
