@@ -307,7 +307,8 @@ class Gateway:
             status, error = "error", f"worker failed mid-stream: {exc}"
             worker = flight.grant.worker_id if flight.grant else None
             self.d.reporter.emit(WorkerFailed(flight.id, worker, str(exc), time.time()))
-            yield error_event(f"The worker failed while streaming: {exc}")
+            # what was read with the error (and `[DONE]`) reaches the client before it
+            yield b"".join(tail) + error_event(f"The worker failed while streaming: {exc}")
         finally:
             await relay.close()
             await self._finisher.finish(flight, status, error)

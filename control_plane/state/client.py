@@ -54,6 +54,12 @@ def connect(
     timeout on every new connection); `url` then gives only credentials, database and TLS.
     During a fail-over commands fail as unavailable, as in an outage, until the promoted
     replica is named; the pool semantics above are the same.
+
+    With `multiplex` (and neither Sentinel nor TLS), the client is a `MuxRedis`: the Lua
+    scripts (`Scripts`) and event publishes go through one pipelined connection of their own
+    (`control_plane.state.mux`), with the same connect, read-timeout and retry guarantees;
+    the pool's limits and idle health checks do not apply to it (a dead peer shows as a
+    command's read timeout, or a reset, and the next command connects anew).
     """
     if socket_timeout_s < _MIN_TIMEOUT_OVER_BLOCK * MAX_BLOCK_MS / 1000:
         raise ValueError(

@@ -24,6 +24,7 @@ from redis._parsers.base import BaseParser
 from redis.asyncio.connection import parse_url
 from redis.asyncio.retry import Retry
 from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import DataError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 Arg = str | int | float
@@ -39,8 +40,11 @@ class Multiplexer:
     command not answered within `socket_timeout_s` fails at once with `TimeoutError` and is
     never retried — the connection is dropped, failing every command still waiting on it
     (Redis stalled for all of them alike). Error replies raise redis-py's exceptions
-    (`NoScriptError`, `ResponseError`, …). A caller cancelled while waiting leaves its reply
-    to be read and dropped. No I/O happens before the first command.
+    (`NoScriptError`, `ResponseError`, …); an argument redis-py would refuse raises
+    `DataError` before anything is written, and a reply that cannot be decoded fails only its
+    own caller, so no reply ever reaches the wrong caller. A caller cancelled while waiting
+    leaves its reply to be read and dropped. Callers that find no open connection share one
+    connection attempt. No I/O happens before the first command.
     """
 
     def __init__(
@@ -58,17 +62,25 @@ class Multiplexer:
         self._connect_timeout_s = connect_timeout_s
         self._socket_timeout_s = socket_timeout_s
         self._conn: _Connection | None = None
-        self._connecting: asyncio.Lock | None = None
+        self._opening: asyncio.Task[_Connection] | None = None
+        """The one connection attempt in progress, which every caller that needs it awaits."""
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._closed = False
 
     async def execute(self, *args: Arg) -> Any:
         """Send one command; its reply (decoded to `str`), or the error it raised."""
+        self._check_open()
         return await self._retry.call_with_retry(lambda: self._once(args), self._failed)
 
     async def execute_many(self, commands: Sequence[tuple[Arg, ...]]) -> list[Any]:
         """Send `commands` in one write (a pipeline, not a transaction); their replies in
-        order. An error reply raises (the first, once all replies are in)."""
+        order. An error reply raises (the first to come back)."""
+        self._check_open()
         return await self._retry.call_with_retry(lambda: self._many(commands), self._failed)
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise RedisConnectionError("client closed")  # outside the retry: not retried
 
     async def _once(self, args: tuple[Arg, ...]) -> Any:
         return await (await self._ready()).send(args)
@@ -78,31 +90,34 @@ class Multiplexer:
         return list(await asyncio.gather(*futures))
 
     async def _ready(self) -> _Connection:
-        conn = self._conn
-        if conn is None or conn.closed or self._loop is not asyncio.get_running_loop():
-            conn = await self._connect()
-        return conn
-
-    async def _failed(self, error: Exception) -> None:
-        self._drop(error)
-
-    def _drop(self, error: Exception) -> None:
-        conn, self._conn = self._conn, None
-        if conn is not None and self._loop is asyncio.get_running_loop():
-            conn.close(error)
-
-    async def _connect(self) -> _Connection:
         loop = asyncio.get_running_loop()
         if self._loop is not loop:  # a new event loop (tests): the old connection is unusable
-            self._conn, self._connecting, self._loop = None, asyncio.Lock(), loop
-        assert self._connecting is not None
-        async with self._connecting:
-            conn = self._conn
-            if conn is not None and not conn.closed:
-                return conn
-            conn = await self._open(loop)
-            self._conn = conn
+            self._conn, self._opening, self._loop = None, None, loop
+        conn = self._conn
+        if conn is not None and not conn.closed:
             return conn
+        if self._opening is None:
+            # one attempt for every caller: a stalled Redis costs each of them one timeout,
+            # not one per caller queued ahead of it
+            self._opening = loop.create_task(self._open(loop))
+            self._opening.add_done_callback(self._opened)
+        return await asyncio.shield(self._opening)
+
+    def _opened(self, task: asyncio.Task[_Connection]) -> None:
+        if self._opening is task:
+            self._opening = None
+        if task.cancelled() or task.exception() is not None:
+            return
+        conn = task.result()
+        if self._closed:
+            conn.close(RedisConnectionError("client closed"))
+        else:
+            self._conn = conn
+
+    async def _failed(self, error: Exception) -> None:
+        conn = self._conn
+        if conn is not None and conn.closed:  # the failed one (a timeout or loss closes it)
+            self._conn = None
 
     async def _open(self, loop: asyncio.AbstractEventLoop) -> _Connection:
         opts = self._options
@@ -124,7 +139,8 @@ class Multiplexer:
         return conn
 
     async def _hello(self, conn: _Connection) -> None:
-        """Credentials, database and name, as redis-py's connection would send them."""
+        """Credentials, database and name, as redis-py's connection would send them; a
+        failure closes the connection and raises as redis-py's set-up would."""
         opts = self._options
         password, username = opts.get("password"), opts.get("username")
         setup: list[tuple[Arg, ...]] = []
@@ -134,16 +150,20 @@ class Multiplexer:
             setup.append(("SELECT", int(opts["db"])))
         if self._client_name:
             setup.append(("CLIENT", "SETNAME", self._client_name))
+        if not setup:
+            return
         try:
-            for command in setup:
-                await conn.send(command)
+            await asyncio.gather(*conn.send_many(setup))
         except BaseException as exc:
             conn.close(RedisConnectionError(f"connection set-up failed: {exc}"))
             raise
 
     async def aclose(self) -> None:
-        """Close the connection (commands still waiting on it fail)."""
-        self._drop(RedisConnectionError("client closed"))
+        """Close the connection (commands still waiting on it fail) and refuse new ones."""
+        self._closed = True
+        conn, self._conn = self._conn, None
+        if conn is not None and self._loop is asyncio.get_running_loop():
+            conn.close(RedisConnectionError("client closed"))
 
 
 class _Connection(asyncio.Protocol):
@@ -166,16 +186,20 @@ class _Connection(asyncio.Protocol):
         return self.send_many((args,))[0]
 
     def send_many(self, commands: Sequence[tuple[Arg, ...]]) -> list[asyncio.Future[Any]]:
+        """Write `commands`; a future per reply. Nothing is queued unless all are written."""
         if self.closed or self._transport is None:
             raise RedisConnectionError("Connection closed.")
+        try:
+            # hiredis types its argument as a 1-tuple
+            packed = [hiredis.pack_command(args) for args in commands]  # type: ignore[arg-type]
+        except (TypeError, ValueError) as exc:  # as redis-py's encoder refuses None, bool, …
+            raise DataError(f"cannot send {commands!r}: {exc}") from exc
         loop = asyncio.get_running_loop()
         futures: list[asyncio.Future[Any]] = []
         for _ in commands:
             fut: asyncio.Future[Any] = loop.create_future()
             self._waiting.append((fut, loop.call_later(self._timeout_s, self._timed_out, fut)))
             futures.append(fut)
-        # hiredis types its argument as a 1-tuple
-        packed = [hiredis.pack_command(args) for args in commands]  # type: ignore[arg-type]
         self._transport.write(packed[0] if len(packed) == 1 else b"".join(packed))
         return futures
 
@@ -183,18 +207,27 @@ class _Connection(asyncio.Protocol):
         reader = self._reader
         reader.feed(data)
         waiting = self._waiting
-        try:
-            while (reply := reader.gets()) is not False:
-                fut, timer = waiting.popleft()
-                timer.cancel()
-                if fut.done():
-                    continue  # its caller was cancelled
-                if isinstance(reply, Exception):
-                    fut.set_exception(reply)
-                else:
-                    fut.set_result(reply)
-        except (hiredis.ProtocolError, IndexError) as exc:
-            self.close(RedisConnectionError(f"Protocol error: {exc}"))
+        while True:
+            try:
+                reply = reader.gets()
+            except hiredis.ProtocolError as exc:
+                self.close(RedisConnectionError(f"Protocol error: {exc}"))
+                return
+            except ValueError as exc:  # a reply not in UTF-8: consumed, its caller's error
+                reply = exc
+            if reply is False:
+                return
+            if not waiting:
+                self.close(RedisConnectionError("a reply no command asked for"))
+                return
+            fut, timer = waiting.popleft()
+            timer.cancel()
+            if fut.done():
+                continue  # its caller was cancelled
+            if isinstance(reply, Exception):
+                fut.set_exception(reply)
+            else:
+                fut.set_result(reply)
 
     def _timed_out(self, fut: asyncio.Future[Any]) -> None:
         if not fut.done():

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+from types import SimpleNamespace
 
 import orjson
 import pytest
@@ -12,7 +13,8 @@ from aiohttp import web
 from aiohttp.test_utils import TestServer
 
 from control_plane.gateway.proxy import upstream_payload, upstream_session
-from control_plane.gateway.relay import Relay, StreamBroken, StreamStats
+from control_plane.gateway.relay import FinalPiece, Relay, StreamBroken, StreamStats
+from control_plane.gateway.service import Gateway
 
 HEAD = b'{"id":"c1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,'
 ROLE = HEAD + b'"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}]}'
@@ -76,10 +78,15 @@ def test_continuous_usage_is_asked_of_the_worker_only_for_a_client_that_asked() 
 
 
 async def _relay_pieces(
-    writes: list[bytes], pieces: list[bytes] | None = None, *, want_usage: bool = True
+    writes: list[bytes],
+    pieces: list[bytes] | None = None,
+    *,
+    want_usage: bool = True,
+    gateway: _Gateway | None = None,
 ) -> tuple[list[bytes], StreamStats, list[int]]:
     """Relay a worker that sends `writes` one by one (each flushed, a pause between); the
-    client's pieces are appended to `pieces` as they come."""
+    client's pieces are appended to `pieces` as they come. With `gateway`, the pieces are
+    those of `Gateway._stream` around the relay (which closes it and finishes the request)."""
     pieces = [] if pieces is None else pieces
 
     async def handler(request: web.Request) -> web.StreamResponse:
@@ -105,12 +112,56 @@ async def _relay_pieces(
             want_usage=want_usage,
             want_continuous=False,
         )
+        if gateway is not None:
+            async for data in Gateway._stream(gateway, gateway.flight, relay):  # type: ignore[arg-type]
+                gateway.log.append("final piece" if isinstance(data, FinalPiece) else "piece")
+                pieces.append(data)
+            return pieces, stats, reported
         try:
             async for data in relay.stream():
                 pieces.append(data)
         finally:
             await relay.close()
     return pieces, stats, reported
+
+
+class _Gateway:
+    """What `Gateway._stream` uses of its gateway: the reporter and the finisher (logged)."""
+
+    def __init__(self) -> None:
+        self.log: list[str] = []
+        self.flight = SimpleNamespace(id="r1", grant=None)
+        self.d = SimpleNamespace(reporter=SimpleNamespace(emit=lambda event: None))
+        self._finisher = SimpleNamespace(finish=self._finish)
+
+    async def _finish(self, flight: object, status: str, error: str | None) -> None:
+        self.log.append(f"finished {status}")
+
+
+async def test_the_answers_end_is_one_final_piece_sent_once_the_request_is_finished() -> None:
+    gateway = _Gateway()
+    first = _sse(ROLE, TOKEN)
+    pieces, _, _ = await _relay_pieces(
+        [first, _sse(FINISH, USAGE) + b"data: [DONE]\n\n"], gateway=gateway
+    )
+
+    assert gateway.log == ["piece", "finished ok", "final piece"]
+    assert pieces[0] == first and not isinstance(pieces[0], FinalPiece)
+    events = _events(pieces[1:])
+    assert orjson.loads(events[-2][6:])["usage"]["completion_tokens"] == 3
+    assert events[-1] == b"data: [DONE]\n\n"
+
+
+async def test_tokens_read_with_an_error_and_done_still_reach_the_client() -> None:
+    gateway = _Gateway()
+    pieces, _, _ = await _relay_pieces(
+        [_sse(TOKEN, TOKEN, ERROR) + b"data: [DONE]\n\n"], gateway=gateway
+    )
+
+    assert gateway.log == ["piece", "finished error"]  # the error event, then the finish
+    events = _events(pieces)
+    assert events[:2] == [_sse(TOKEN), _sse(TOKEN)]
+    assert orjson.loads(events[2][6:])["error"]["code"] == "worker_failed"
 
 
 async def test_what_one_read_brings_is_relayed_as_one_piece_and_reported_once() -> None:

@@ -12,7 +12,8 @@ import pytest
 import redis
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
-from redis.exceptions import NoScriptError, ResponseError
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import DataError, NoScriptError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from control_plane.state import KeySpace, StateStores, connect
@@ -177,3 +178,55 @@ async def test_a_pipeline_goes_in_one_write_and_answers_in_order(mux: Multiplexe
     with pytest.raises(ResponseError, match="WRONGTYPE"):
         await mux.execute_many([("SET", "y", "a"), ("LPUSH", "y", 1), ("SET", "z", "b")])
     assert await mux.execute_many([("GET", "y"), ("GET", "z")]) == ["a", "b"]  # not atomic
+
+
+async def test_an_argument_redis_py_would_refuse_fails_alone_and_shifts_no_reply(
+    mux: Multiplexer,
+) -> None:
+    await mux.execute("SET", "a", "A")
+    for bad in (None, True, "\ud800"):
+        with pytest.raises(DataError):
+            await mux.execute("SET", "x", bad)  # type: ignore[arg-type]
+    assert await mux.execute("GET", "a") == "A"
+    assert await mux.execute("EXISTS", "x") == 0
+
+
+async def test_a_reply_not_in_utf8_fails_only_its_caller(mux: Multiplexer, redis_url: str) -> None:
+    raw = redis.Redis.from_url(redis_url)
+    raw.set("bin", b"\xff\xfe")
+    sha = str(raw.script_load(INCR))
+    raw.close()
+    results = await asyncio.gather(
+        mux.execute("GET", "bin"), mux.execute("EVALSHA", sha, 1, "n", 1), return_exceptions=True
+    )
+    assert isinstance(results[0], UnicodeDecodeError) and results[1] == 1
+    assert await mux.execute("GET", "n") == "1"  # the script ran once: nothing was retried
+
+
+async def test_callers_waiting_for_a_stalled_connect_share_one_attempt() -> None:
+    async def silent(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await asyncio.sleep(30)  # accepts, never answers: a stalled Redis
+
+    server = await asyncio.start_server(silent, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    m = Multiplexer(
+        f"redis://127.0.0.1:{port}/0",
+        retry=_StallAwareRetry(NoBackoff(), 2),
+        client_name="named",  # set-up commands that are never answered
+        connect_timeout_s=0.3,
+        socket_timeout_s=0.3,
+    )
+    start = time.monotonic()
+    results = await asyncio.gather(*(m.execute("PING") for _ in range(5)), return_exceptions=True)
+    waited = time.monotonic() - start
+    server.close()
+    assert all(isinstance(r, RedisTimeoutError) for r in results), results
+    assert waited < 0.9  # one set-up timeout for all five, not one per caller queued before
+
+
+async def test_a_closed_multiplexer_refuses_commands_at_once(redis_url: str) -> None:
+    m = _mux(redis_url)
+    assert await m.execute("PING") == "PONG"
+    await m.aclose()
+    with pytest.raises(RedisConnectionError, match="closed"):
+        await m.execute("PING")
