@@ -291,8 +291,9 @@ class Gateway:
 
     async def _stream(self, flight: Flight, relay: Relay) -> AsyncIterator[bytes]:
         """The client's SSE bytes. The piece read with the worker's `[DONE]` is held until the
-        request is finished and then sent with `[DONE]` as one `FinalPiece`, so the client
-        sees its answer end only once it is recorded (as before), in one write."""
+        request is finished (`Finisher.finish`: its event and status queued) and then sent
+        with `[DONE]` as one `FinalPiece`: the answer's end in one write, after the finish,
+        as before."""
         status: str = "aborted"
         error: str | None = "client disconnected"
         tail: list[bytes] = []

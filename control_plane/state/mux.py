@@ -153,7 +153,10 @@ class Multiplexer:
         if not setup:
             return
         try:
-            await asyncio.gather(*conn.send_many(setup))
+            replies = await asyncio.gather(*conn.send_many(setup), return_exceptions=True)
+            failed = next((r for r in replies if isinstance(r, BaseException)), None)
+            if failed is not None:
+                raise failed
         except BaseException as exc:
             conn.close(RedisConnectionError(f"connection set-up failed: {exc}"))
             raise
