@@ -19,9 +19,10 @@ import asyncio
 import contextlib
 import json
 import os
+import shutil
 import tempfile
 import time
-from collections.abc import Coroutine
+from collections.abc import Coroutine, Iterator
 from dataclasses import asdict, dataclass, field
 from importlib.util import find_spec
 from pathlib import Path
@@ -78,9 +79,22 @@ class _Targets:
     litellm: list[Target] = field(default_factory=list)
 
 
+@contextlib.contextmanager
+def scratch_dir(prefix: str) -> Iterator[Path]:
+    """A temporary directory for one run's deployment, removed once the run succeeded; kept
+    (with its logs, the evidence) when the run raised."""
+    path = Path(tempfile.mkdtemp(prefix=prefix))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
 def measure(plan: OverheadPlan) -> dict[str, Any]:
     """Run the comparison; returns the JSON-ready result."""
-    state = Path(tempfile.mkdtemp(prefix="arb-bench-"))
+    with scratch_dir("arb-bench-") as state:
+        return _measure(plan, state)
+
+
+def _measure(plan: OverheadPlan, state: Path) -> dict[str, Any]:
     tenants = ["bench", "flood"] if plan.flood else ["bench"]
     dep = Deployment(
         UpOptions(

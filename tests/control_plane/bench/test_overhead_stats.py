@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import tempfile
 from pathlib import Path
 
+import pytest
+
 from control_plane.bench.load import LoadResult, parse_timing
+from control_plane.bench.overhead import scratch_dir
 from control_plane.bench.overhead_profile import RATE_HZ, commandstats_diff, cpu_of
 from control_plane.bench.overhead_stats import hop_medians, over_rounds, round_row
 
@@ -88,3 +92,16 @@ def test_each_hop_reports_the_median_over_rounds_of_its_p50_and_p99() -> None:
     merged = over_rounds([row(slow_tail), row([2.0] * 100), row(slow_tail)])["gateway"]
     assert round(merged["hops_p50_ms"]["first byte"], 6) == 1.0
     assert round(merged["hops_p99_ms"]["first byte"], 1) >= 8.9  # two rounds of three had it
+
+
+def test_a_runs_scratch_directory_goes_unless_the_run_failed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    with scratch_dir("arb-bench-") as ok:
+        (ok / "logs").mkdir()
+    assert not ok.exists()
+    with pytest.raises(RuntimeError), scratch_dir("arb-bench-") as failed:
+        (failed / "logs").mkdir()
+        raise RuntimeError("the deployment did not start")
+    assert (failed / "logs").is_dir()  # kept: its logs say why
