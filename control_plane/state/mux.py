@@ -74,7 +74,7 @@ class Multiplexer:
 
     async def execute_many(self, commands: Sequence[tuple[Arg, ...]]) -> list[Any]:
         """Send `commands` in one write (a pipeline, not a transaction); their replies in
-        order. An error reply raises (the first to come back)."""
+        order. Once all are in, the first error reply (in command order) raises."""
         self._check_open()
         return await self._retry.call_with_retry(lambda: self._many(commands), self._failed)
 
@@ -87,7 +87,8 @@ class Multiplexer:
 
     async def _many(self, commands: Sequence[tuple[Arg, ...]]) -> list[Any]:
         futures = (await self._ready()).send_many(commands)
-        return list(await asyncio.gather(*futures))
+        replies = await asyncio.gather(*futures, return_exceptions=True)
+        return _raise_first(replies)
 
     async def _ready(self) -> _Connection:
         loop = asyncio.get_running_loop()
@@ -153,10 +154,7 @@ class Multiplexer:
         if not setup:
             return
         try:
-            replies = await asyncio.gather(*conn.send_many(setup), return_exceptions=True)
-            failed = next((r for r in replies if isinstance(r, BaseException)), None)
-            if failed is not None:
-                raise failed
+            _raise_first(await asyncio.gather(*conn.send_many(setup), return_exceptions=True))
         except BaseException as exc:
             conn.close(RedisConnectionError(f"connection set-up failed: {exc}"))
             raise
@@ -256,3 +254,12 @@ class _Connection(asyncio.Protocol):
 def _copy(error: Exception) -> Exception:
     make: Callable[..., Exception] = type(error)
     return make(*error.args)
+
+
+def _raise_first(replies: list[Any]) -> list[Any]:
+    """`replies`, unless one is an error: then the first of them is raised (every reply has
+    been awaited, so no error is left unretrieved)."""
+    for reply in replies:
+        if isinstance(reply, BaseException):
+            raise reply
+    return replies
