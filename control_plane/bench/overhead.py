@@ -26,12 +26,13 @@ from collections.abc import Coroutine, Iterator
 from dataclasses import asdict, dataclass, field
 from importlib.util import find_spec
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from control_plane.bench.load import LoadResult, Target, run_load
 from control_plane.bench.overhead_cpu import CpuMeter, per_request_ms
 from control_plane.bench.overhead_litellm import LiteLLMProxy, ratios
 from control_plane.bench.overhead_profile import Profiler
+from control_plane.bench.overhead_settle import settle
 from control_plane.bench.overhead_stats import over_rounds, round_row
 from control_plane.up.deploy import Deployment, UpOptions, _free_port
 
@@ -44,6 +45,7 @@ BODY: dict[str, Any] = {
     "stream_options": {"include_usage": True},
 }
 DEBUG = {"X-Arbiter-Debug-Timing": "1"}
+T = TypeVar("T")
 WARMUP = 10
 """Requests each round sends before its clients start (counted in the CPU per request)."""
 PER_CLIENT = 16
@@ -76,6 +78,8 @@ class _Targets:
     direct: list[Target]
     gateway: list[Target]
     flood: dict[str, list[Target]]
+    redis_url: str
+    cluster: str
     litellm: list[Target] = field(default_factory=list)
 
 
@@ -116,7 +120,7 @@ def _measure(plan: OverheadPlan, state: Path) -> dict[str, Any]:
     litellm: LiteLLMProxy | None = None
     try:
         info = dep.start()
-        targets = _targets(info)
+        targets = _targets(info, dep.opts.cluster)
         if plan.litellm_venv is not None:
             litellm = _start_litellm(plan, info, targets, state)
         rounds: dict[int, list[dict[str, Any]]] = {c: [] for c in plan.concurrencies}
@@ -173,7 +177,7 @@ def _start_litellm(
     return proxy
 
 
-def _targets(info: dict[str, Any]) -> _Targets:
+def _targets(info: dict[str, Any], cluster: str) -> _Targets:
     keys = info["tenants"]
     direct = [Target(f"{w}/v1/completions") for w in info["workers"]]
     gw = f"{info['gateway_url']}/v1/completions"
@@ -184,7 +188,7 @@ def _targets(info: dict[str, Any]) -> _Targets:
             "gateway": [Target(gw, {"Authorization": f"Bearer {keys['flood']}"})],
         }
     bench = [Target(gw, {"Authorization": f"Bearer {keys['bench']}", **DEBUG})]
-    return _Targets(direct=direct, gateway=bench, flood=flood)
+    return _Targets(direct, bench, flood, redis_url=info["redis_url"], cluster=cluster)
 
 
 def _one_round(
@@ -196,6 +200,7 @@ def _one_round(
     if targets.litellm:
         measured.append(("litellm", targets.litellm))
     cpu: dict[str, float] = {}
+    settled_s = 0.0
     for name, dest in measured:
         if name == "gateway":
             if profiler is not None:
@@ -203,16 +208,19 @@ def _one_round(
             meter.start()
         results[name] = _on_fast_loop(_measured(dest, targets.flood.get(name), c, n))
         if name == "gateway":
+            # the round's deferred work (rows, completions) is the round's, not the next one's
+            settled_s = _on_fast_loop(settle(targets.redis_url, targets.cluster))
             cpu = meter.stop()
     row = round_row(results)
     row["gateway"]["sent"] = results["gateway"].sent
+    row["gateway"]["settle_ms"] = settled_s * 1e3
     # not with a flood (its requests share the CPU) nor under py-spy (it slows what it samples)
     if cpu and not plan.flood and profiler is None:
         row["gateway"]["cpu_ms_per_request"] = per_request_ms(cpu, results["gateway"].sent)
     return row
 
 
-def _on_fast_loop(work: Coroutine[Any, Any, LoadResult]) -> LoadResult:
+def _on_fast_loop(work: Coroutine[Any, Any, T]) -> T:
     """The load generator on uvloop, as Arbiter's services run: it shares the cores with
     what it measures, so the less it costs per request the less it skews both targets."""
     if find_spec("uvloop") is None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 from redis.asyncio import Redis
 from redis.exceptions import ResponseError
@@ -206,6 +207,30 @@ class EventStream:
             if cursor == "0-0":
                 break
         return await self._screen(group, out)
+
+    @guarded
+    async def unconsumed(self) -> dict[str, int]:
+        """Per reading group, the events it has not finished with: not yet delivered to it
+        (its lag) plus delivered and not acknowledged. Where Redis cannot count the lag
+        (entries deleted mid-stream) an undelivered remainder counts as 1, and a group not
+        created yet counts every entry: 0 means that group has caught up, exactly."""
+        try:
+            infos: list[dict[str, Any]] = await self._redis.xinfo_groups(self._stream)
+        except ResponseError:  # no stream yet: nothing was published
+            return dict.fromkeys(self.groups, 0)
+        found = {str(info["name"]): info for info in infos}
+        out: dict[str, int] = {}
+        for group in self.groups:
+            info = found.get(group)
+            if info is None:
+                out[group] = int(await self._redis.xlen(self._stream))
+                continue
+            lag = info.get("lag")
+            if lag is None:
+                last = (await self._redis.xinfo_stream(self._stream))["last-generated-id"]
+                lag = int(str(info["last-delivered-id"]) != str(last))
+            out[group] = int(lag) + int(info.get("pending") or 0)
+        return out
 
     @guarded
     async def pending_count(self, group: str) -> int:

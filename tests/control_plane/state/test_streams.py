@@ -232,3 +232,22 @@ async def test_without_a_replica_publishes_stop_waiting_for_one(
 async def test_ack_with_noack_is_refused(events: EventStream) -> None:
     with pytest.raises(ValueError, match="noack"):
         await events.read("scheduler", "s1", block_ms=None, noack=True, ack=["1-1"])
+
+
+async def test_unconsumed_counts_undelivered_and_unacknowledged_per_group(
+    events: EventStream, redis: Redis, keyspace: KeySpace
+) -> None:
+    assert await events.unconsumed() == {"scheduler": 0, "recorder": 0}  # no stream yet
+    ids = await events.publish([Progress(f"r{i}", i, 1.0) for i in range(3)])
+    assert await events.unconsumed() == {"scheduler": 3, "recorder": 3}  # no group yet
+    await events.ensure_groups()
+    await events.read("scheduler", "s1", count=2, block_ms=None)
+    assert await events.unconsumed() == {"scheduler": 3, "recorder": 3}  # 1 behind + 2 pending
+    await events.read("scheduler", "s1", block_ms=None, ack=ids[:2])
+    await events.ack("scheduler", ids[2:])
+    assert await events.unconsumed() == {"scheduler": 0, "recorder": 3}
+    # an entry deleted mid-stream: Redis no longer counts the lag; caught up or not is exact
+    await redis.xdel(keyspace.events, ids[1])
+    assert (await events.unconsumed())["recorder"] >= 1
+    await events.read("recorder", "r1", block_ms=None, noack=True)
+    assert await events.unconsumed() == {"scheduler": 0, "recorder": 0}

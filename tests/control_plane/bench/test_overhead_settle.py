@@ -1,0 +1,42 @@
+"""`settle`: a round ends when every events reader has caught up (real redis-server)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from control_plane.bench.overhead_settle import settle
+from control_plane.contracts.events import Progress
+from control_plane.state import StateStores
+
+CLUSTER = "settle"
+
+
+async def test_settle_waits_for_every_reader_to_consume_and_acknowledge(redis_url: str) -> None:
+    stores = StateStores.open(redis_url, CLUSTER)
+    events = stores.events
+    await events.ensure_groups()
+    ids = await events.publish([Progress(f"r{i}", i, 1.0) for i in range(5)])
+    assert await settle(redis_url, "elsewhere") < 0.5  # another cluster's stream: nothing due
+
+    async def readers() -> None:
+        await asyncio.sleep(0.2)
+        await events.read("scheduler", "s", block_ms=None, noack=True)
+        await events.read("recorder", "r", block_ms=None)  # delivered, still pending …
+        await asyncio.sleep(0.2)
+        await events.ack("recorder", ids)  # … until its rows are written
+
+    consuming = asyncio.create_task(readers())
+    waited = await settle(redis_url, CLUSTER)
+    assert consuming.done() and 0.35 < waited < 2.0
+    await stores.aclose()
+
+
+async def test_settle_gives_up_when_a_reader_never_catches_up(redis_url: str) -> None:
+    stores = StateStores.open(redis_url, CLUSTER + "-stuck")
+    await stores.events.ensure_groups()
+    await stores.events.publish([Progress("r", 1, 1.0)])
+    with pytest.raises(TimeoutError):
+        await settle(redis_url, CLUSTER + "-stuck", limit_s=0.2)
+    await stores.aclose()
