@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import time
 
-import httpx
+import aiohttp
+import orjson
 from prometheus_client.parser import text_string_to_metric_families
 
 from control_plane.contracts.workers import WorkerSample
@@ -56,19 +57,32 @@ def _labels(body: str) -> dict[str, str]:
     return {}
 
 
-async def scrape(client: httpx.AsyncClient, url: str, limit_s: float = 2.0) -> WorkerSample:
-    """Health, models and metrics of the worker at `url` (root, no `/v1`)."""
+async def scrape(session: aiohttp.ClientSession, url: str, limit_s: float = 2.0) -> WorkerSample:
+    """Health, models and metrics of the worker at `url` (root, no `/v1`).
+
+    aiohttp rather than httpx: the leader asks every worker three times per scrape interval,
+    and httpx costs about 1.2 CPU-ms for the three against 0.23 (measured on a 2-core box) —
+    a quarter of a core at 100 workers scraped twice a second. A worker that cannot be read
+    (refused, timed out, an answer that is not vLLM's shape) is unhealthy, with the reason.
+    """
     now = time.time()
+    timeout = aiohttp.ClientTimeout(total=limit_s)
     try:
-        health = await client.get(f"{url}/health", timeout=limit_s)
-        if health.status_code != 200:
-            return WorkerSample(False, now, error=f"/health answered {health.status_code}")
-        models_resp = await client.get(f"{url}/v1/models", timeout=limit_s)
-        metrics_resp = await client.get(f"{url}/metrics", timeout=limit_s)
-    except httpx.HTTPError as exc:
+        async with session.get(f"{url}/health", timeout=timeout) as health:
+            await health.read()
+            if health.status != 200:
+                return WorkerSample(False, now, error=f"/health answered {health.status}")
+        async with session.get(f"{url}/v1/models", timeout=timeout) as models_resp:
+            models_body = await models_resp.read()
+        async with session.get(f"{url}/metrics", timeout=timeout) as metrics_resp:
+            metrics_text = (await metrics_resp.read()).decode("utf-8", "replace")
+    except (aiohttp.ClientError, TimeoutError) as exc:
         return WorkerSample(False, now, error=f"{type(exc).__name__}: {exc}")
-    models = {m["id"]: m.get("max_model_len") for m in models_resp.json().get("data", [])}
-    parsed = parse_metrics(metrics_resp.text)
+    try:
+        models = {m["id"]: m.get("max_model_len") for m in orjson.loads(models_body)["data"]}
+    except (ValueError, TypeError, KeyError, AttributeError) as exc:
+        return WorkerSample(False, now, error=f"/v1/models: not a model list ({exc!r})")
+    parsed = parse_metrics(metrics_text)
     sample = WorkerSample(True, now, models=models)
     for key, value in parsed.items():
         setattr(sample, key, int(value) if key == "kv_tokens" and value is not None else value)

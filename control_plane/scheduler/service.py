@@ -17,6 +17,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 
+import aiohttp
 import httpx
 
 from control_plane.contracts.checkpoints import LeaderState
@@ -244,16 +245,17 @@ class SchedulerService:
         return True
 
     async def _scrape_loop(self) -> None:
-        while True:
-            records = await self.stores.workers.list()
-            sync_workers(self._core, records)
-            samples = await asyncio.gather(*(scrape(self.http, r.url or "") for r in records))
-            now = time.time()
-            for record, sample in zip(records, samples, strict=True):
-                observe(self._core, record.id, sample)
-                await self.stores.workers.set_metrics(record.id, sample, now)
-            self._dirty.set()
-            await asyncio.sleep(self.settings.scrape_interval_s)
+        async with aiohttp.ClientSession() as session:
+            while True:
+                records = await self.stores.workers.list()
+                sync_workers(self._core, records)
+                samples = await asyncio.gather(*(scrape(session, r.url or "") for r in records))
+                now = time.time()
+                for record, sample in zip(records, samples, strict=True):
+                    observe(self._core, record.id, sample)
+                    await self.stores.workers.set_metrics(record.id, sample, now)
+                self._dirty.set()
+                await asyncio.sleep(self.settings.scrape_interval_s)
 
     async def _checkpoint_loop(self) -> None:
         while True:
