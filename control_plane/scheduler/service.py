@@ -23,6 +23,7 @@ import httpx
 from control_plane.contracts.checkpoints import LeaderState
 from control_plane.contracts.events import Complete, Event, encode
 from control_plane.contracts.knobs import KnobValue
+from control_plane.contracts.workers import WorkerSample
 from control_plane.core.dispatcher import Decision
 from control_plane.core.scheduler_core import SchedulerCore
 from control_plane.scheduler.advisor import Advisor
@@ -249,7 +250,7 @@ class SchedulerService:
             while True:
                 records = await self.stores.workers.list()
                 sync_workers(self._core, records)
-                samples = await asyncio.gather(*(scrape(session, r.url or "") for r in records))
+                samples = await asyncio.gather(*(_scraped(session, r.url or "") for r in records))
                 now = time.time()
                 for record, sample in zip(records, samples, strict=True):
                     observe(self._core, record.id, sample)
@@ -370,3 +371,13 @@ async def _resilient(fn: Callable[[], Awaitable[None]], term: LeaderTerm) -> Non
             log.warning("%s: Redis unavailable (%s); retrying in %.1fs", fn.__name__, exc, backoff)
             await asyncio.sleep(backoff)
             backoff = min(backoff * 2, 2.0)
+
+
+async def _scraped(session: aiohttp.ClientSession, url: str) -> WorkerSample:
+    """`scrape`, and should it raise anyway, an unhealthy sample: one worker must not end
+    the loop (and with it the leader's term)."""
+    try:
+        return await scrape(session, url)
+    except Exception as exc:
+        log.exception("scraping %s failed", url)
+        return WorkerSample(False, time.time(), error=f"{type(exc).__name__}: {exc}")

@@ -216,8 +216,10 @@ class EventStream:
         created yet counts every entry: 0 means that group has caught up, exactly."""
         try:
             infos: list[dict[str, Any]] = await self._redis.xinfo_groups(self._stream)
-        except ResponseError:  # no stream yet: nothing was published
-            return dict.fromkeys(self.groups, 0)
+        except ResponseError as exc:
+            if "no such key" not in str(exc).lower():
+                raise
+            return dict.fromkeys(self.groups, 0)  # no stream yet: nothing was published
         found = {str(info["name"]): info for info in infos}
         out: dict[str, int] = {}
         for group in self.groups:
@@ -226,9 +228,9 @@ class EventStream:
                 out[group] = int(await self._redis.xlen(self._stream))
                 continue
             lag = info.get("lag")
-            if lag is None:
-                last = (await self._redis.xinfo_stream(self._stream))["last-generated-id"]
-                lag = int(str(info["last-delivered-id"]) != str(last))
+            if lag is None:  # is anything left after what it was last given?
+                after = f"({info['last-delivered-id']}"
+                lag = len(await self._redis.xrange(self._stream, min=after, count=1) or [])
             out[group] = int(lag) + int(info.get("pending") or 0)
         return out
 

@@ -22,10 +22,11 @@ async def test_settle_waits_for_every_reader_to_consume_and_acknowledge(redis_ur
 
     async def readers() -> None:
         await asyncio.sleep(0.2)
-        await events.read("scheduler", "s", block_ms=None, noack=True)
+        await events.read("scheduler", "s", block_ms=None)  # as the leader: applied, then
         await events.read("recorder", "r", block_ms=None)  # delivered, still pending …
         await asyncio.sleep(0.2)
         await events.ack("recorder", ids)  # … until its rows are written
+        await events.read("scheduler", "s", block_ms=None, ack=ids)  # acknowledged by its next read
 
     consuming = asyncio.create_task(readers())
     waited = await settle(redis_url, CLUSTER)

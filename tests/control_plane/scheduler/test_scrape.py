@@ -3,61 +3,106 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
 
 import aiohttp
 import pytest
 import uvicorn
 
+from control_plane.contracts.workers import WorkerSample
 from control_plane.scheduler.scrape import parse_metrics, scrape
 from tests.support.ports import free_port
 from workers.sim.app import create_app
 from workers.sim.config import SimConfig
 
 Asgi = Callable[..., Awaitable[None]]
+MODELS = b'{"object":"list","data":[{"id":"m","max_model_len":64}]}'
+METRICS = b'vllm:num_requests_running{model_name="m"} 1.0\n'
 
 
+@contextlib.asynccontextmanager
 async def _serving(app: Asgi) -> AsyncIterator[str]:
     port = free_port()
     server = uvicorn.Server(uvicorn.Config(app, port=port, log_level="warning", lifespan="off"))
     task = asyncio.create_task(server.serve())
-    while True:  # uvicorn offers a flag, not an event, for "listening"
-        if server.started:
-            break
-        await asyncio.sleep(0.01)
-    yield f"http://127.0.0.1:{port}"
-    server.should_exit = True
-    await task
+    try:
+        async with asyncio.timeout(10):
+            while True:  # uvicorn offers a flag, not an event, for "listening"
+                if server.started or task.done():
+                    break
+                await asyncio.sleep(0.01)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        await task
 
 
-@pytest.fixture
-async def worker_url() -> AsyncIterator[str]:
-    async for url in _serving(create_app(SimConfig(profile="tiny-cpu", speed=100.0))):
-        yield url
+def _answering(routes: dict[str, tuple[int, bytes, list[tuple[bytes, bytes]]]]) -> Asgi:
+    """A server that answers each path as given, and 404 elsewhere."""
+
+    async def app(
+        scope: dict[str, Any], receive: Any, send: Callable[..., Awaitable[None]]
+    ) -> None:
+        status, body, headers = routes.get(scope["path"], (404, b"", []))
+        await send({"type": "http.response.start", "status": status, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
+
+    return app
 
 
-async def test_scrape_sim_worker(worker_url: str) -> None:
-    async with aiohttp.ClientSession() as session:
-        sample = await scrape(session, worker_url)
+async def _scrape_app(app: Asgi) -> WorkerSample:
+    async with _serving(app) as url, aiohttp.ClientSession() as session:
+        return await scrape(session, url)
+
+
+async def test_scrape_sim_worker() -> None:
+    sample = await _scrape_app(create_app(SimConfig(profile="tiny-cpu", speed=100.0)))
     assert sample.healthy and sample.models is not None
     assert list(sample.models) == ["tiny-llama"] and sample.models["tiny-llama"] == 2048
     assert sample.running == 0 and sample.kv_usage == 0.0
     assert sample.kv_tokens is not None and sample.kv_tokens > 0
 
 
-async def _not_vllm(
-    scope: dict[str, object], receive: object, send: Callable[..., Awaitable[None]]
+@pytest.mark.parametrize(
+    ("routes", "reason"),
+    [
+        ({"/v1/models": (200, b"<html>not a model list</html>", [])}, "/v1/models: not a model"),
+        ({"/v1/models": (500, b'{"detail":"boom"}', [])}, "/v1/models answered 500"),
+        (
+            {
+                "/v1/models": (200, MODELS, []),
+                "/metrics": (200, b"vllm:num_requests_running x\n", []),
+            },
+            "/metrics: not Prometheus",
+        ),
+        ({"/v1/models": (200, MODELS, []), "/metrics": (503, b"", [])}, "/metrics answered 503"),
+    ],
+)
+async def test_a_worker_answering_otherwise_than_vllm_is_unhealthy_with_the_reason(
+    routes: dict[str, tuple[int, bytes, list[tuple[bytes, bytes]]]], reason: str
 ) -> None:
-    body = b"<html>not a model list</html>"
-    await send({"type": "http.response.start", "status": 200, "headers": []})
-    await send({"type": "http.response.body", "body": body})
+    sample = await _scrape_app(_answering({"/health": (200, b"", []), **routes}))
+    assert not sample.healthy and sample.error and sample.error.startswith(reason), sample.error
 
 
-async def test_a_worker_answering_something_else_is_unhealthy_with_the_reason() -> None:
-    async for url in _serving(_not_vllm):
-        async with aiohttp.ClientSession() as session:
-            sample = await scrape(session, url)
-        assert not sample.healthy and sample.error and "/v1/models" in sample.error
+async def test_a_redirected_health_check_is_not_followed() -> None:
+    moved = [(b"location", b"/elsewhere")]
+    sample = await _scrape_app(
+        _answering({"/health": (307, b"", moved), "/elsewhere": (200, b"", [])})
+    )
+    assert not sample.healthy and sample.error == "/health answered 307"
+
+
+async def test_a_healthy_answer_without_models_is_healthy_with_none() -> None:
+    routes = {
+        "/health": (200, b"", []),
+        "/v1/models": (200, b'{"object":"list"}', []),
+        "/metrics": (200, METRICS, []),
+    }
+    sample = await _scrape_app(_answering(routes))
+    assert sample.healthy and sample.models == {} and sample.running == 1.0
 
 
 def test_parse_sums_label_sets_and_reads_capacity() -> None:
@@ -74,19 +119,41 @@ def test_parse_sums_label_sets_and_reads_capacity() -> None:
     assert parse_metrics(text) == {"running": 5.0, "kv_usage": 0.5, "kv_tokens": 1600}
 
 
-async def test_unreachable_worker_is_unhealthy() -> None:
+@pytest.mark.parametrize(
+    "url", ["http://127.0.0.1:9", "http://w1..local:8000", f"http://{'a' * 64}.example:8000", ""]
+)
+async def test_a_worker_that_cannot_be_reached_is_unhealthy(url: str) -> None:
     async with aiohttp.ClientSession() as session:
-        sample = await scrape(session, "http://127.0.0.1:9", limit_s=0.5)
-    assert not sample.healthy and sample.error
+        sample = await scrape(session, url, limit_s=0.5)
+    assert not sample.healthy and sample.error and sample.error.startswith("/health: ")
 
 
 async def test_a_worker_that_does_not_answer_in_time_is_unhealthy() -> None:
+    held: list[asyncio.StreamWriter] = []
+
     async def silent(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        await asyncio.sleep(5)
+        held.append(writer)  # accepted, never answered
 
     server = await asyncio.start_server(silent, "127.0.0.1", 0)
     port = server.sockets[0].getsockname()[1]
     async with aiohttp.ClientSession() as session:
         sample = await scrape(session, f"http://127.0.0.1:{port}", limit_s=0.3)
+    for writer in held:
+        writer.close()
     server.close()
-    assert not sample.healthy and sample.error and "Timeout" in sample.error
+    await server.wait_closed()
+    assert not sample.healthy and sample.error and sample.error.startswith("/health: Timeout")
+
+
+async def test_the_scrape_loop_turns_any_failure_into_an_unhealthy_sample(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from control_plane.scheduler import service
+
+    async def broken(session: aiohttp.ClientSession, url: str) -> WorkerSample:
+        raise RuntimeError("a bug in one worker's scrape")
+
+    monkeypatch.setattr(service, "scrape", broken)
+    async with aiohttp.ClientSession() as session:
+        sample = await service._scraped(session, "http://w")
+    assert not sample.healthy and sample.error == "RuntimeError: a bug in one worker's scrape"

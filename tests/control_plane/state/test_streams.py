@@ -7,6 +7,7 @@ import time
 
 import pytest
 from redis.asyncio import Redis
+from redis.exceptions import ResponseError
 
 from control_plane.contracts.events import (
     Complete,
@@ -251,3 +252,17 @@ async def test_unconsumed_counts_undelivered_and_unacknowledged_per_group(
     assert (await events.unconsumed())["recorder"] >= 1
     await events.read("recorder", "r1", block_ms=None, noack=True)
     assert await events.unconsumed() == {"scheduler": 0, "recorder": 0}
+    # the last entry deleted before a group read it: nothing is left for it to read
+    more = await events.publish([Progress("r7", 7, 1.0), Progress("r8", 8, 1.0)])
+    await redis.xdel(keyspace.events, more[1])
+    await events.read("scheduler", "s1", block_ms=None, noack=True)
+    await events.read("recorder", "r1", block_ms=None, noack=True)
+    assert await events.unconsumed() == {"scheduler": 0, "recorder": 0}
+
+
+async def test_unconsumed_raises_when_the_stream_key_is_not_a_stream(
+    events: EventStream, redis: Redis, keyspace: KeySpace
+) -> None:
+    await redis.set(keyspace.events, "not a stream")
+    with pytest.raises(ResponseError, match="WRONGTYPE"):
+        await events.unconsumed()
