@@ -4,9 +4,9 @@ A client has its answer before the recorder has written the request's row and be
 leader has applied its completion: both read the events stream in batches, the recorder up
 to `recorder_min_gap_s` later. A round that ends when its last answer arrives therefore
 stops the CPU meter before the round's work is done (the recorder's and the leader's share
-undercounted, the more so the longer the gap), and that work spills into the next round — the
-direct round that follows, whose tail it inflates (a negative "added p99"). `settle` waits
-until every reader of the events stream has consumed and acknowledged everything published.
+undercounted, the more so the longer the gap), and that work spills into the direct round
+that follows, competing with it for the cores. `settle` waits until every reader of the
+events stream has consumed and acknowledged everything published.
 """
 
 from __future__ import annotations
