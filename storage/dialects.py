@@ -2,7 +2,8 @@
 
 Bulk statements avoid thousands of bound parameters on PostgreSQL — psycopg parses such a
 statement in Python, several µs per parameter — by passing one array per column and joining
-`unnest(...)`; SQLite binds parameters in C, so plain multi-row statements serve it best.
+`unnest(...)`; SQLite binds parameters in C, so plain multi-row statements serve it best,
+sent as cached SQL text (`storage.sqlite_bulk`) rather than compiled per call.
 """
 
 from __future__ import annotations
@@ -13,20 +14,18 @@ from typing import Any
 from sqlalchemy import (
     ColumnElement,
     Integer,
-    RowMapping,
     String,
     Table,
     TextClause,
     bindparam,
     cast,
     func,
-    select,
     text,
-    tuple_,
-    update,
 )
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import InstrumentedAttribute, Session
+
+from storage import sqlite_bulk
 
 Key = tuple[Any, ...]
 
@@ -86,11 +85,9 @@ def insert_new(session: Session, table: Table, rows: Sequence[dict[str, Any]]) -
     """
     if not rows:
         return set()
-    keys = _key_names(table)
     if dialect_name(session) != "postgresql":
-        stmt = sqlite.insert(table).on_conflict_do_nothing(index_elements=keys)
-        returned = session.execute(stmt.returning(*(table.c[k] for k in keys)), list(rows))
-        return {tuple(row) for row in returned}
+        return sqlite_bulk.insert_new(session, table, rows)
+    keys = _key_names(table)
     names = [col.name for col in table.columns]
     sql = (
         f"INSERT INTO {table.name} ({', '.join(names)}) "
@@ -101,16 +98,14 @@ def insert_new(session: Session, table: Table, rows: Sequence[dict[str, Any]]) -
     return {tuple(row) for row in session.execute(clause, params)}
 
 
-def lock_rows(session: Session, table: Table, keys: Sequence[Key]) -> list[RowMapping]:
+def lock_rows(session: Session, table: Table, keys: Sequence[Key]) -> list[dict[str, Any]]:
     """The rows with these primary keys, locked until the transaction ends (PostgreSQL row
     locks taken in key order; on SQLite the writing transaction already holds the lock)."""
     if not keys:
         return []
-    key_names = _key_names(table)
     if dialect_name(session) != "postgresql":
-        key_cols = [table.c[k] for k in key_names]
-        stmt = select(table).where(tuple_(*key_cols).in_(list(keys)))
-        return list(session.execute(stmt).mappings())
+        return sqlite_bulk.select_rows(session, table, keys)
+    key_names = _key_names(table)
     join = " AND ".join(f"t.{k} = k.{k}" for k in key_names)
     sql = (
         f"SELECT t.* FROM {table.name} AS t JOIN unnest({_arrays(session, table, key_names)}) "
@@ -118,22 +113,19 @@ def lock_rows(session: Session, table: Table, keys: Sequence[Key]) -> list[RowMa
         f"ORDER BY {', '.join(f't.{k}' for k in key_names)} FOR UPDATE OF t"
     )
     clause, params = _columnar(sql, key_names, [dict(zip(key_names, k, strict=True)) for k in keys])
-    return list(session.execute(clause.columns(*table.columns), params).mappings())
+    result = session.execute(clause.columns(*table.columns), params)
+    return [dict(row) for row in result.mappings()]
 
 
 def update_rows(session: Session, table: Table, rows: Sequence[dict[str, Any]]) -> None:
     """Overwrite the non-key columns of existing rows (each row holds every column)."""
     if not rows:
         return
+    if dialect_name(session) != "postgresql":
+        sqlite_bulk.update_rows(session, table, rows)
+        return
     keys = _key_names(table)
     values = [col.name for col in table.columns if col.name not in keys]
-    if dialect_name(session) != "postgresql":
-        where = [table.c[k] == bindparam(f"k_{k}") for k in keys]
-        renamed = [
-            {**{f"k_{k}": row[k] for k in keys}, **{v: row[v] for v in values}} for row in rows
-        ]
-        session.execute(update(table).where(*where), renamed)
-        return
     names = keys + values
     sql = (
         f"UPDATE {table.name} AS t SET {', '.join(f'{v} = u.{v}' for v in values)} "

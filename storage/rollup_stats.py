@@ -161,21 +161,28 @@ class NodeStats(Counters):
 def rollup_deltas(
     records: Iterable[RequestRecord], *, windows: tuple[int, ...] = WINDOWS
 ) -> dict[RollupKey, NodeStats]:
-    """What `records` add to each rollup row: every level, every window, by arrival time."""
-    deltas: dict[RollupKey, NodeStats] = {}
+    """What `records` add to each rollup row: every level, every window, by arrival time.
+
+    Each request is counted once, into the group of requests with its agent and its bucket in
+    every window; each group is then merged into its nine rows (three levels × three
+    windows). Merging is exact for counts and histograms, so only the float sums' rounding
+    can differ from counting every request into every row (by an ulp or so).
+    """
+    groups: dict[tuple[str, str, str, tuple[int, ...]], NodeStats] = {}
     for rec in records:
-        buckets = latency_buckets(rec)
-        paths: tuple[tuple[Level, str, str, str], ...] = (
-            ("tenant", rec.tenant, "", ""),
-            ("app", rec.tenant, rec.app, ""),
-            ("agent", rec.tenant, rec.app, rec.agent),
-        )
-        for window in windows:
-            bucket = int(rec.arrival // window) * window
-            for level, tenant, app, agent in paths:
-                key = RollupKey(level, window, bucket, tenant, app, agent)
-                stats = deltas.get(key)
-                if stats is None:
-                    stats = deltas[key] = NodeStats()
-                stats.observe_indexed(rec, buckets)
+        arrival = rec.arrival
+        place = (rec.tenant, rec.app, rec.agent, tuple(int(arrival // w) * w for w in windows))
+        stats = groups.get(place)
+        if stats is None:
+            stats = groups[place] = NodeStats()
+        stats.observe_indexed(rec, latency_buckets(rec))
+    deltas: dict[RollupKey, NodeStats] = {}
+    for (tenant, app, agent, buckets), stats in groups.items():
+        for window, bucket in zip(windows, buckets, strict=True):
+            for level, a, g in (("tenant", "", ""), ("app", app, ""), ("agent", app, agent)):
+                key = RollupKey(level, window, bucket, tenant, a, g)  # type: ignore[arg-type]
+                total = deltas.get(key)
+                if total is None:
+                    total = deltas[key] = NodeStats()
+                total.merge(stats)
     return deltas
