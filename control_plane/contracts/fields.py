@@ -44,13 +44,24 @@ class Fields:
         except (TypeError, ValueError) as exc:
             raise self.error(f"{self.prefix}{name}: {exc}") from None
 
+    # The first test of each reader is the common case, answered without a call: every
+    # `complete` event is read field by field by the leader and the recorder.
     def text(self, name: str, default: str | None = None, *, required: bool = False) -> Any:
+        value = self.data.get(name)
+        if type(value) is str:
+            return value
         return self._get(name, _text, default, required)
 
     def integer(self, name: str, default: int | None = None, *, required: bool = False) -> Any:
+        value = self.data.get(name)
+        if type(value) is int:
+            return value
         return self._get(name, _integer, default, required)
 
     def number(self, name: str, default: float | None = None, *, required: bool = False) -> Any:
+        value = self.data.get(name)
+        if type(value) is float and value - value == 0.0:  # finite: inf - inf and nan are nan
+            return value
         return self._get(name, _number, default, required)
 
     def flag(self, name: str) -> bool:

@@ -120,6 +120,11 @@ def test_outcome_latencies_come_from_the_timestamps() -> None:
         ({"type": "progress", "id": "r", "n_out": True}, "n_out: expected an integer, got bool"),
         ({"type": "complete", "id": "r", "status": "ok"}, "finished: required"),
         ({"type": "complete", "id": "r", "finished": float("nan")}, "finished: expected a finite"),
+        ({"type": "complete", "id": "r", "finished": float("-inf")}, "finished: expected a finite"),
+        (
+            {"type": "complete", "id": "r", "finished": 1, "tenant": "t", "tier": False},
+            "tier: expected",
+        ),
         ({"type": "complete", "id": "r", "finished": 1, "orphan": "yes"}, "orphan: expected true"),
         ({"type": "complete", "id": "r", "finished": 1, "tenant": "t", "slo": 3}, "slo: expected"),
         (
