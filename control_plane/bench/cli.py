@@ -191,6 +191,37 @@ def bench_decisions(
     write(rows, out)
 
 
+def bench_recorder(
+    batch: Annotated[
+        list[int] | None, Opt(help="Events per read (repeat); default 48 (c=1) and 256.")
+    ] = None,
+    events: Annotated[int, Opt(help="Events recorded per round.", min=1)] = 20_000,
+    rounds: Annotated[int, Opt(help="Interleaved rounds.", min=1)] = 3,
+    out: Annotated[Path | None, Opt(help="Write results JSON here.")] = Path(
+        "out/bench-recorder.json"
+    ),
+) -> None:
+    """Time the recorder (real Redis, SQLite): CPU µs per recorded request, by batch size."""
+    import json
+
+    from rich.table import Table
+
+    from control_plane.bench.recorder_bench import measure, summary
+
+    flags.refuse([flags.each_at_least("--batch", batch, 1), flags.output_file(out)])
+    rows = summary(measure(batch or [48, 256], events, rounds))
+    table = Table(title=f"Recorder CPU per request ({events:,} events, SQLite)")
+    for col in ("batch", "CPU µs / event (median)", "rounds"):
+        table.add_column(col, justify="right")
+    for row in rows:
+        each = " ".join(f"{r['cpu_us_per_event']:.1f}" for r in row["rounds"])
+        table.add_row(str(row["batch"]), f"{row['cpu_us_per_event_median']:.1f}", each)
+    Console().print(table)
+    if out is not None:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps({"events": events, "rows": rows}, indent=2))
+
+
 def bench_perception(
     rounds: Annotated[int, Opt(help="Timed tags per prompt.", min=100)] = 20_000,
     out: Annotated[Path | None, Opt(help="Write results JSON here.")] = Path(
@@ -347,6 +378,7 @@ def register(group: typer.Typer, aliases: typer.Typer | None = None) -> None:
         ("soak", bench_soak),
         ("decisions", bench_decisions),
         ("perception", bench_perception),
+        ("recorder", bench_recorder),
         ("hmfs-multimodal", bench_hmfs_multimodal),
         ("workflows", bench_workflows),
     ):

@@ -23,6 +23,7 @@ WORK = (
     ("control_plane.bench.soak_run", "run_soak"),
     ("control_plane.bench.multimodal", "run"),
     ("control_plane.bench.workflows_live", "run"),
+    ("control_plane.bench.recorder_bench", "measure"),
 )
 
 
@@ -77,6 +78,8 @@ BAD_VALUES = [
     (["bench", "overhead", "--redis-fsync", "no"], "--redis-fsync: expected always or everysec"),
     (["bench", "decisions", "--leaves", "0"], "--leaves: every value must be at least 1, got 0"),
     (["bench", "decisions", "--out", "DIR"], "--out: DIR is a directory"),
+    (["bench", "recorder", "--batch", "0"], "--batch: every value must be at least 1, got 0"),
+    (["bench", "recorder", "--out", "DIR"], "--out: DIR is a directory"),
     (["bench", "perception", "--scenario", "nosuch"], "--scenario: no scenario 'nosuch'"),
     (["bench", "perception", "--out", "UNDER_FILE"], "--out: UNDER_FILE: FILE is a file"),
     (["bench", "faults", "--speed", "inf"], "--speed: must be a finite number > 0, got inf"),
