@@ -164,9 +164,9 @@ def rollup_deltas(
     """What `records` add to each rollup row: every level, every window, by arrival time.
 
     Each request is counted once, into the group of requests with its agent and its bucket in
-    every window; each group is then merged into its nine rows (three levels × three
-    windows). Merging is exact for counts and histograms, so only the float sums' rounding
-    can differ from counting every request into every row (by an ulp or so).
+    every window; each group is then merged into its row at every level in every window.
+    Merging is exact for counts and histograms, so only the float sums' rounding can differ
+    from counting every request into every row (by an ulp or so).
     """
     groups: dict[tuple[str, str, str, tuple[int, ...]], NodeStats] = {}
     for rec in records:
@@ -178,9 +178,14 @@ def rollup_deltas(
         stats.observe_indexed(rec, latency_buckets(rec))
     deltas: dict[RollupKey, NodeStats] = {}
     for (tenant, app, agent, buckets), stats in groups.items():
+        nodes: tuple[tuple[Level, str, str], ...] = (
+            ("tenant", "", ""),
+            ("app", app, ""),
+            ("agent", app, agent),
+        )
         for window, bucket in zip(windows, buckets, strict=True):
-            for level, a, g in (("tenant", "", ""), ("app", app, ""), ("agent", app, agent)):
-                key = RollupKey(level, window, bucket, tenant, a, g)  # type: ignore[arg-type]
+            for level, node_app, node_agent in nodes:
+                key = RollupKey(level, window, bucket, tenant, node_app, node_agent)
                 total = deltas.get(key)
                 if total is None:
                     total = deltas[key] = NodeStats()
