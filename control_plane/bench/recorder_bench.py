@@ -25,11 +25,11 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from control_plane.bench.up_process import free_port
 from control_plane.contracts.events import Complete, Sender
 from control_plane.core.job import Slo
 from control_plane.recorder.service import GROUP, Recorder
 from control_plane.state import StateStores
-from control_plane.up.deploy import _free_port
 from storage.db import Database
 
 CLUSTER = "bench-recorder"
@@ -75,7 +75,7 @@ class _Redis:
         exe = shutil.which("redis-server")
         if exe is None:
             raise RuntimeError("redis-server is not on PATH")
-        self.port = _free_port()
+        self.port = free_port()
         args = ["--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
         self.proc = subprocess.Popen([exe, *args], stdout=subprocess.DEVNULL)
         self.url = f"redis://127.0.0.1:{self.port}/0"
