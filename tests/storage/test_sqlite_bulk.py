@@ -16,6 +16,7 @@ from storage.db import Database
 from storage.errors import RowsRejected
 from storage.models import FairnessRollup, RequestRow, table_of
 from storage.records import RequestRecord
+from storage.repos.rollups import KEY_COLUMNS as _KEYS
 from storage.write_guard import write_requests
 
 REQUESTS, ROLLUPS = table_of(RequestRow), table_of(FairnessRollup)
@@ -43,9 +44,6 @@ def _rollup(i: int) -> dict[str, Any]:
     row = {name: (b"" if name.endswith("_hist") else i) for name in counters}
     return {"level": "agent", "window_s": 60, "bucket": 60 * i, "tenant": "t",
             "app": "a", "agent": f"g{i % 7}", **row}  # fmt: skip
-
-
-_KEYS = ("level", "window_s", "bucket", "tenant", "app", "agent")
 
 
 def _stored(db: Database, table: Any) -> list[tuple[Any, ...]]:
