@@ -81,8 +81,11 @@ class EventReporter:
         """Flush every `interval` (or at once on urgent events) until cancelled; flush on exit."""
         try:
             while True:
+                # not wait_for: on 3.11 it wraps the wait in a task (three loop turns from
+                # `emit` to the flush instead of one) and can swallow the cancellation
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._wake.wait(), timeout=self._interval)
+                    async with asyncio.timeout(self._interval):
+                        await self._wake.wait()
                 self._wake.clear()
                 try:
                     await self.flush()

@@ -3,6 +3,7 @@ stays pending through an outage (the finisher marks a request finished only afte
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 
 import pytest
@@ -56,3 +57,29 @@ async def test_an_ack_stays_pending_through_an_outage(redis_url: str) -> None:
     finally:
         await down.aclose()
         await up.aclose()
+
+
+async def test_the_loop_flushes_an_urgent_event_at_once_and_ends_when_cancelled(
+    redis_url: str,
+) -> None:
+    """An urgent event does not wait for the interval; a cancelled loop flushes what is left
+    and ends."""
+    stores = StateStores.open(redis_url, "rep-loop")
+    try:
+        reporter = EventReporter(stores.events, interval=30.0)
+        loop = asyncio.create_task(reporter.run())
+        await asyncio.sleep(0)
+        ack = reporter.emit(WorkerFailed("r1", "w1", "boom", 1.0))
+        async with asyncio.timeout(5.0):  # far below the 30 s interval
+            await ack
+        reporter.progress("r2", 7, 2.0)  # not urgent: left for the next flush
+        for _ in range(3):
+            await asyncio.sleep(0)
+        assert await stores.redis.xlen(stores.keyspace.events) == 1
+        loop.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            async with asyncio.timeout(5.0):
+                await loop
+        assert await stores.redis.xlen(stores.keyspace.events) == 2
+    finally:
+        await stores.aclose()
