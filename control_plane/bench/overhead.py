@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from control_plane.bench.load import LoadResult, Target, run_load
-from control_plane.bench.overhead_cpu import CpuMeter, per_request_ms
+from control_plane.bench.overhead_cpu import CpuMeter, per_request_ms, switches_per_request
 from control_plane.bench.overhead_litellm import LiteLLMProxy, ratios
 from control_plane.bench.overhead_profile import Profiler
 from control_plane.bench.overhead_settle import settle
@@ -217,7 +217,11 @@ def _one_round(
     row["gateway"]["settle_ms"] = None if settled_s is None else settled_s * 1e3
     # not with a flood (its requests share the CPU) nor under py-spy (it slows what it samples)
     if cpu and not plan.flood and profiler is None:
-        row["gateway"]["cpu_ms_per_request"] = per_request_ms(cpu, results["gateway"].sent)
+        sent = results["gateway"].sent
+        row["gateway"]["cpu_ms_per_request"] = per_request_ms(cpu, sent)
+        waits, preempted = switches_per_request(meter.spent, sent)
+        row["gateway"]["waits_per_request"] = waits
+        row["gateway"]["preempted_per_request"] = preempted
     return row
 
 

@@ -84,6 +84,8 @@ def bench_overhead(
         console.print(_hops(result, "p99", "p99s"))
     if any("cpu_ms_per_request" in r["gateway"] for r in result["rows"]):
         console.print(_cpu(result))
+    if any("waits_per_request" in r["gateway"] for r in result["rows"]):
+        console.print(_switches(result))
     load = ", ".join(f"{x:.2f}" for x in result["loadavg_before"])
     console.print(
         f"highest sustained requests/s through the gateway: {result['max_sustained_rps']:.0f}"
@@ -165,6 +167,25 @@ def _table(result: dict[str, Any]) -> Table:
 def _cpu(result: dict[str, Any]) -> Table:
     title = "CPU-ms per request through the gateway, by process (medians over rounds)"
     return _by_concurrency(result, "cpu_ms_per_request", title)
+
+
+def _switches(result: dict[str, Any]) -> Table:
+    """Waits (a process blocked and was woken) / preemptions per request, by process."""
+    rows = [r for r in result["rows"] if "waits_per_request" in r["gateway"]]
+    names = list(rows[0]["gateway"]["waits_per_request"]) if rows else []
+    table = Table(title="Context switches per request, by process: waits / preemptions (medians)")
+    table.add_column("c", justify="right")
+    for name in names:
+        table.add_column(name, justify="right")
+    for row in rows:
+        waits = row["gateway"]["waits_per_request"]
+        preempted = row["gateway"].get("preempted_per_request", {})
+        cells = (
+            f"{waits.get(n, float('nan')):.2f} / {preempted.get(n, float('nan')):.2f}"
+            for n in names
+        )
+        table.add_row(str(row["concurrency"]), *cells)
+    return table
 
 
 def _hops(result: dict[str, Any], stat: str, what: str) -> Table:

@@ -68,6 +68,8 @@ MEDIANS = (
     "added_ttft_p99_ms",
     "fast_share",
 )
+PER_PROCESS = ("cpu_ms_per_request", "waits_per_request", "preempted_per_request")
+"""Per-process figures of a round (`overhead_cpu`), merged as the median of each process."""
 
 
 def over_rounds(rounds: list[dict[str, Any]]) -> dict[str, Any]:
@@ -80,11 +82,12 @@ def over_rounds(rounds: list[dict[str, Any]]) -> dict[str, Any]:
         }
         merged["errors"] = sum(int(r["errors"]) for r in rows)
         merged["requests"] = sum(int(r["requests"]) for r in rows)
-        cpu = [r["cpu_ms_per_request"] for r in rows if "cpu_ms_per_request" in r]
-        if cpu:
-            merged["cpu_ms_per_request"] = {
-                name: statistics.median(c[name] for c in cpu if name in c) for name in cpu[0]
-            }
+        for key in PER_PROCESS:
+            per = [r[key] for r in rows if key in r]
+            if per:
+                merged[key] = {
+                    name: statistics.median(p[name] for p in per if name in p) for name in per[0]
+                }
         hops = [r["hops"] for r in rows if "hops" in r]
         if hops:
             for stat in ("p50", "p99"):

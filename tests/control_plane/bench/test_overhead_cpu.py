@@ -12,7 +12,14 @@ import pytest
 from aiohttp import web
 
 from control_plane.bench.load import Target, run_load
-from control_plane.bench.overhead_cpu import CpuMeter, cpu_seconds, per_request_ms
+from control_plane.bench.overhead_cpu import (
+    CpuMeter,
+    Usage,
+    context_switches,
+    cpu_seconds,
+    per_request_ms,
+    switches_per_request,
+)
 
 
 def _burn(seconds: float) -> None:
@@ -39,6 +46,46 @@ def test_the_meter_leaves_out_a_process_that_is_gone() -> None:
     spent = meter.stop()
     assert set(spent) == {"loadgen"}  # this process is measured as the load generator
     assert spent["loadgen"] > 0
+
+
+def test_a_process_that_blocks_is_counted_as_waiting_each_time() -> None:
+    """Every sleep of a child, in any of its threads, is a voluntary switch."""
+    code = (
+        "import threading, time, sys\n"
+        "sys.stdin.readline()\n"
+        "t = threading.Thread(target=lambda: [time.sleep(0.001) for _ in range(50)])\n"
+        "t.start()\n"
+        "[time.sleep(0.001) for _ in range(200)]\n"
+        "t.join(); print('slept', flush=True); time.sleep(30)\n"
+    )
+    child = subprocess.Popen(
+        [sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert child.stdin is not None and child.stdout is not None
+        meter = CpuMeter({"child": child.pid})
+        meter.start()
+        child.stdin.write("go\n")
+        child.stdin.flush()
+        assert child.stdout.readline() == "slept\n"
+        meter.stop()
+        # the main thread's 200 sleeps at least (the helper's 50 end with it)
+        assert meter.spent["child"].waits >= 200
+        assert meter.spent["child"].preempted >= 0
+        assert context_switches(child.pid) is not None
+    finally:
+        child.kill()
+        child.wait()
+    assert context_switches(child.pid) is None  # gone
+
+
+def test_switches_per_request_add_a_total() -> None:
+    spent = {"gateway": Usage(0.1, 300, 30), "redis": Usage(0.1, 100, 0)}
+    assert switches_per_request(spent, 100) == (
+        {"gateway": 3.0, "redis": 1.0, "total": 4.0},
+        {"gateway": 0.3, "redis": 0.0, "total": 0.3},
+    )
+    assert switches_per_request(spent, 0) == ({}, {})
 
 
 def test_cpu_per_request_adds_a_total() -> None:

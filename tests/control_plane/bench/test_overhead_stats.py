@@ -66,15 +66,19 @@ def test_cpu_of_collapsed_stacks_sums_samples_and_ranks_own_frames(tmp_path: Pat
     assert cpu_of(tmp_path / "absent.txt")["samples"] == 0
 
 
-def test_cpu_per_request_is_the_median_over_rounds_per_process() -> None:
+def test_cpu_and_switches_per_request_are_the_median_over_rounds_per_process() -> None:
     def row(gw: float) -> dict[str, object]:
         one = LoadResult(ttft=[0.001], total=[0.001], wall_s=1.0)
         r = round_row({"direct": one, "gateway": one})
         r["gateway"]["cpu_ms_per_request"] = {"gateway": gw, "total": gw + 1.0}
+        r["gateway"]["waits_per_request"] = {"gateway": 10 * gw, "total": 10 * gw + 2.0}
+        r["gateway"]["preempted_per_request"] = {"gateway": gw / 10, "total": gw / 10}
         return r
 
     merged = over_rounds([row(0.5), row(0.9), row(0.6)])["gateway"]
     assert merged["cpu_ms_per_request"] == {"gateway": 0.6, "total": 1.6}
+    assert merged["waits_per_request"] == {"gateway": 6.0, "total": 8.0}
+    assert merged["preempted_per_request"] == {"gateway": 0.06, "total": 0.06}
 
 
 def test_each_hop_reports_the_median_over_rounds_of_its_p50_and_p99() -> None:
