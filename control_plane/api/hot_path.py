@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterable
+from collections.abc import AsyncIterator
 from typing import Any
 
 import orjson
@@ -158,7 +158,11 @@ def _replay(raw: bytes, receive: Receive) -> Receive:
 
 async def _stream(response: StreamingResponse, receive: Receive, send: Send) -> None:
     """Send a streamed answer; a client that leaves cancels it (the iterator's own cleanup
-    closes the worker's stream and finishes the request as aborted)."""
+    closes the worker's stream and finishes the request as aborted).
+
+    The headers go out with the first piece, in the same loop turn, so the connection's
+    `TurnWriter` sends both in one write (one wake-up of the client, not two): the client sees
+    the status when its first bytes are ready, not before."""
     task = asyncio.current_task()
     assert task is not None
     state = {"streaming": True, "left": False}
@@ -170,8 +174,9 @@ async def _stream(response: StreamingResponse, receive: Receive, send: Send) -> 
 
     watcher = asyncio.ensure_future(_until_disconnect(receive))
     watcher.add_done_callback(on_left)
-    body: AsyncIterable[Any] = response.body_iterator
+    pieces: AsyncIterator[Any] = aiter(response.body_iterator)
     try:
+        first = await anext(pieces, b"")
         await send(
             {
                 "type": "http.response.start",
@@ -179,14 +184,16 @@ async def _stream(response: StreamingResponse, receive: Receive, send: Send) -> 
                 "headers": response.raw_headers,
             }
         )
-        final = False
-        async for chunk in body:
+        final = isinstance(first, FinalPiece)
+        if first:
+            await send({"type": "http.response.body", "body": first, "more_body": not final})
+        while not final:
+            chunk = await anext(pieces, None)
+            if chunk is None:
+                await send({"type": "http.response.body", "body": b"", "more_body": False})
+                break
             final = isinstance(chunk, FinalPiece)
             await send({"type": "http.response.body", "body": chunk, "more_body": not final})
-            if final:
-                break
-        if not final:
-            await send({"type": "http.response.body", "body": b"", "more_body": False})
     except asyncio.CancelledError:
         if not state["left"]:
             raise
@@ -194,7 +201,7 @@ async def _stream(response: StreamingResponse, receive: Receive, send: Send) -> 
     finally:
         state["streaming"] = False
         watcher.cancel()
-        aclose = getattr(body, "aclose", None)
+        aclose = getattr(pieces, "aclose", None)
         if aclose is not None:
             with contextlib.suppress(Exception):
                 await aclose()

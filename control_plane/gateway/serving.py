@@ -1,4 +1,5 @@
-"""How one gateway process serves its app: uvicorn, pinned to uvloop and httptools.
+"""How one gateway process serves its app: uvicorn, pinned to uvloop and httptools, each
+connection's writes of one loop turn sent as one (`turn_writes`).
 
 Alone on its port (the default) it is plain `uvicorn.run`. Several gateway processes can share
 one port (`arbiter up --gateways N`, `arbiter gateway --processes N`): each binds its own
@@ -29,10 +30,12 @@ class PortUnavailable(RuntimeError):
 
 def uvicorn_options(settings: Settings) -> dict[str, Any]:
     """Every gateway process's uvicorn settings (the host and port come separately)."""
+    from control_plane.gateway.turn_writes import TurnWritesProtocol
+
     return {
         # pinned, not "auto": the fast loop and parser are the gateway's hot path
         "loop": "uvloop" if find_spec("uvloop") else "asyncio",
-        "http": "httptools",
+        "http": TurnWritesProtocol,
         "log_level": "warning",
         "access_log": False,
         "timeout_graceful_shutdown": 10,

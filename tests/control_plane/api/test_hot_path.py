@@ -198,3 +198,56 @@ async def test_without_a_final_piece_an_empty_message_ends_the_response() -> Non
         (b"data: a\n\n", True),
         (b"", False),
     ]
+
+
+async def test_the_headers_wait_for_the_first_piece_and_go_in_the_same_turn() -> None:
+    """Nothing is sent before the first piece exists; then the start and that piece are sent
+    in the same loop turn (one write through the connection's `TurnWriter`)."""
+    from starlette.responses import StreamingResponse
+
+    from control_plane.api.hot_path import _stream
+
+    ready = asyncio.Event()
+    turn = 0
+    log: list[tuple[str, int]] = []
+
+    async def ticker() -> None:
+        nonlocal turn
+        while True:
+            turn += 1
+            await asyncio.sleep(0)
+
+    async def body() -> AsyncIterator[bytes]:
+        await ready.wait()
+        yield b"data: a\n\n"
+        yield FinalPiece(b"data: [DONE]\n\n")
+
+    async def send(message: Any) -> None:
+        log.append((message["type"], turn))
+
+    async def receive() -> Any:
+        await asyncio.sleep(3600)
+
+    ticking = asyncio.create_task(ticker())
+    streaming = asyncio.create_task(_stream(StreamingResponse(body()), receive, send))
+    for _ in range(3):
+        await asyncio.sleep(0)
+    assert log == []
+    ready.set()
+    await streaming
+    ticking.cancel()
+    (start, at), (first, then) = log[:2]
+    assert (start, first) == ("http.response.start", "http.response.body") and at == then
+
+
+async def test_an_answer_in_one_final_piece_or_in_none() -> None:
+    sent = await _sent_by_stream([FinalPiece(b"data: [DONE]\n\n")])
+    assert [(m["type"], m.get("body"), m.get("more_body")) for m in sent] == [
+        ("http.response.start", None, None),
+        ("http.response.body", b"data: [DONE]\n\n", False),
+    ]
+    sent = await _sent_by_stream([])
+    assert [(m["type"], m.get("body"), m.get("more_body")) for m in sent] == [
+        ("http.response.start", None, None),
+        ("http.response.body", b"", False),
+    ]

@@ -3,40 +3,21 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import aiohttp
 import pytest
-import uvicorn
 
 from control_plane.contracts.workers import WorkerSample
 from control_plane.scheduler.scrape import parse_metrics, scrape
-from tests.support.ports import free_port
+from tests.support.asgi_server import serving
 from workers.sim.app import create_app
 from workers.sim.config import SimConfig
 
 Asgi = Callable[..., Awaitable[None]]
 MODELS = b'{"object":"list","data":[{"id":"m","max_model_len":64}]}'
 METRICS = b'vllm:num_requests_running{model_name="m"} 1.0\n'
-
-
-@contextlib.asynccontextmanager
-async def _serving(app: Asgi) -> AsyncIterator[str]:
-    port = free_port()
-    server = uvicorn.Server(uvicorn.Config(app, port=port, log_level="warning", lifespan="off"))
-    task = asyncio.create_task(server.serve())
-    try:
-        async with asyncio.timeout(10):
-            while True:  # uvicorn offers a flag, not an event, for "listening"
-                if server.started or task.done():
-                    break
-                await asyncio.sleep(0.01)
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        await task
 
 
 def _answering(routes: dict[str, tuple[int, bytes, list[tuple[bytes, bytes]]]]) -> Asgi:
@@ -53,7 +34,7 @@ def _answering(routes: dict[str, tuple[int, bytes, list[tuple[bytes, bytes]]]]) 
 
 
 async def _scrape_app(app: Asgi) -> WorkerSample:
-    async with _serving(app) as url, aiohttp.ClientSession() as session:
+    async with serving(app) as url, aiohttp.ClientSession() as session:
         return await scrape(session, url)
 
 
@@ -96,7 +77,7 @@ async def test_a_redirected_health_check_is_not_followed() -> None:
 
 
 async def test_a_healthy_answer_without_models_is_healthy_with_none() -> None:
-    routes = {
+    routes: dict[str, tuple[int, bytes, list[tuple[bytes, bytes]]]] = {
         "/health": (200, b"", []),
         "/v1/models": (200, b'{"object":"list"}', []),
         "/metrics": (200, METRICS, []),

@@ -1,0 +1,33 @@
+"""An ASGI app served by a real uvicorn on a free local port, for the length of a test."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from typing import Any
+
+import uvicorn
+
+from tests.support.ports import free_port
+
+
+@contextlib.asynccontextmanager
+async def serving(app: Any, **options: Any) -> AsyncIterator[str]:
+    """Serve `app` (uvicorn `options` added to a quiet, lifespan-less config); → its base URL."""
+    port = free_port()
+    config = uvicorn.Config(
+        app, host="127.0.0.1", port=port, log_level="warning", lifespan="off", **options
+    )
+    server = uvicorn.Server(config)
+    task = asyncio.create_task(server.serve())
+    try:
+        async with asyncio.timeout(10):
+            while True:  # uvicorn offers a flag, not an event, for "listening"
+                if server.started or task.done():
+                    break
+                await asyncio.sleep(0.01)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        await task
