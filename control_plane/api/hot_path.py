@@ -160,9 +160,9 @@ async def _stream(response: StreamingResponse, receive: Receive, send: Send) -> 
     """Send a streamed answer; a client that leaves cancels it (the iterator's own cleanup
     closes the worker's stream and finishes the request as aborted).
 
-    The headers go out with the first piece, in the same loop turn, so the connection's
-    `TurnWriter` sends both in one write (one wake-up of the client, not two): the client sees
-    the status when its first bytes are ready, not before."""
+    The headers go out with the first piece, in the same loop turn, so the connection
+    (`HeadersWithBody`) sends both in one write (one wake-up of the client, not two): the
+    client sees the status when its first bytes are ready, not before."""
     task = asyncio.current_task()
     assert task is not None
     state = {"streaming": True, "left": False}

@@ -1,5 +1,5 @@
 """How one gateway process serves its app: uvicorn, pinned to uvloop and httptools, each
-connection's writes of one loop turn sent as one (`turn_writes`).
+answer's headers sent in one write with its first bytes (`headers_with_body`).
 
 Alone on its port (the default) it is plain `uvicorn.run`. Several gateway processes can share
 one port (`arbiter up --gateways N`, `arbiter gateway --processes N`): each binds its own
@@ -30,12 +30,12 @@ class PortUnavailable(RuntimeError):
 
 def uvicorn_options(settings: Settings) -> dict[str, Any]:
     """Every gateway process's uvicorn settings (the host and port come separately)."""
-    from control_plane.gateway.turn_writes import TurnWritesProtocol
+    from control_plane.gateway.headers_with_body import HeadersWithBodyProtocol
 
     return {
         # pinned, not "auto": the fast loop and parser are the gateway's hot path
         "loop": "uvloop" if find_spec("uvloop") else "asyncio",
-        "http": TurnWritesProtocol,
+        "http": HeadersWithBodyProtocol,
         "log_level": "warning",
         "access_log": False,
         "timeout_graceful_shutdown": 10,

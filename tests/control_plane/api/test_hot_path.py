@@ -202,7 +202,7 @@ async def test_without_a_final_piece_an_empty_message_ends_the_response() -> Non
 
 async def test_the_headers_wait_for_the_first_piece_and_go_in_the_same_turn() -> None:
     """Nothing is sent before the first piece exists; then the start and that piece are sent
-    in the same loop turn (one write through the connection's `TurnWriter`)."""
+    in the same loop turn (one write through the connection's `HeadersWithBody`)."""
     from starlette.responses import StreamingResponse
 
     from control_plane.api.hot_path import _stream

@@ -1,6 +1,7 @@
-"""A connection's writes of one loop turn reach the socket as one write, in order, before a
-close; and uvicorn serving through `TurnWritesProtocol` answers plain and streamed requests
-exactly as before (the gateway's own tests serve through it too)."""
+"""An answer's headers reach the socket in one write with the bytes that follow them in the
+same loop turn, in order, before a close; every other write goes straight through; and
+uvicorn serving through `HeadersWithBodyProtocol` answers plain and streamed requests as
+before (the gateway's own tests serve through it too)."""
 
 from __future__ import annotations
 
@@ -10,15 +11,15 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import aiohttp
-import pytest
 
-from control_plane.gateway import turn_writes
-from control_plane.gateway.turn_writes import TurnWriter, TurnWritesProtocol
+from control_plane.gateway.headers_with_body import HeadersWithBody, HeadersWithBodyProtocol
 from tests.support.asgi_server import serving
+
+START = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n\r\n"
 
 
 class Received(asyncio.Protocol):
-    """The server's side: every chunk the socket delivered, and when the peer closed."""
+    """The server's side: every byte the socket delivered, and when the peer closed."""
 
     def __init__(self) -> None:
         self.data = bytearray()
@@ -45,7 +46,7 @@ class Counted:
         self.writes: list[bytes] = []
 
     def write(self, data: bytes) -> None:
-        self.writes.append(data)
+        self.writes.append(bytes(data))
         self.transport.write(data)
 
     def __getattr__(self, name: str) -> Any:
@@ -53,7 +54,7 @@ class Counted:
 
 
 @contextlib.asynccontextmanager
-async def connection() -> AsyncIterator[tuple[TurnWriter, Counted, Received]]:
+async def connection() -> AsyncIterator[tuple[HeadersWithBody, Counted, Received]]:
     loop = asyncio.get_running_loop()
     server_side = Received()
     server = await loop.create_server(lambda: server_side, "127.0.0.1", 0)
@@ -61,7 +62,7 @@ async def connection() -> AsyncIterator[tuple[TurnWriter, Counted, Received]]:
     transport, _ = await loop.create_connection(asyncio.Protocol, "127.0.0.1", port)
     counted = Counted(transport)
     try:
-        yield TurnWriter(counted, loop), counted, server_side  # type: ignore[arg-type]
+        yield HeadersWithBody(counted, loop), counted, server_side  # type: ignore[arg-type]
     finally:
         transport.close()
         server.close()
@@ -75,52 +76,51 @@ async def _arrived(side: Received, n: int) -> None:
             await side.more.wait()
 
 
-async def test_the_writes_of_one_turn_are_one_write_in_order() -> None:
+async def test_the_headers_go_in_one_write_with_what_follows_them() -> None:
     async with connection() as (writer, counted, side):
-        writer.write(b"HTTP/1.1 200 OK\r\n\r\n")
+        writer.write(START)
+        assert counted.writes == []  # held
         writer.write(b"")
-        writer.writelines([memoryview(b"data: 1\n\n"), bytearray(b"data: 2\n\n")])
-        assert counted.writes == []  # nothing before the turn ends
+        writer.write(memoryview(b"data: 1\n\n"))
+        assert counted.writes == [START + b"data: 1\n\n"]  # joined, at once
+        writer.writelines([b"data: 2\n\n", bytearray(b"data: 3\n\n")])
+        assert counted.writes[1:] == [b"data: 2\n\n", b"data: 3\n\n"]  # straight through
         await asyncio.sleep(0)
         await asyncio.sleep(0)
-        assert counted.writes == [b"HTTP/1.1 200 OK\r\n\r\ndata: 1\n\ndata: 2\n\n"]
-        writer.write(b"data: 3\n\n")  # a later turn: a write of its own
-        await _arrived(side, len(counted.writes[0]) + 9)
-        assert counted.writes[1:] == [b"data: 3\n\n"]
-        assert bytes(side.data) == b"HTTP/1.1 200 OK\r\n\r\ndata: 1\n\ndata: 2\n\ndata: 3\n\n"
+        assert len(counted.writes) == 3  # the scheduled flush found nothing held
+        await _arrived(side, len(START) + 27)
+        assert bytes(side.data) == START + b"data: 1\n\ndata: 2\n\ndata: 3\n\n"
 
 
-async def test_close_sends_what_the_turn_wrote_first_and_abort_drops_it() -> None:
+async def test_headers_alone_are_sent_when_the_turn_ends() -> None:
     async with connection() as (writer, counted, side):
-        writer.write(b"last words")
+        writer.write(START)
+        await asyncio.sleep(0)
+        await asyncio.sleep(0)
+        assert counted.writes == [START]
+        writer.write(b"data: 1\n\n")  # a later turn: a write of its own
+        await _arrived(side, len(START) + 9)
+        assert counted.writes == [START, b"data: 1\n\n"]
+
+
+async def test_close_sends_held_headers_first_and_abort_drops_them() -> None:
+    async with connection() as (writer, counted, side):
+        writer.write(START)
         writer.close()
         async with asyncio.timeout(5):
             await side.closed.wait()
-        assert bytes(side.data) == b"last words"
-        writer.write(b"after close")
+        assert bytes(side.data) == START
+        writer.write(START)  # after the close: dropped when its turn ends
         await asyncio.sleep(0)
-        assert counted.writes == [b"last words"]  # nothing written to a closing transport
+        await asyncio.sleep(0)
+        assert counted.writes == [START]
     async with connection() as (writer, counted, side):
-        writer.write(b"never sent")
+        writer.write(START)
         writer.abort()
         async with asyncio.timeout(5):
             await side.closed.wait()
         await asyncio.sleep(0)
         assert counted.writes == [] and bytes(side.data) == b""
-
-
-async def test_a_turn_that_writes_too_much_is_flushed_at_once(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    monkeypatch.setattr(turn_writes, "FLUSH_AT_BYTES", 10)
-    async with connection() as (writer, counted, side):
-        writer.write(b"12345")
-        assert counted.writes == []
-        writer.write(b"678901")
-        assert counted.writes == [b"12345678901"]  # over the limit: at once
-        writer.write(b"x")
-        await _arrived(side, 12)
-        assert counted.writes == [b"12345678901", b"x"]
 
 
 async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
@@ -140,7 +140,10 @@ async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
 
 
 async def test_uvicorn_serves_plain_and_streamed_answers_through_the_protocol() -> None:
-    async with serving(app, http=TurnWritesProtocol) as url, aiohttp.ClientSession() as session:
+    async with (
+        serving(app, http=HeadersWithBodyProtocol) as url,
+        aiohttp.ClientSession() as session,
+    ):
         for _ in range(2):  # a kept-alive connection, answered twice
             async with session.get(f"{url}/plain") as resp:
                 assert resp.status == 200 and await resp.read() == b'{"ok":true}'
