@@ -71,7 +71,6 @@ def test_a_process_that_blocks_is_counted_as_waiting_each_time() -> None:
         meter.stop()
         # the main thread's 200 sleeps at least (the helper's 50 end with it)
         assert meter.spent["child"].waits >= 200
-        assert meter.spent["child"].preempted >= 0
         assert context_switches(child.pid) is not None
     finally:
         child.kill()
