@@ -14,6 +14,7 @@ carry about 48 events (one every 0.1 s), at c=64 a few hundred.
 from __future__ import annotations
 
 import asyncio
+import logging
 import shutil
 import statistics
 import subprocess
@@ -21,6 +22,7 @@ import tempfile
 import time
 import uuid
 from collections.abc import Sequence
+from contextlib import ExitStack
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -28,6 +30,7 @@ from typing import Any
 from control_plane.bench.up_process import free_port
 from control_plane.contracts.events import Complete, Sender
 from control_plane.core.job import Slo
+from control_plane.recorder import service as recorder_service
 from control_plane.recorder.service import GROUP, Recorder
 from control_plane.state import StateStores
 from storage.db import Database
@@ -35,6 +38,9 @@ from storage.db import Database
 CLUSTER = "bench-recorder"
 PUBLISH_CHUNK = 500
 CATCH_UP_S = 300.0
+START_TRIES = 3
+COMPLAINT_CHARS = 240
+READY = "Ready to accept connections"
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,24 +75,48 @@ def _event(i: int, t0: float) -> Complete:
 
 
 class _Redis:
-    """A private `redis-server` on a free port, without persistence."""
+    """A private `redis-server` on a free port, without persistence, in its own directory.
 
-    def __init__(self) -> None:
+    A free port can be taken between choosing it and the server's bind, and a connection
+    would then reach the port's other owner: the server counts as started only once its own
+    log says it accepts connections, and one that exits first is restarted on another port."""
+
+    def __init__(self, workdir: Path) -> None:
         exe = shutil.which("redis-server")
         if exe is None:
             raise RuntimeError("redis-server is not on PATH")
-        self.port = free_port()
-        args = ["--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
-        self.proc = subprocess.Popen([exe, *args], stdout=subprocess.DEVNULL)
-        self.url = f"redis://127.0.0.1:{self.port}/0"
+        self.log = workdir / "redis.log"
+        for _ in range(START_TRIES):
+            self.port = free_port()
+            args = ["--port", str(self.port), "--bind", "127.0.0.1", "--dir", str(workdir)]
+            args += ["--save", "", "--appendonly", "no", "--logfile", str(self.log)]
+            self.proc = subprocess.Popen([exe, *args], stdout=subprocess.DEVNULL)
+            if self._ready():
+                self.url = f"redis://127.0.0.1:{self.port}/0"
+                return
+        raise RuntimeError(f"redis-server did not start in {START_TRIES} tries ({self.log})")
+
+    def _ready(self) -> bool:
+        """True once this server's log says it accepts connections; False if it exits first."""
+        deadline = time.monotonic() + 15
+        while self.proc.poll() is None and time.monotonic() < deadline:
+            if self.log.exists() and READY in self.log.read_text(errors="replace"):
+                return True
+            time.sleep(0.02)
+        self.stop()
+        return False
 
     def stop(self) -> None:
         self.proc.terminate()
         self.proc.wait(timeout=10)
 
 
-async def _round(redis_url: str, db: Database, batch: int, events: int) -> RecorderSample:
+async def _round(
+    redis_url: str, db: Database, batch: int, events: int, catch_up_s: float
+) -> RecorderSample:
     stores = StateStores.open(redis_url, CLUSTER)
+    complaints = _Complaints()
+    logging.getLogger(recorder_service.__name__).addHandler(complaints)
     try:
         await _until_answers(stores)
         await stores.events.ensure_groups()
@@ -97,15 +127,16 @@ async def _round(redis_url: str, db: Database, batch: int, events: int) -> Recor
         recorder = Recorder(stores, db, "bench", batch=batch, interval_s=0.05)
         cpu0, wall0 = time.process_time(), time.monotonic()
         task = asyncio.create_task(recorder.run())
-        deadline = wall0 + CATCH_UP_S
+        deadline = wall0 + catch_up_s
         while left := (await stores.events.unconsumed()).get(GROUP, 0):
             if task.done():
                 task.result()
             if time.monotonic() > deadline:
                 task.cancel()
                 raise RuntimeError(
-                    f"the recorder left {left} of {events} events after {CATCH_UP_S:.0f} s "
-                    f"({recorder.written} rows written)"
+                    f"the recorder left {left} of {events} events after {catch_up_s:.0f} s "
+                    f"({recorder.written} rows written, {recorder.dead_lettered} dead-lettered; "
+                    f"it said: {complaints.said() or 'nothing'})"
                 )
             await asyncio.sleep(0.01)
         cpu, wall = time.process_time() - cpu0, time.monotonic() - wall0
@@ -115,7 +146,22 @@ async def _round(redis_url: str, db: Database, batch: int, events: int) -> Recor
             raise RuntimeError(f"recorded {recorder.written} of {events} events")
         return RecorderSample(batch, events, cpu, wall)
     finally:
+        logging.getLogger(recorder_service.__name__).removeHandler(complaints)
         await stores.aclose()
+
+
+class _Complaints(logging.Handler):
+    """The recorder's warnings and errors during a round, kept to explain a round that stalls."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.records: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record.getMessage().splitlines()[0][:COMPLAINT_CHARS])
+
+    def said(self) -> str:
+        return "; ".join(self.records[-3:])
 
 
 async def _until_answers(stores: StateStores) -> None:
@@ -130,20 +176,23 @@ async def _until_answers(stores: StateStores) -> None:
             await asyncio.sleep(0.05)
 
 
-def measure(batches: Sequence[int], events: int, rounds: int) -> list[RecorderSample]:
-    """Every batch size `rounds` times, interleaved; a fresh Redis and database each time."""
+def measure(
+    batches: Sequence[int], events: int, rounds: int, catch_up_s: float = CATCH_UP_S
+) -> list[RecorderSample]:
+    """Every batch size `rounds` times, interleaved; a fresh Redis and database each time. A
+    round whose recorder has not caught up within `catch_up_s` raises, with what it logged."""
     samples = []
     for _ in range(rounds):
         for batch in batches:
-            redis, work = _Redis(), Path(tempfile.mkdtemp(prefix="arb-bench-rec-"))
-            db = Database(f"sqlite:///{work / 'rec.db'}")
-            try:
+            with ExitStack() as stack:
+                work = Path(tempfile.mkdtemp(prefix="arb-bench-rec-"))
+                stack.callback(shutil.rmtree, work, ignore_errors=True)
+                redis = _Redis(work)
+                stack.callback(redis.stop)
+                db = Database(f"sqlite:///{work / 'rec.db'}")
+                stack.callback(db.dispose)
                 db.migrate()
-                samples.append(asyncio.run(_round(redis.url, db, batch, events)))
-            finally:
-                db.dispose()
-                redis.stop()
-                shutil.rmtree(work, ignore_errors=True)
+                samples.append(asyncio.run(_round(redis.url, db, batch, events, catch_up_s)))
     return samples
 
 
