@@ -8,7 +8,7 @@ from control_plane.contracts.workers import WORKER_STATUSES
 from control_plane.state.arrivals import ArrivalsConsumer
 from control_plane.state.budget import TokenBudgets
 from control_plane.state.checkpoints import Checkpoint
-from control_plane.state.client import connect, ping, server_run_id
+from control_plane.state.client import connect, ping, server_pid, server_run_id
 from control_plane.state.dead_letters import DeadLetter, DeadLetters
 from control_plane.state.errors import StaleLeader, StateUnavailable
 from control_plane.state.events import EventStream
@@ -59,5 +59,6 @@ __all__ = [
     "connect",
     "ping",
     "sentinel_of",
+    "server_pid",
     "server_run_id",
 ]

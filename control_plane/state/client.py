@@ -156,6 +156,14 @@ async def ping(redis: Redis) -> float:
 
 
 @guarded
+async def server_pid(redis: Redis) -> int:
+    """The answering server's process id (so a caller that started a server on a port can tell
+    its own from another that holds the port)."""
+    info = await redis.info("server")
+    return int(info["process_id"])
+
+
+@guarded
 async def server_run_id(redis: Redis) -> str:
     """Redis's `run_id`: a new one after every restart of the server (so a caller can tell that
     writes not yet on disk may be gone, and rebuild what it keeps in memory)."""

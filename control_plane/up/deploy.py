@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from control_plane.state import StateStores, StateUnavailable, connect, ping
+from control_plane.state import StateStores, StateUnavailable, connect, server_pid
 from control_plane.up.children import Child
 from control_plane.up.gateways import GatewayGroup, PortTaken
 from control_plane.up.seed import ensure_demo_tenants, register_model, register_workers
@@ -130,21 +130,25 @@ def redis_allocator_env(environ: Mapping[str, str]) -> dict[str, str]:
 
 
 def _wait_redis(url: str, child: Child) -> None:
-    async def answers() -> bool:
+    """Until the child answers on its port. Another server that holds the port (taken between
+    choosing it and the child's bind) is told apart by its pid and refused, never used."""
+
+    async def answering_pid() -> int | None:
         client = connect(url, retries=0)
         try:
-            await ping(client)
-            return True
+            return await server_pid(client)
         except StateUnavailable:
-            return False
+            return None
         finally:
             await client.aclose()
 
     deadline = time.monotonic() + 15
-    while not asyncio.run(answers()):
+    while (pid := asyncio.run(answering_pid())) is None:
         if time.monotonic() > deadline or not child.alive():
             raise UpError(f"redis-server did not start:\n{child.tail()}")
         time.sleep(0.1)
+    if child.proc is None or pid != child.proc.pid:
+        raise UpError(f"{url} is answered by another Redis (pid {pid}); run `arbiter up` again")
 
 
 class Deployment:

@@ -56,13 +56,16 @@ class RedisServer:
         deadline = time.monotonic() + 10
         while True:
             try:
-                client.ping()
+                pid = int(client.info("server")["process_id"])
                 break
             except redis.ConnectionError:
                 if time.monotonic() > deadline:
                     raise
                 time.sleep(0.05)
         client.close()
+        if pid != self.proc.pid:  # the port was taken before our server could bind it
+            self.stop()
+            raise RuntimeError(f"port {self.port} is held by another Redis (pid {pid})")
 
     def stop(self) -> None:
         if self.proc is not None:

@@ -1,0 +1,33 @@
+"""`arbiter up`'s private Redis counts as started only when the server answering on its port is
+its own child: another server that holds the port is refused, never used."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from control_plane.up.deploy import UpError, UpOptions, _redis_child, _wait_redis
+from tests.support.ports import free_port
+from tests.support.redis_server import RedisServer
+
+
+def test_its_own_redis_is_waited_for(tmp_path: Path) -> None:
+    port = free_port()
+    child = _redis_child(UpOptions(state_dir=tmp_path), port)
+    child.start()
+    try:
+        _wait_redis(f"redis://127.0.0.1:{port}/0", child)
+        assert child.alive()
+    finally:
+        child.stop()
+
+
+def test_a_port_held_by_another_redis_is_refused(tmp_path: Path, redis_server: RedisServer) -> None:
+    child = _redis_child(UpOptions(state_dir=tmp_path), redis_server.port)
+    child.start()
+    try:
+        with pytest.raises(UpError, match=r"answered by another Redis \(pid \d+\)"):
+            _wait_redis(redis_server.url, child)
+    finally:
+        child.stop()
