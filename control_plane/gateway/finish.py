@@ -1,13 +1,16 @@
 """Ending a request: the completion event, metrics, Redis and the tenant's token budget.
 
 Rule: a flight is finished once; its completion event is handed to the reporter at once (it
-buffers through outages) and the Redis bookkeeping runs off the response path: marking the
-request finished (the flights that ended meanwhile together, in one script call; retried with
-backoff for `FINISH_RETRY_S`) and charging its tokens to the
-tenant's daily budget. The mark waits until the completion event is in Redis: a gateway that
-dies in between leaves the request in flight, so the sweeper releases it and a row is written
-(a second `complete` after the real one is ignored: rows are inserted once, and the scheduler
-no longer runs the request); marking first would leave a finished request without any event.
+buffers through outages) with the request's final status, and the Redis bookkeeping runs off
+the response path: marking the request finished and charging its tokens to the tenant's daily
+budget. The mark never precedes the completion event: the reporter's flush publishes the
+events and marks their requests in one transaction (`Completions`: one round trip, retried
+with the events through an outage); where it cannot, the mark is sent once the event is in
+Redis (the flights that ended meanwhile together, in one script call; retried with backoff
+for `FINISH_RETRY_S`). A gateway that dies in between leaves the request in flight, so the
+sweeper releases it and a row is written (a second `complete` after the real one is ignored:
+rows are inserted once, and the scheduler no longer runs the request); marking first would
+leave a finished request without any event.
 """
 
 from __future__ import annotations
@@ -35,8 +38,9 @@ class Finisher:
     def __init__(self, deps: GatewayDeps) -> None:
         self.d = deps
         self._background: set[asyncio.Task[None]] = set()
-        self._to_mark: list[tuple[str, str, asyncio.Future[None]]] = []
-        """Finished flights not yet marked in Redis: id, status, its completion event's ack."""
+        self._to_mark: list[tuple[str, str, asyncio.Future[bool]]] = []
+        """Finished flights not yet marked in Redis: id, status, its completion event's ack
+        (True once the request was marked with its event)."""
         self._marking = False
 
     async def finish(self, flight: Flight, status: str, error: str | None) -> None:
@@ -46,7 +50,7 @@ class Finisher:
         flight.finished = True
         if flight.stats.finished_at is None:
             flight.stats.finished_at = time.time()
-        published = self.d.reporter.emit(flight.completion_event(status, error))
+        published = self.d.reporter.emit(flight.completion_event(status, error), finish=status)
         self.d.metrics.completed(flight, status)
         # off the response path: the client's answer does not wait for these round trips
         self._to_mark.append((flight.id, status, published))
@@ -76,12 +80,12 @@ class Finisher:
         finally:
             self._marking = False
 
-    async def _mark_finished(self, batch: list[tuple[str, str, asyncio.Future[None]]]) -> None:
-        """After their completion events are in Redis; retried with backoff for
-        `FINISH_RETRY_S`: an outage delays it, rarely loses it."""
-        for _, _, published in batch:
-            await published
-        items = [(request_id, status) for request_id, status, _ in batch]
+    async def _mark_finished(self, batch: list[tuple[str, str, asyncio.Future[bool]]]) -> None:
+        """Those not marked with their completion events, once the events are in Redis;
+        retried with backoff for `FINISH_RETRY_S`: an outage delays it, rarely loses it."""
+        items = [(request_id, status) for request_id, status, done in batch if not await done]
+        if not items:
+            return
         delay, deadline = 0.25, time.monotonic() + FINISH_RETRY_S
         while True:
             try:

@@ -21,6 +21,7 @@ from control_plane.state.dead_letters import DeadLetters
 from control_plane.state.errors import guarded
 from control_plane.state.groups import ensure_group, is_missing_group
 from control_plane.state.keys import KeySpace
+from control_plane.state.mux import Arg
 
 EventEntry = tuple[str, Event]
 GROUPS = ("scheduler", "recorder")
@@ -109,14 +110,9 @@ class EventStream:
         """Append `events` in one pipelined round trip; returns their stream ids."""
         if not events:
             return []
-        if self._mux is not None and not self._replica_acks:
-            maxlen = ("MAXLEN", "~", self._maxlen)
-            return [
-                str(entry_id)
-                for entry_id in await self._mux.execute_many(
-                    [("XADD", self._stream, *maxlen, "*", "data", dumps(encode(e))) for e in events]
-                )
-            ]
+        if (commands := self.publish_commands(events)) is not None:
+            assert self._mux is not None
+            return [str(entry_id) for entry_id in await self._mux.execute_many(commands)]
         pipe = self._redis.pipeline(transaction=False)
         for event in events:
             data = dumps(encode(event))
@@ -128,6 +124,15 @@ class EventStream:
         if waits:
             self._note_acks(int(replies[-1]))
         return [str(entry_id) for entry_id in replies[: len(events)]]
+
+    def publish_commands(self, events: Sequence[Event]) -> list[tuple[Arg, ...]] | None:
+        """The XADD commands `publish` sends on the pipelined connection, for a caller that
+        sends them with others (`Completions`); None where publishing takes more than these
+        (no multiplexer, or replicas' acknowledgements awaited on their own connection)."""
+        if self._mux is None or self._replica_acks:
+            return None
+        maxlen = ("MAXLEN", "~", self._maxlen)
+        return [("XADD", self._stream, *maxlen, "*", "data", dumps(encode(e))) for e in events]
 
     def _note_acks(self, acked: int) -> None:
         self._unacked = 0 if acked >= self._replica_acks else self._unacked + 1

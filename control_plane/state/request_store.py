@@ -20,7 +20,7 @@ from control_plane.state.codec import dumps, str_map, text, time_arg
 from control_plane.state.errors import StaleLeader, guarded
 from control_plane.state.keys import KeySpace
 from control_plane.state.request_results import GrantOrder, SubmitResult
-from control_plane.state.scripts import Scripts
+from control_plane.state.scripts import Command, ScriptArg, Scripts
 
 FINAL_STATUSES: Final = frozenset({"ok", "error", "aborted", "timeout"})
 """Statuses `finish` accepts; `withdrawn` is set only by `withdraw`."""
@@ -227,6 +227,20 @@ class RequestStore:
         return out
 
     async def _finish_chunk(self, items: Sequence[tuple[str, str]], now: float) -> list[bool]:
+        result = await self._scripts.call("finish", *self._finish_call(items, now))
+        return [int(r) > 0 for r in result]
+
+    def finish_commands(self, items: Sequence[tuple[str, str]], *, now: float) -> list[Command]:
+        """The commands `finish_many` sends (EVALSHA, one per `_GRANT_CHUNK`), for a caller
+        that sends them with others (`Completions`)."""
+        return [
+            self._scripts.command("finish", *self._finish_call(items[i : i + _GRANT_CHUNK], now))
+            for i in range(0, len(items), _GRANT_CHUNK)
+        ]
+
+    def _finish_call(
+        self, items: Sequence[tuple[str, str]], now: float
+    ) -> tuple[list[str], list[ScriptArg]]:
         for _, status in items:
             if status not in FINAL_STATUSES:
                 raise ValueError(
@@ -235,11 +249,10 @@ class RequestStore:
         ks = self._ks
         keys = [ks.queued, ks.tenant_queued, ks.inflight, ks.model_queued]
         keys += [ks.request(request_id) for request_id, _ in items]
-        args: list[str | int] = [time_arg(now), self.retention_s, self.recorded_retention_s]
+        args: list[ScriptArg] = [time_arg(now), self.retention_s, self.recorded_retention_s]
         for request_id, status in items:
             args += [request_id, status]
-        result = await self._scripts.call("finish", keys, args)
-        return [int(r) > 0 for r in result]
+        return keys, args
 
     @guarded
     async def mark_recorded(self, request_ids: Collection[str]) -> int:

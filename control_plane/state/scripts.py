@@ -14,6 +14,7 @@ from redis.exceptions import NoScriptError
 from control_plane.state.client import MuxRedis
 
 ScriptArg = str | int | float
+Command = tuple[ScriptArg, ...]
 
 
 @functools.cache
@@ -59,6 +60,12 @@ class Scripts:
         except NoScriptError:
             await self._load(name)
             return await self._evalsha(sha, keys, args)
+
+    @staticmethod
+    def command(name: str, keys: Sequence[str], args: Sequence[ScriptArg]) -> Command:
+        """The EVALSHA command that `call` sends, for a caller that sends it with others (it
+        must then handle NOSCRIPT itself, e.g. by `call`ing again)."""
+        return ("EVALSHA", script_sha(name), len(keys), *keys, *args)
 
     def _evalsha(self, sha: str, keys: Sequence[str], args: Sequence[ScriptArg]) -> Any:
         if self._mux is not None:

@@ -10,6 +10,7 @@ from control_plane.state.arrivals import ArrivalsConsumer
 from control_plane.state.budget import TokenBudgets
 from control_plane.state.checkpoints import Checkpoint
 from control_plane.state.client import connect
+from control_plane.state.completions import Completions
 from control_plane.state.dead_letters import DeadLetters
 from control_plane.state.errors import guarded
 from control_plane.state.events import EventStream
@@ -53,6 +54,7 @@ class StateStores:
     trimmer: StreamTrimmer
     live_history: LiveHistory
     lending: LentSlots
+    completions: Completions
 
     @classmethod
     def build(cls, redis: Redis, keyspace: KeySpace, *, replicated: bool = False) -> StateStores:
@@ -63,13 +65,15 @@ class StateStores:
         publishers for one to hold their events (see `EventStream`).
         """
         acks = 1 if replicated else 0
+        requests = RequestStore(redis, keyspace)
+        events = EventStream(redis, keyspace, replica_acks=acks)
         return cls(
             redis=redis,
             keyspace=keyspace,
-            requests=RequestStore(redis, keyspace),
+            requests=requests,
             arrivals=ArrivalsConsumer(redis, keyspace),
             grants=GrantStream(redis, keyspace),
-            events=EventStream(redis, keyspace, replica_acks=acks),
+            events=events,
             lease=LeaderLease(redis, keyspace, replica_acks=acks),
             workers=WorkerRegistry(redis, keyspace),
             checkpoints=Checkpoint(redis, keyspace),
@@ -81,6 +85,7 @@ class StateStores:
             trimmer=StreamTrimmer.for_cluster(redis, keyspace),
             live_history=LiveHistory(redis, keyspace),
             lending=LentSlots(redis, keyspace),
+            completions=Completions(redis, events, requests),
         )
 
     @classmethod

@@ -1,21 +1,23 @@
-"""Finishing flights: every finished request is marked in Redis after its completion event is
-published, those that end together in one script call, and an outage only delays the marks."""
+"""Finishing flights: every finished request is marked in Redis with or after its completion
+event, those that end together in one transaction (or, where the sink cannot mark, in one
+script call after their events), and an outage only delays the marks."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from types import SimpleNamespace
 from typing import Any, cast
 
 import pytest
 from redis.asyncio import Redis
 
+from control_plane.contracts.events import Event
 from control_plane.gateway.deps import GatewayDeps
 from control_plane.gateway.finish import Finisher
 from control_plane.gateway.flight import Flight
 from control_plane.gateway.metrics import GatewayMetrics
-from control_plane.gateway.reporter import EventReporter
+from control_plane.gateway.reporter import EventReporter, EventSink
 from control_plane.state import GrantOrder, KeySpace, StateStores, StateUnavailable, connect
 from tests.control_plane.gateway.test_door import flight_of
 from tests.support.envelopes import envelope
@@ -41,9 +43,33 @@ class CountingStore:
         return result
 
 
+class FailingSink:
+    """The real sink, failing its first `fail` publishes as an unreachable Redis would."""
+
+    def __init__(self, sink: EventSink, fail: int) -> None:
+        self._sink = sink
+        self.fail = fail
+
+    async def publish(
+        self, events: Sequence[Event], finished: Sequence[tuple[str, str]], *, now: float
+    ) -> bool:
+        if self.fail:
+            self.fail -= 1
+            raise StateUnavailable("Redis is down")
+        return await self._sink.publish(events, finished, now=now)
+
+
 @pytest.fixture
 async def stores(redis_url: str) -> AsyncIterator[StateStores]:
     client: Redis = connect(redis_url, client_name="finish-tests")
+    yield StateStores.build(client, KeySpace("finish"))
+    await client.aclose()
+
+
+@pytest.fixture
+async def plain(redis_url: str) -> AsyncIterator[StateStores]:
+    """Stores without the pipelined connection: their sink publishes and marks nothing."""
+    client: Redis = connect(redis_url, client_name="finish-tests-plain", multiplex=False)
     yield StateStores.build(client, KeySpace("finish"))
     await client.aclose()
 
@@ -62,8 +88,10 @@ async def _granted_flights(stores: StateStores) -> list[Flight]:
     return flights
 
 
-async def _finished(stores: StateStores, flights: list[Flight], fail: int) -> CountingStore:
-    reporter = EventReporter(stores.events, interval=0.01)
+async def _finished(
+    stores: StateStores, flights: list[Flight], sink: EventSink, fail: int = 0
+) -> CountingStore:
+    reporter = EventReporter(sink, interval=0.01)
     counting = CountingStore(stores.requests, fail)
     deps = SimpleNamespace(
         requests=counting, reporter=reporter, metrics=GatewayMetrics(), limits=None
@@ -78,12 +106,7 @@ async def _finished(stores: StateStores, flights: list[Flight], fail: int) -> Co
     return counting
 
 
-async def test_flights_that_end_together_are_marked_in_one_call(stores: StateStores) -> None:
-    flights = await _granted_flights(stores)
-
-    counting = await _finished(stores, flights, fail=0)
-
-    assert counting.calls == [N]  # all ended before the first mark: one script call
+async def _all_marked_with_events(stores: StateStores, flights: list[Flight]) -> None:
     assert await stores.requests.inflight() == {}
     for flight in flights:
         assert await stores.requests.status(flight.id) == "ok"
@@ -91,10 +114,51 @@ async def test_flights_that_end_together_are_marked_in_one_call(stores: StateSto
     assert sorted(e.id for _, e in events) == sorted(f.id for f in flights)
 
 
+async def _transactions(redis: Redis) -> int:
+    stats = await redis.info("commandstats")
+    return int(stats.get("cmdstat_exec", {}).get("calls", 0))
+
+
+async def test_flights_that_end_together_are_marked_with_their_events_in_one_transaction(
+    stores: StateStores,
+) -> None:
+    flights = await _granted_flights(stores)
+    before = await _transactions(stores.redis)
+
+    counting = await _finished(stores, flights, stores.completions)
+
+    assert await _transactions(stores.redis) == before + 1
+    assert counting.calls == []  # no mark of its own
+    await _all_marked_with_events(stores, flights)
+
+
+async def test_where_the_sink_cannot_mark_they_are_marked_after_their_events_in_one_call(
+    plain: StateStores,
+) -> None:
+    flights = await _granted_flights(plain)
+
+    counting = await _finished(plain, flights, plain.completions)
+
+    assert counting.calls == [N]  # all ended before the first mark: one script call
+    await _all_marked_with_events(plain, flights)
+
+
 async def test_an_outage_delays_the_marks_and_loses_none(stores: StateStores) -> None:
     flights = await _granted_flights(stores)
+    sink = FailingSink(stores.completions, fail=2)
 
-    counting = await _finished(stores, flights, fail=2)
+    counting = await _finished(stores, flights, sink)
+
+    assert sink.fail == 0 and counting.calls == []  # retried with the events
+    await _all_marked_with_events(stores, flights)
+
+
+async def test_an_outage_of_the_marks_alone_delays_them_and_loses_none(
+    plain: StateStores,
+) -> None:
+    flights = await _granted_flights(plain)
+
+    counting = await _finished(plain, flights, plain.completions, fail=2)
 
     assert counting.calls == [N, N, N]  # retried with backoff (0.25 s, then 0.5 s)
-    assert await stores.requests.inflight() == {}
+    await _all_marked_with_events(plain, flights)

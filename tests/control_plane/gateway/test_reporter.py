@@ -1,5 +1,6 @@
 """The reporter's acknowledgements: an event's future resolves only once it is in Redis, and
-stays pending through an outage (the finisher marks a request finished only after that)."""
+stays pending through an outage (the finisher marks a request finished only after that); a
+completion that carries its request's status is marked with it, through an outage too."""
 
 from __future__ import annotations
 
@@ -8,9 +9,11 @@ from collections.abc import Sequence
 
 import pytest
 
-from control_plane.contracts.events import Event, WorkerFailed
+from control_plane.contracts.events import Complete, Event, Sender, WorkerFailed
+from control_plane.core.job import Slo
 from control_plane.gateway.reporter import EventReporter
-from control_plane.state import StateStores, StateUnavailable
+from control_plane.state import GrantOrder, StateStores, StateUnavailable
+from tests.support.envelopes import envelope
 
 
 class Route:
@@ -19,19 +22,21 @@ class Route:
     def __init__(self, stores: StateStores) -> None:
         self.stores = stores
 
-    async def publish(self, events: Sequence[Event]) -> list[str]:
-        return await self.stores.events.publish(events)
+    async def publish(
+        self, events: Sequence[Event], finished: Sequence[tuple[str, str]], *, now: float
+    ) -> bool:
+        return await self.stores.completions.publish(events, finished, now=now)
 
 
 async def test_an_ack_resolves_when_its_event_is_in_redis(redis_url: str) -> None:
     stores = StateStores.open(redis_url, "rep")
     try:
-        reporter = EventReporter(stores.events)
+        reporter = EventReporter(stores.completions)
         ack = reporter.emit(WorkerFailed("r1", "w1", "boom", 1.0))
         reporter.progress("r2", 5, 1.0)
         assert not ack.done()
         await reporter.flush()
-        assert ack.done()
+        assert ack.done() and ack.result() is False  # nothing marked: it carried no status
         assert await stores.redis.xlen(stores.keyspace.events) == 2
     finally:
         await stores.aclose()
@@ -66,7 +71,7 @@ async def test_the_loop_flushes_an_urgent_event_at_once_and_ends_when_cancelled(
     and ends."""
     stores = StateStores.open(redis_url, "rep-loop")
     try:
-        reporter = EventReporter(stores.events, interval=30.0)
+        reporter = EventReporter(stores.completions, interval=30.0)
         loop = asyncio.create_task(reporter.run())
         await asyncio.sleep(0)
         ack = reporter.emit(WorkerFailed("r1", "w1", "boom", 1.0))
@@ -81,5 +86,54 @@ async def test_the_loop_flushes_an_urgent_event_at_once_and_ends_when_cancelled(
             async with asyncio.timeout(5.0):
                 await loop
         assert await stores.redis.xlen(stores.keyspace.events) == 2
+    finally:
+        await stores.aclose()
+
+
+async def test_a_completion_with_its_status_is_marked_with_it_after_an_outage(
+    redis_url: str,
+) -> None:
+    down = StateStores.open("redis://127.0.0.1:1/0", "rep-mark")
+    up = StateStores.open(redis_url, "rep-mark")
+    try:
+        result = await up.requests.submit(
+            envelope("r1", "acme"), request_id="r1", tenant="acme", gateway_id="gw",
+            queue_cap=10, now=1.0,
+        )  # fmt: skip
+        assert result.accepted
+        assert await up.requests.grant_many([GrantOrder("r1", "w1", "http://w1")], now=1.0)
+        route = Route(down)
+        reporter = EventReporter(route)
+        failed = reporter.emit(WorkerFailed("r1", "w1", "boom", 1.0))
+        done = reporter.emit(_complete("r1"), finish="error")
+        with pytest.raises(StateUnavailable):
+            await reporter.flush()
+        assert await up.requests.status("r1") == "granted"
+
+        route.stores = up  # Redis is back
+        await reporter.flush()
+        assert done.result() is True and failed.result() is False
+        assert await up.requests.status("r1") == "error"
+        assert await up.redis.xlen(up.keyspace.events) == 2
+    finally:
+        await down.aclose()
+        await up.aclose()
+
+
+def _complete(rid: str) -> Complete:
+    sender = Sender(tenant="acme", model="m", slo=Slo())
+    return Complete(id=rid, status="error", finished=2.0, n_in=3, n_out=0, sender=sender)
+
+
+async def test_a_status_that_is_not_final_is_refused_when_emitted(redis_url: str) -> None:
+    """Refused at the call, so that a flush (which carries everyone's events) cannot fail on
+    it."""
+    stores = StateStores.open(redis_url, "rep-bad")
+    try:
+        reporter = EventReporter(stores.completions)
+        with pytest.raises(ValueError, match="final status"):
+            reporter.emit(_complete("r1"), finish="done")
+        await reporter.flush()
+        assert await stores.redis.xlen(stores.keyspace.events) == 0
     finally:
         await stores.aclose()
