@@ -5,11 +5,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from redis.asyncio import Redis
-from redis.exceptions import NoScriptError
+from redis.exceptions import NoScriptError, ResponseError
 
 from control_plane.contracts.events import Event
 from control_plane.state.client import MuxRedis
-from control_plane.state.errors import guarded
+from control_plane.state.errors import StateUnavailable, guarded
 from control_plane.state.events import EventStream
 from control_plane.state.request_store import RequestStore
 
@@ -23,9 +23,9 @@ class Completions:
     none of them. Where publishing takes more than XADDs (no multiplexer; replicas'
     acknowledgements awaited on their own connection) only the events are published and
     `publish` answers False: the caller marks afterwards, as it would without this class.
-    A script Redis no longer knows (NOSCRIPT after a restart) is loaded and the marks repeated
-    at once, after the events (published by the transaction, or, where Redis refused it
-    whole, on their own first).
+    Marks that fail once their events are in (a script Redis forgot after a restart, an error
+    inside the script) are sent again on their own; if that fails too `publish` answers False,
+    so the events are never published twice and a bad mark cannot hold up the events.
     """
 
     def __init__(self, redis: Redis, events: EventStream, requests: RequestStore) -> None:
@@ -48,13 +48,20 @@ class Completions:
             replies = await self._mux.execute_many([("MULTI",), *xadds, *marks, ("EXEC",)])
         except NoScriptError:  # refused while queued (EXECABORT): nothing ran
             await self._events.publish(events)
-            await self._requests.finish_many(finished, now=now)
-            return True
+            return await self._mark_alone(finished, now)
         done: list[object] = replies[-1]
         if errors := [r for r in done[: len(xadds)] if isinstance(r, Exception)]:
             raise errors[0]
-        if any(isinstance(r, NoScriptError) for r in done[len(xadds) :]):
+        if any(isinstance(r, Exception) for r in done[len(xadds) :]):
+            return await self._mark_alone(finished, now)
+        return True
+
+    async def _mark_alone(self, finished: Sequence[tuple[str, str]], now: float) -> bool:
+        """The events are in Redis, the marks are not: mark on their own (`finish_many` loads
+        a script Redis forgot). False if that fails too: the caller marks, and meets the error
+        itself, while the events, already published, are not sent again."""
+        try:
             await self._requests.finish_many(finished, now=now)
-        elif errors := [r for r in done[len(xadds) :] if isinstance(r, Exception)]:
-            raise errors[0]
+        except (StateUnavailable, ResponseError):
+            return False
         return True

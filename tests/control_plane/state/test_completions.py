@@ -106,3 +106,13 @@ async def test_without_a_multiplexer_only_the_events_are_published(
     assert await plain.requests.status("a") == "granted"  # the caller marks it
     assert await redis.xlen(plain.keyspace.events) == 1
     assert await plain.completions.publish([Progress("a", 1, NOW)], [], now=NOW)
+
+
+async def test_marks_that_fail_after_their_events_are_left_to_the_caller(
+    stores: StateStores, redis: Redis, keyspace: KeySpace
+) -> None:
+    await redis.set(keyspace.request("a"), "not a hash")  # finish.lua fails on it: WRONGTYPE
+
+    assert not await stores.completions.publish([_complete("a")], [("a", "ok")], now=NOW)
+
+    assert await redis.xlen(keyspace.events) == 1  # published once, not to be sent again
