@@ -185,7 +185,7 @@ async def _stream(response: StreamingResponse, receive: Receive, send: Send) -> 
             }
         )
         final = isinstance(first, FinalPiece)
-        if first:
+        if first or final:  # an empty final piece still ends the response
             await send({"type": "http.response.body", "body": first, "more_body": not final})
         while not final:
             chunk = await anext(pieces, None)

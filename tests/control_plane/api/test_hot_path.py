@@ -251,3 +251,8 @@ async def test_an_answer_in_one_final_piece_or_in_none() -> None:
         ("http.response.start", None, None),
         ("http.response.body", b"", False),
     ]
+    sent = await _sent_by_stream([FinalPiece(b"")])  # empty, and still the end
+    assert [(m["type"], m.get("body"), m.get("more_body")) for m in sent] == [
+        ("http.response.start", None, None),
+        ("http.response.body", b"", False),
+    ]
