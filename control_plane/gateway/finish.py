@@ -95,6 +95,9 @@ class Finisher:
                 if time.monotonic() + delay > deadline:
                     log.warning("could not mark %d requests finished in Redis", len(items))
                     return
+            except Exception:  # a refusal, not an outage: retrying would meet it again
+                log.exception("Redis refused to mark %d requests finished", len(items))
+                return
             await asyncio.sleep(delay)
             delay = min(delay * 2, 5.0)
 

@@ -7,23 +7,31 @@ never charge twice. A completion event replaces that request's pending progress.
 the batch is kept and retried: token charges are delayed, never lost. `emit` returns a future
 resolved once its event is in Redis, so a caller can order its own writes after it; a
 completion event can carry its request's final status, marked in Redis with it in the same
-round trip where the sink can (`Completions`), after it either way.
+round trip where the sink can (`Completions`), after it either way. A batch Redis refuses for
+another reason than an outage is sent again one event at a time, and an event refused on its
+own is sent once more with its text made encodable, then dropped with an error: one bad event
+never holds up the others, stops the loop or leaves a caller waiting on its future. (Events of
+a refused batch that Redis had taken are sent twice; every consumer takes an event twice
+without effect: progress is cumulative, a completion ends a request once, rows are inserted
+once.)
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import time
 from collections.abc import Sequence
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 from control_plane.contracts.events import Event, Progress
 from control_plane.state import FINAL_STATUSES
 from control_plane.state.errors import StateUnavailable
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 class EventSink(Protocol):
@@ -44,13 +52,15 @@ class EventReporter:
         self._max_buffer = max_buffer
         self._progress: dict[str, Progress] = {}
         self._outbox: list[Event] = []
-        self._acks: list[tuple[str | None, asyncio.Future[bool]]] = []
-        """Future of each event in `_outbox` (with its request's id where it carries a final
-        status), resolved when the flush carrying it succeeds: True where the request was
-        marked finished with it."""
+        self._acks: list[tuple[Event, bool, asyncio.Future[bool]]] = []
+        """Each event of `_outbox` (whether it carries a final status) and its future, resolved
+        when the flush carrying it succeeds: True where the request was marked finished with
+        it."""
         self._finished: dict[str, str] = {}
         """Final status of the requests whose completion events are in `_outbox`."""
         self._wake = asyncio.Event()
+        self.dropped = 0
+        """Events Redis refused even alone and with their text made encodable."""
 
     def progress(self, request_id: str, n_out: int, now: float) -> None:
         """Record that the request has streamed `n_out` tokens in total by `now` (the newest
@@ -73,7 +83,7 @@ class EventReporter:
         if finish is not None:
             self._finished[event.id] = finish
         ack: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
-        self._acks.append((event.id if finish is not None else None, ack))
+        self._acks.append((event, finish is not None, ack))
         if len(self._outbox) > self._max_buffer:
             log.error(
                 "event outbox over %d entries; Redis has been down too long", self._max_buffer
@@ -91,13 +101,68 @@ class EventReporter:
         try:
             marked = await self._sink.publish(batch, list(finished.items()), now=time.time())
         except StateUnavailable:
-            self._outbox = batch + self._outbox
-            self._acks = acks + self._acks
-            self._finished = finished | self._finished
+            self._put_back(batch, acks, finished)
             raise
-        for request_id, ack in acks:
+        except Exception:
+            log.exception("Redis refused a batch of %d events; sending them one by one", len(batch))
+            await self._publish_each(batch, acks, finished)
+            return
+        for _, final, ack in acks:
             if not ack.done():
-                ack.set_result(marked and request_id is not None)
+                ack.set_result(marked and final)
+
+    def _put_back(
+        self,
+        batch: list[Event],
+        acks: list[tuple[Event, bool, asyncio.Future[bool]]],
+        finished: dict[str, str],
+    ) -> None:
+        """Return events not yet in Redis to the front of the outbox (an outage)."""
+        self._outbox = batch + self._outbox
+        self._acks = acks + self._acks
+        self._finished = finished | self._finished
+
+    async def _publish_each(
+        self,
+        batch: list[Event],
+        acks: list[tuple[Event, bool, asyncio.Future[bool]]],
+        finished: dict[str, str],
+    ) -> None:
+        """Each event of a refused batch on its own, unmarked (the callers mark); an outage
+        midway returns the rest to the outbox."""
+        for i, event in enumerate(batch):
+            try:
+                await self._publish_alone(event)
+            except StateUnavailable:
+                rest = batch[i:]
+                left = {id(e) for e in rest}
+                mine = {e.id for e in rest}
+                self._put_back(
+                    rest,
+                    [a for a in acks if id(a[0]) in left],
+                    {k: v for k, v in finished.items() if k in mine},
+                )
+                raise
+            for sent, _, ack in acks:
+                if sent is event and not ack.done():
+                    ack.set_result(False)
+
+    async def _publish_alone(self, event: Event) -> None:
+        """Publish one event; refused, once more with its text made encodable (a lone
+        surrogate cannot be sent as UTF-8); refused again, drop it with an error."""
+        for attempt in (event, encodable(event)):
+            try:
+                await self._sink.publish([attempt], [], now=time.time())
+                return
+            except StateUnavailable:
+                raise
+            except Exception as exc:
+                error = exc
+        self.dropped += 1
+        log.error(
+            "dropped %s event of request %s: Redis refused it (%s: %s)",
+            type(event).__name__, event.id, type(error).__name__, error,
+        )  # fmt: skip
 
     async def run(self) -> None:
         """Flush every `interval` (or at once on urgent events) until cancelled; flush on exit."""
@@ -118,3 +183,14 @@ class EventReporter:
                 await asyncio.shield(self.flush())
             except (StateUnavailable, asyncio.CancelledError):
                 log.warning("could not flush %d events on shutdown", len(self._outbox))
+
+
+def encodable(value: T) -> T:
+    """`value` with every text in it (dataclass fields, nested) encodable as UTF-8: characters
+    that are not (lone surrogates) written as backslash escapes; anything else unchanged."""
+    if isinstance(value, str):
+        return value.encode("utf-8", "backslashreplace").decode("utf-8")  # type: ignore[return-value]
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        fields = {f.name: encodable(getattr(value, f.name)) for f in dataclasses.fields(value)}
+        return dataclasses.replace(value, **fields)
+    return value

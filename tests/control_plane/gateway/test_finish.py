@@ -11,6 +11,7 @@ from typing import Any, cast
 
 import pytest
 from redis.asyncio import Redis
+from redis.exceptions import ResponseError
 
 from control_plane.contracts.events import Event
 from control_plane.gateway.deps import GatewayDeps
@@ -26,16 +27,20 @@ N = 40
 
 
 class CountingStore:
-    """The real request store, counting its `finish_many` calls (and failing the first
-    `fail` of them as an unreachable Redis would)."""
+    """The real request store, counting its `finish_many` calls (refusing the first `refuse`
+    of them as Redis refuses a command, then failing `fail` as an unreachable Redis would)."""
 
-    def __init__(self, store: Any, fail: int = 0) -> None:
+    def __init__(self, store: Any, fail: int = 0, refuse: int = 0) -> None:
         self._store = store
         self.calls: list[int] = []
         self.fail = fail
+        self.refuse = refuse
 
     async def finish_many(self, items: list[tuple[str, str]], *, now: float) -> list[bool]:
         self.calls.append(len(items))
+        if self.refuse:
+            self.refuse -= 1
+            raise ResponseError("ERR refused by the test")
         if self.fail:
             self.fail -= 1
             raise StateUnavailable("Redis is down")
@@ -89,18 +94,27 @@ async def _granted_flights(stores: StateStores) -> list[Flight]:
 
 
 async def _finished(
-    stores: StateStores, flights: list[Flight], sink: EventSink, fail: int = 0
+    stores: StateStores,
+    flights: list[Flight],
+    sink: EventSink,
+    fail: int = 0,
+    refuse: int = 0,
+    waves: int = 1,
 ) -> CountingStore:
+    """Finish `flights` in `waves` parts, each part once the previous one has settled."""
     reporter = EventReporter(sink, interval=0.01)
-    counting = CountingStore(stores.requests, fail)
+    counting = CountingStore(stores.requests, fail, refuse)
     deps = SimpleNamespace(
         requests=counting, reporter=reporter, metrics=GatewayMetrics(), limits=None
     )
     finisher = Finisher(cast(GatewayDeps, deps))
     flushing = asyncio.create_task(reporter.run())
     try:
-        await asyncio.gather(*(finisher.finish(f, "ok", None) for f in flights))
-        await finisher.settled()
+        size = -(-len(flights) // waves)
+        for start in range(0, len(flights), size):
+            wave = flights[start : start + size]
+            await asyncio.gather(*(finisher.finish(f, "ok", None) for f in wave))
+            await finisher.settled()
     finally:
         flushing.cancel()
     return counting
@@ -162,3 +176,20 @@ async def test_an_outage_of_the_marks_alone_delays_them_and_loses_none(
 
     assert counting.calls == [N, N, N]  # retried with backoff (0.25 s, then 0.5 s)
     await _all_marked_with_events(plain, flights)
+
+
+async def test_a_refused_mark_is_logged_and_later_ones_are_still_made(
+    plain: StateStores, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A refusal (not an outage) is not retried, and does not stop the marking of the
+    flights that end after it."""
+    flights = await _granted_flights(plain)
+
+    counting = await _finished(plain, flights, plain.completions, refuse=1, waves=2)
+
+    assert counting.calls == [N // 2, N // 2]
+    assert "Redis refused to mark 20 requests finished" in caplog.text
+    for flight in flights[: N // 2]:
+        assert await plain.requests.status(flight.id) == "granted"
+    for flight in flights[N // 2 :]:
+        assert await plain.requests.status(flight.id) == "ok"

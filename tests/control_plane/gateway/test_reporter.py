@@ -5,9 +5,12 @@ completion that carries its request's status is marked with it, through an outag
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import json
 from collections.abc import Sequence
 
 import pytest
+from redis.exceptions import ResponseError
 
 from control_plane.contracts.events import Complete, Event, Sender, WorkerFailed
 from control_plane.core.job import Slo
@@ -135,5 +138,99 @@ async def test_a_status_that_is_not_final_is_refused_when_emitted(redis_url: str
             reporter.emit(_complete("r1"), finish="done")
         await reporter.flush()
         assert await stores.redis.xlen(stores.keyspace.events) == 0
+    finally:
+        await stores.aclose()
+
+
+class Refusing:
+    """The real sink, except that a batch holding an event of `refused` ids is refused (as
+    Redis refuses a command), and so is each such event alone; `down_after` single-event
+    publishes, Redis goes down."""
+
+    def __init__(self, stores: StateStores, refused: set[str], down_after: int = 10**6) -> None:
+        self.stores, self.refused, self.down_after = stores, refused, down_after
+        self.singles = 0
+
+    async def publish(
+        self, events: Sequence[Event], finished: Sequence[tuple[str, str]], *, now: float
+    ) -> bool:
+        if len(events) == 1:
+            self.singles += 1
+            if self.singles > self.down_after:
+                raise StateUnavailable("redis unavailable: test")
+        if any(e.id in self.refused for e in events):
+            raise ResponseError("ERR refused by the test")
+        return await self.stores.completions.publish(events, finished, now=now)
+
+
+async def _ids_in(stores: StateStores) -> list[str]:
+    entries = await stores.redis.xrange(stores.keyspace.events)
+    return [json.loads(fields["data"])["id"] for _, fields in entries]
+
+
+async def test_an_unencodable_text_is_escaped_and_the_rest_of_its_batch_goes_through(
+    redis_url: str,
+) -> None:
+    """A lone surrogate cannot be sent as UTF-8: the batch is refused, then each event goes
+    alone, the bad one with its text escaped; every future resolves, the caller marks."""
+    stores = StateStores.open(redis_url, "rep-poison")
+    try:
+        reporter = EventReporter(stores.completions)
+        bad = reporter.emit(
+            dataclasses.replace(_complete("r1"), error="upstream said \ud800"), finish="error"
+        )
+        good = reporter.emit(_complete("r2"), finish="error")
+        reporter.progress("r3", 4, 1.0)
+        await reporter.flush()
+        assert bad.result() is False and good.result() is False  # not marked: callers mark
+        assert await _ids_in(stores) == ["r1", "r2", "r3"]
+        entries = await stores.redis.xrange(stores.keyspace.events)
+        assert json.loads(entries[0][1]["data"])["error"] == "upstream said \\ud800"
+        assert reporter.dropped == 0
+    finally:
+        await stores.aclose()
+
+
+async def test_an_event_refused_alone_is_dropped_and_the_loop_goes_on(redis_url: str) -> None:
+    stores = StateStores.open(redis_url, "rep-drop")
+    try:
+        reporter = EventReporter(Refusing(stores, {"bad"}), interval=30.0)
+        loop = asyncio.create_task(reporter.run())
+        await asyncio.sleep(0)
+        acks = [
+            reporter.emit(WorkerFailed("ok1", "w1", "x", 1.0)),
+            reporter.emit(_complete("bad"), finish="error"),
+            reporter.emit(_complete("ok2"), finish="error"),
+        ]
+        async with asyncio.timeout(5.0):
+            assert await asyncio.gather(*acks) == [False, False, False]
+        assert reporter.dropped == 1 and not loop.done()
+        later = reporter.emit(WorkerFailed("ok3", "w1", "x", 2.0))
+        async with asyncio.timeout(5.0):
+            assert await later is False
+        assert await _ids_in(stores) == ["ok1", "ok2", "ok3"]
+        loop.cancel()
+        await asyncio.gather(loop, return_exceptions=True)
+    finally:
+        await stores.aclose()
+
+
+async def test_an_outage_while_sending_one_by_one_keeps_the_rest(redis_url: str) -> None:
+    stores = StateStores.open(redis_url, "rep-half")
+    try:
+        sink = Refusing(stores, {"bad"}, down_after=1)
+        reporter = EventReporter(sink)
+        first = reporter.emit(WorkerFailed("ok1", "w1", "x", 1.0))
+        bad = reporter.emit(_complete("bad"), finish="error")
+        last = reporter.emit(_complete("ok2"), finish="error")
+        with pytest.raises(StateUnavailable):
+            await reporter.flush()
+        assert first.result() is False and not bad.done() and not last.done()
+
+        sink.refused, sink.down_after = set(), 10**6  # Redis is back and takes them
+        await reporter.flush()
+        assert bad.result() is True and last.result() is True  # marked with their events
+        assert await _ids_in(stores) == ["ok1", "bad", "ok2"]
+        assert reporter.dropped == 0
     finally:
         await stores.aclose()
