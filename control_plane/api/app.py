@@ -86,7 +86,9 @@ def create_app(
             database, strict=settings.strict_hierarchy, max_entries=settings.directory_cache_entries
         )
         metrics = GatewayMetrics(tenant_labels(settings))
-        reporter = EventReporter(stores.completions, settings.progress_interval_s)
+        reporter = EventReporter(
+            stores.completions, settings.progress_interval_s, on_dropped=metrics.dropped
+        )
         deps = GatewayDeps(
             settings=settings,
             gateway_id=gateway_id,

@@ -83,6 +83,12 @@ class GatewayMetrics:
             ["reason"],
             registry=own,
         )
+        self.events_dropped = Counter(
+            "arbiter_gateway_events_dropped",
+            "Events Redis refused even alone (each logged), by type",
+            ["type"],
+            registry=own,
+        )
         self.tokens = Counter(
             "arbiter_gateway_output_tokens",
             "Output tokens relayed",
@@ -122,6 +128,9 @@ class GatewayMetrics:
 
     def refused(self, reason: str) -> None:
         self.rejected.labels(reason).inc()
+
+    def dropped(self, event: object) -> None:
+        self.events_dropped.labels(type(event).__name__).inc()
 
 
 def _group_registry(directory: str | None) -> CollectorRegistry | None:

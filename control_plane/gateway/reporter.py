@@ -23,7 +23,7 @@ import contextlib
 import dataclasses
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Protocol, TypeVar
 
 from control_plane.contracts.events import Event, Progress
@@ -46,8 +46,15 @@ class EventSink(Protocol):
 class EventReporter:
     """Batches `progress` deltas and publishes `complete` events for one gateway."""
 
-    def __init__(self, sink: EventSink, interval: float = 0.1, max_buffer: int = 100_000) -> None:
+    def __init__(
+        self,
+        sink: EventSink,
+        interval: float = 0.1,
+        max_buffer: int = 100_000,
+        on_dropped: Callable[[Event], None] | None = None,
+    ) -> None:
         self._sink = sink
+        self._on_dropped = on_dropped
         self._interval = interval
         self._max_buffer = max_buffer
         self._progress: dict[str, Progress] = {}
@@ -159,6 +166,8 @@ class EventReporter:
             except Exception as exc:
                 error = exc
         self.dropped += 1
+        if self._on_dropped is not None:
+            self._on_dropped(event)
         log.error(
             "dropped %s event of request %s: Redis refused it (%s: %s)",
             type(event).__name__, event.id, type(error).__name__, error,

@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from control_plane.contracts.events import WorkerFailed
 from control_plane.gateway.metrics import MULTIPROCESS_ENV, GatewayMetrics
 
 # Counts argv[1] refusals, then prints what /metrics would serve.
@@ -60,3 +61,12 @@ def test_in_a_group_any_process_answers_for_all(tmp_path: Path) -> None:
     assert _refused(_process(3, group)) == 5.0  # its own 3 and the first process's 2
     assert _refused(_process(0, group)) == 5.0  # a process that counted nothing sees the group
     assert _refused(_process(4, base)) == 4.0  # outside the group: its own only
+
+
+def test_a_dropped_event_is_counted_by_its_type() -> None:
+    metrics = GatewayMetrics()
+    metrics.dropped(WorkerFailed("r1", "w1", "boom", 1.0))
+    sample = metrics.registry.get_sample_value(
+        "arbiter_gateway_events_dropped_total", {"type": "WorkerFailed"}
+    )
+    assert sample == 1.0

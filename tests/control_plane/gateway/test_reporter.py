@@ -194,7 +194,10 @@ async def test_an_unencodable_text_is_escaped_and_the_rest_of_its_batch_goes_thr
 async def test_an_event_refused_alone_is_dropped_and_the_loop_goes_on(redis_url: str) -> None:
     stores = StateStores.open(redis_url, "rep-drop")
     try:
-        reporter = EventReporter(Refusing(stores, {"bad"}), interval=30.0)
+        dropped: list[Event] = []
+        reporter = EventReporter(
+            Refusing(stores, {"bad"}), interval=30.0, on_dropped=dropped.append
+        )
         loop = asyncio.create_task(reporter.run())
         await asyncio.sleep(0)
         acks = [
@@ -204,7 +207,8 @@ async def test_an_event_refused_alone_is_dropped_and_the_loop_goes_on(redis_url:
         ]
         async with asyncio.timeout(5.0):
             assert await asyncio.gather(*acks) == [False, False, False]
-        assert reporter.dropped == 1 and not loop.done()
+        assert reporter.dropped == 1 and [e.id for e in dropped] == ["bad"]
+        assert not loop.done()
         later = reporter.emit(WorkerFailed("ok3", "w1", "x", 2.0))
         async with asyncio.timeout(5.0):
             assert await later is False
