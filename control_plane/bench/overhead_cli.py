@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -75,7 +76,14 @@ def bench_overhead(
         fast_path=fast_path,
         **scale_out,
     )
-    result = measure(plan)
+    # SIGTERM (timeout, a CI runner) ends the run like Ctrl-C: measure's `finally` stops the
+    # deployment, whose processes lead their own sessions and would outlive a plain exit
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
+    try:
+        result = measure(plan)
+    except KeyboardInterrupt:
+        Console(stderr=True).print("interrupted: the deployment is stopped, nothing was written")
+        raise typer.Exit(130) from None
     console = Console(width=max(150, Console().width))
     console.print(_table(result))
     if any("hops_p50_ms" in r["gateway"] for r in result["rows"]):
