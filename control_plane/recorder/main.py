@@ -7,6 +7,7 @@ import logging
 import os
 import signal
 import socket
+from pathlib import Path
 
 from prometheus_client import start_http_server
 
@@ -18,7 +19,8 @@ from storage.db import Database
 
 
 async def run_recorder(settings: Settings) -> None:
-    """Run until SIGTERM/SIGINT."""
+    """Run until SIGTERM/SIGINT, at the nice value `recorder_nice` above the one it started at."""
+    lower_priority(settings.recorder_nice)
     consumer = f"rec-{settings.recorder_name or f'{socket.gethostname()}-{os.getpid()}'}"
     stores = StateStores.open(
         settings.redis_url,
@@ -60,3 +62,41 @@ def serve_metrics(recorder: Recorder, settings: Settings) -> None:
         )
     except OSError as exc:
         logging.getLogger(__name__).warning("recorder metrics not served: %s", exc)
+
+
+def lower_priority(by: int) -> None:
+    """Raise this process's nice value by `by` (capped at 19), where the kernel will weigh it.
+
+    Linux sets a nice value per thread, and libraries start threads at import (OpenBLAS's), so
+    each present thread is set; threads started later inherit it. With autogroups on (the
+    default of most distributions), a nice value only orders the threads of one session, and
+    sessions share the CPU equally: `arbiter up` starts each child in its own session, so a
+    recorder that leads its own session also raises its session's nice value (a recorder in a
+    shared session, a shell's, leaves it: that would lower its neighbours too). Raising needs
+    no privilege; a refusal only warns."""
+    if by <= 0:
+        return
+    tasks = Path("/proc/self/task")
+    try:
+        if not tasks.is_dir():
+            os.nice(by)
+            return
+        for tid in (int(t.name) for t in tasks.iterdir()):
+            now = os.getpriority(os.PRIO_PROCESS, tid)
+            os.setpriority(os.PRIO_PROCESS, tid, min(19, now + by))
+    except OSError as exc:
+        logging.getLogger(__name__).warning("recorder priority left as it was: %s", exc)
+        return
+    try:
+        _lower_own_session(by)
+    except (OSError, ValueError, IndexError) as exc:
+        logging.getLogger(__name__).warning("recorder session's priority left as it was: %s", exc)
+
+
+def _lower_own_session(by: int) -> None:
+    """Raise the autogroup nice value of the session this process leads (see `lower_priority`)."""
+    group = Path("/proc/self/autogroup")
+    if os.getsid(0) != os.getpid() or not group.exists():
+        return
+    now = int(group.read_text().split("nice")[1])  # "/autogroup-42 nice 0"
+    group.write_text(str(min(19, now + by)))
