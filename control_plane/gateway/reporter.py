@@ -137,6 +137,9 @@ class EventReporter:
     ) -> None:
         """Each event of a refused batch on its own, unmarked (the callers mark); an outage
         midway returns the rest to the outbox."""
+        futures: dict[int, list[asyncio.Future[bool]]] = {}
+        for sent, _, ack in acks:
+            futures.setdefault(id(sent), []).append(ack)
         for i, event in enumerate(batch):
             try:
                 await self._publish_alone(event)
@@ -150,21 +153,27 @@ class EventReporter:
                     {k: v for k, v in finished.items() if k in mine},
                 )
                 raise
-            for sent, _, ack in acks:
-                if sent is event and not ack.done():
+            for ack in futures.get(id(event), ()):
+                if not ack.done():
                     ack.set_result(False)
 
     async def _publish_alone(self, event: Event) -> None:
         """Publish one event; refused, once more with its text made encodable (a lone
         surrogate cannot be sent as UTF-8); refused again, drop it with an error."""
-        for attempt in (event, encodable(event)):
-            try:
-                await self._sink.publish([attempt], [], now=time.time())
-                return
-            except StateUnavailable:
-                raise
-            except Exception as exc:
-                error = exc
+        try:
+            await self._sink.publish([event], [], now=time.time())
+            return
+        except StateUnavailable:
+            raise
+        except Exception:
+            pass
+        try:
+            await self._sink.publish([encodable(event)], [], now=time.time())
+            return
+        except StateUnavailable:
+            raise
+        except Exception as exc:
+            error = exc
         self.dropped += 1
         if self._on_dropped is not None:
             self._on_dropped(event)
