@@ -82,8 +82,11 @@ def lower_priority(by: int) -> None:
             os.nice(by)
             return
         for tid in (int(t.name) for t in tasks.iterdir()):
-            now = os.getpriority(os.PRIO_PROCESS, tid)
-            os.setpriority(os.PRIO_PROCESS, tid, min(19, now + by))
+            try:
+                now = os.getpriority(os.PRIO_PROCESS, tid)
+                os.setpriority(os.PRIO_PROCESS, tid, min(19, now + by))
+            except ProcessLookupError:  # the thread ended meanwhile
+                continue
     except OSError as exc:
         logging.getLogger(__name__).warning("recorder priority left as it was: %s", exc)
         return
