@@ -85,7 +85,7 @@ class GatewayMetrics:
         )
         self.events_dropped = Counter(
             "arbiter_gateway_events_dropped",
-            "Events Redis refused even alone (each logged), by type",
+            "Events that could not be sent in any form (each logged), by type",
             ["type"],
             registry=own,
         )

@@ -7,13 +7,15 @@ never charge twice. A completion event replaces that request's pending progress.
 the batch is kept and retried: token charges are delayed, never lost. `emit` returns a future
 resolved once its event is in Redis, so a caller can order its own writes after it; a
 completion event can carry its request's final status, marked in Redis with it in the same
-round trip where the sink can (`Completions`), after it either way. A batch Redis refuses for
-another reason than an outage is sent again one event at a time, and an event refused on its
-own is sent once more with its text made encodable, then dropped with an error: one bad event
-never holds up the others, stops the loop or leaves a caller waiting on its future. (Events of
-a refused batch that Redis had taken are sent twice; every consumer takes an event twice
-without effect: progress is cumulative, a completion ends a request once, rows are inserted
-once.)
+round trip where the sink can (`Completions`), after it either way. Redis refusing events
+(a full disk, an ACL) is an outage to the reporter: they wait and are retried. A batch that
+fails for another reason (an event that cannot be encoded) is sent again one event at a time;
+an event that fails on its own is sent once more with its text made encodable, a completion
+then as a bare one (id, status, token counts: the scheduler frees its slot), and only then
+dropped with an error: one bad event never holds up the others, stops the loop or leaves a
+caller waiting on its future. (An event sent twice is taken twice without effect: progress is
+cumulative, a completion ends a request once, rows are inserted once.) A flush cancelled
+midway returns what it had not sent to the outbox, for the flush on shutdown.
 """
 
 from __future__ import annotations
@@ -23,10 +25,10 @@ import contextlib
 import dataclasses
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Protocol, TypeVar
 
-from control_plane.contracts.events import Event, Progress
+from control_plane.contracts.events import Complete, Event, Progress
 from control_plane.state import FINAL_STATUSES
 from control_plane.state.errors import StateUnavailable
 
@@ -67,7 +69,7 @@ class EventReporter:
         """Final status of the requests whose completion events are in `_outbox`."""
         self._wake = asyncio.Event()
         self.dropped = 0
-        """Events Redis refused even alone and with their text made encodable."""
+        """Events that could not be sent in any form (`_fallbacks`), and were dropped."""
 
     def progress(self, request_id: str, n_out: int, now: float) -> None:
         """Record that the request has streamed `n_out` tokens in total by `now` (the newest
@@ -79,8 +81,9 @@ class EventReporter:
     ) -> asyncio.Future[bool]:
         """Queue a non-progress event (complete, worker_failed…); it supersedes pending progress.
 
-        Returns a future resolved once the event is in Redis (after a later flush succeeds):
-        True when its request was then also marked finished with status `finish`, in the same
+        Returns a future resolved once the event is in Redis (after a later flush succeeds),
+        or, for an event that could not be sent in any form, once it was dropped: True when
+        its request was then also marked finished with status `finish`, in the same
         transaction; False when the caller must mark it.
         """
         if finish is not None and finish not in FINAL_STATUSES:  # here, not in a later flush
@@ -107,11 +110,13 @@ class EventReporter:
         self._outbox, self._progress, self._acks, self._finished = [], {}, [], {}
         try:
             marked = await self._sink.publish(batch, list(finished.items()), now=time.time())
-        except StateUnavailable:
+        except (StateUnavailable, asyncio.CancelledError):
             self._put_back(batch, acks, finished)
             raise
         except Exception:
-            log.exception("Redis refused a batch of %d events; sending them one by one", len(batch))
+            log.exception(
+                "a batch of %d events could not be sent; sending them one by one", len(batch)
+            )
             await self._publish_each(batch, acks, finished)
             return
         for _, final, ack in acks:
@@ -124,7 +129,7 @@ class EventReporter:
         acks: list[tuple[Event, bool, asyncio.Future[bool]]],
         finished: dict[str, str],
     ) -> None:
-        """Return events not yet in Redis to the front of the outbox (an outage)."""
+        """Return events not yet in Redis to the front of the outbox (an outage, a cancel)."""
         self._outbox = batch + self._outbox
         self._acks = acks + self._acks
         self._finished = finished | self._finished
@@ -135,15 +140,15 @@ class EventReporter:
         acks: list[tuple[Event, bool, asyncio.Future[bool]]],
         finished: dict[str, str],
     ) -> None:
-        """Each event of a refused batch on its own, unmarked (the callers mark); an outage
-        midway returns the rest to the outbox."""
+        """Each event of a failed batch on its own, unmarked (the callers mark); an outage or
+        a cancel midway returns the rest to the outbox."""
         futures: dict[int, list[asyncio.Future[bool]]] = {}
         for sent, _, ack in acks:
             futures.setdefault(id(sent), []).append(ack)
         for i, event in enumerate(batch):
             try:
                 await self._publish_alone(event)
-            except StateUnavailable:
+            except (StateUnavailable, asyncio.CancelledError):
                 rest = batch[i:]
                 left = {id(e) for e in rest}
                 mine = {e.id for e in rest}
@@ -158,27 +163,22 @@ class EventReporter:
                     ack.set_result(False)
 
     async def _publish_alone(self, event: Event) -> None:
-        """Publish one event; refused, once more with its text made encodable (a lone
-        surrogate cannot be sent as UTF-8); refused again, drop it with an error."""
-        try:
-            await self._sink.publish([event], [], now=time.time())
-            return
-        except StateUnavailable:
-            raise
-        except Exception:
-            pass
-        try:
-            await self._sink.publish([encodable(event)], [], now=time.time())
-            return
-        except StateUnavailable:
-            raise
-        except Exception as exc:
-            error = exc
+        """Publish one event, else its fallbacks (`_fallbacks`) in turn; when none can be
+        sent, drop it with an error."""
+        error: Exception | None = None
+        for attempt in _fallbacks(event):
+            try:
+                await self._sink.publish([attempt], [], now=time.time())
+                return
+            except StateUnavailable:
+                raise
+            except Exception as exc:
+                error = exc
         self.dropped += 1
         if self._on_dropped is not None:
             self._on_dropped(event)
         log.error(
-            "dropped %s event of request %s: Redis refused it (%s: %s)",
+            "dropped %s event of request %s: it could not be sent (%s: %s)",
             type(event).__name__, event.id, type(error).__name__, error,
         )  # fmt: skip
 
@@ -212,3 +212,16 @@ def encodable(value: T) -> T:
         fields = {f.name: encodable(getattr(value, f.name)) for f in dataclasses.fields(value)}
         return dataclasses.replace(value, **fields)
     return value
+
+
+def _fallbacks(event: Event) -> Iterator[Event]:
+    """`event`, then a copy with its text made encodable (a lone surrogate cannot be sent as
+    UTF-8), then, for a completion, a bare one: enough for the scheduler to free the
+    request's slot and charge its tokens, the rest left to the gateway's log."""
+    yield event
+    yield encodable(event)
+    if isinstance(event, Complete):
+        yield Complete(
+            id=event.id, status=event.status, finished=event.finished, n_in=event.n_in,
+            n_out=event.n_out, error="its completion event could not be sent: see the gateway log",
+        )  # fmt: skip

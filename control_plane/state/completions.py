@@ -38,7 +38,20 @@ class Completions:
         self, events: Sequence[Event], finished: Sequence[tuple[str, str]], *, now: float
     ) -> bool:
         """Publish `events`, then mark each `(request id, status)` of `finished` as `finish`
-        does; True once both are in Redis, False when only the events are (see the class)."""
+        does; True once both are in Redis, False when only the events are (see the class).
+
+        Redis refusing the events (`MISCONF` after a failed save, an ACL's `NOPERM`, the
+        stream's key of another type) raises `StateUnavailable`: such a refusal meets every
+        event until an operator acts, so the events wait as through an outage rather than
+        being dropped one by one. An event that cannot be encoded raises as it is."""
+        try:
+            return await self._publish(events, finished, now)
+        except ResponseError as exc:
+            raise StateUnavailable(f"redis refused the events: {exc}") from exc
+
+    async def _publish(
+        self, events: Sequence[Event], finished: Sequence[tuple[str, str]], now: float
+    ) -> bool:
         xadds = self._events.publish_commands(events) if finished else None
         if self._mux is None or xadds is None:
             await self._events.publish(events)

@@ -227,19 +227,18 @@ class RequestStore:
         return out
 
     async def _finish_chunk(self, items: Sequence[tuple[str, str]], now: float) -> list[bool]:
-        result = await self._scripts.call("finish", *self._finish_call(items, now))
+        result = await self._scripts.call("finish", *self._finish_call(items, now, False))
         return [int(r) > 0 for r in result]
 
     def finish_commands(self, items: Sequence[tuple[str, str]], *, now: float) -> list[Command]:
         """The commands `finish_many` sends (EVALSHA, one per `_GRANT_CHUNK`), for a caller
-        that sends them with others (`Completions`)."""
-        return [
-            self._scripts.command("finish", *self._finish_call(items[i : i + _GRANT_CHUNK], now))
-            for i in range(0, len(items), _GRANT_CHUNK)
-        ]
+        that sends them after the requests' events in one transaction (`Completions`): each
+        marks nothing, and fails, unless the events key is a stream once they run."""
+        chunks = [items[i : i + _GRANT_CHUNK] for i in range(0, len(items), _GRANT_CHUNK)]
+        return [self._scripts.command("finish", *self._finish_call(c, now, True)) for c in chunks]
 
     def _finish_call(
-        self, items: Sequence[tuple[str, str]], now: float
+        self, items: Sequence[tuple[str, str]], now: float, after_events: bool
     ) -> tuple[list[str], list[ScriptArg]]:
         for _, status in items:
             if status not in FINAL_STATUSES:
@@ -247,9 +246,10 @@ class RequestStore:
                     f"final status must be one of {sorted(FINAL_STATUSES)}: {status!r}"
                 )
         ks = self._ks
-        keys = [ks.queued, ks.tenant_queued, ks.inflight, ks.model_queued]
+        keys = [ks.queued, ks.tenant_queued, ks.inflight, ks.model_queued, ks.events]
         keys += [ks.request(request_id) for request_id, _ in items]
         args: list[ScriptArg] = [time_arg(now), self.retention_s, self.recorded_retention_s]
+        args.append(1 if after_events else 0)
         for request_id, status in items:
             args += [request_id, status]
         return keys, args

@@ -4,17 +4,25 @@
 -- also taken out of the queue (so counts never leak). Per item, idempotent: finishing again
 -- with the same status returns 1 and changes nothing.
 --
+-- Sent in one MULTI/EXEC after the XADDs of the requests' completion events (`Completions`),
+-- it must not mark anything when those XADDs failed: an XADD refused at queue time aborts the
+-- whole transaction, but one that fails when run (the events key holding another type) does
+-- not, so with ARGV[4] = 1 the script first checks that the events key is a stream.
+--
 -- KEYS[1]  queued ZSET             arb:{c}:queued
 -- KEYS[2]  per-tenant queued hash  arb:{c}:tenant_queued
 -- KEYS[3]  in-flight hash          arb:{c}:inflight
 -- KEYS[4]  per-model queued hash   arb:{c}:model_queued
--- KEYS[5…] one request hash per item, in item order (arb:{c}:req:<id>)
+-- KEYS[5]  events stream           arb:{c}:events
+-- KEYS[6…] one request hash per item, in item order (arb:{c}:req:<id>)
 -- ARGV[1]  now (epoch seconds)
 -- ARGV[2]  retention of a request hash in seconds (EXPIRE)
 -- ARGV[3]  retention once recorded (see recorded.lua)
--- ARGV[4…] per item, two values: request id, final status (ok | error | aborted | timeout)
+-- ARGV[4]  1: mark only if KEYS[5] is a stream (the events went in before), else 0
+-- ARGV[5…] per item, two values: request id, final status (ok | error | aborted | timeout)
 -- Returns  a list with, per item, 1 when the request now has this final status, 0 when it
---          is unknown or had already ended with another status (e.g. withdrawn).
+--          is unknown or had already ended with another status (e.g. withdrawn); an error
+--          (EVENTSMISSING) and no mark when ARGV[4] is 1 and KEYS[5] is not a stream.
 
 local function finish(key, id, status)
   local st = redis.call('HMGET', key, 'status', 'tenant', 'recorded', 'model')
@@ -41,9 +49,12 @@ local function finish(key, id, status)
   return 1
 end
 
+if ARGV[4] == '1' and redis.call('TYPE', KEYS[5]).ok ~= 'stream' then
+  return redis.error_reply('EVENTSMISSING the completion events are not in the stream')
+end
 local out = {}
-for i = 1, #KEYS - 4 do
-  local base = 3 + (i - 1) * 2
-  out[i] = finish(KEYS[4 + i], ARGV[base + 1], ARGV[base + 2])
+for i = 1, #KEYS - 5 do
+  local base = 4 + (i - 1) * 2
+  out[i] = finish(KEYS[5 + i], ARGV[base + 1], ARGV[base + 2])
 end
 return out

@@ -10,7 +10,6 @@ import json
 from collections.abc import Sequence
 
 import pytest
-from redis.exceptions import ResponseError
 
 from control_plane.contracts.events import Complete, Event, Sender, WorkerFailed
 from control_plane.core.job import Slo
@@ -143,9 +142,9 @@ async def test_a_status_that_is_not_final_is_refused_when_emitted(redis_url: str
 
 
 class Refusing:
-    """The real sink, except that a batch holding an event of `refused` ids is refused (as
-    Redis refuses a command), and so is each such event alone; `down_after` single-event
-    publishes, Redis goes down."""
+    """The real sink, except that a batch holding an event of `refused` ids cannot be sent
+    (as an event that cannot be encoded), and neither can such an event alone, in any form;
+    after `down_after` single-event publishes, Redis goes down."""
 
     def __init__(self, stores: StateStores, refused: set[str], down_after: int = 10**6) -> None:
         self.stores, self.refused, self.down_after = stores, refused, down_after
@@ -159,7 +158,7 @@ class Refusing:
             if self.singles > self.down_after:
                 raise StateUnavailable("redis unavailable: test")
         if any(e.id in self.refused for e in events):
-            raise ResponseError("ERR refused by the test")
+            raise TypeError("cannot be encoded (test)")
         return await self.stores.completions.publish(events, finished, now=now)
 
 
@@ -236,5 +235,71 @@ async def test_an_outage_while_sending_one_by_one_keeps_the_rest(redis_url: str)
         assert bad.result() is True and last.result() is True  # marked with their events
         assert await _ids_in(stores) == ["ok1", "bad", "ok2"]
         assert reporter.dropped == 0
+    finally:
+        await stores.aclose()
+
+
+class UnsendableSenders:
+    """The real sink, except that a completion carrying a sender cannot be sent (as if its
+    sender could not be encoded); `stall_after` single-event publishes, the next one hangs
+    until `go` is set."""
+
+    def __init__(self, stores: StateStores, stall_after: int = 10**6) -> None:
+        self.stores, self.stall_after = stores, stall_after
+        self.singles = 0
+        self.stalled, self.go = asyncio.Event(), asyncio.Event()
+
+    async def publish(
+        self, events: Sequence[Event], finished: Sequence[tuple[str, str]], *, now: float
+    ) -> bool:
+        if len(events) == 1:
+            self.singles += 1
+            if self.singles > self.stall_after and not self.go.is_set():
+                self.stalled.set()
+                await self.go.wait()
+        if any(isinstance(e, Complete) and e.sender is not None for e in events):
+            raise TypeError("cannot be encoded (test)")
+        return await self.stores.completions.publish(events, finished, now=now)
+
+
+async def test_a_completion_that_cannot_be_sent_goes_bare(redis_url: str) -> None:
+    """The scheduler still learns that the request ended (its slot is freed, its tokens
+    charged); the caller marks it."""
+    stores = StateStores.open(redis_url, "rep-bare")
+    try:
+        reporter = EventReporter(UnsendableSenders(stores))
+        done = reporter.emit(_complete("r1"), finish="error")
+        await reporter.flush()
+        assert done.result() is False and reporter.dropped == 0
+        entries = await stores.redis.xrange(stores.keyspace.events)
+        sent = json.loads(entries[0][1]["data"])
+        assert [sent["id"], sent["status"], sent["n_in"]] == ["r1", "error", 3]
+        assert sent.get("sender") is None and "gateway log" in sent["error"]
+    finally:
+        await stores.aclose()
+
+
+async def test_a_flush_cancelled_midway_keeps_what_it_had_not_sent(redis_url: str) -> None:
+    stores = StateStores.open(redis_url, "rep-cancel")
+    try:
+        sink = UnsendableSenders(stores, stall_after=1)
+        reporter = EventReporter(sink)
+        acks = [
+            reporter.emit(WorkerFailed("w", "w1", "x", 1.0)),
+            reporter.emit(_complete("r1"), finish="error"),
+            reporter.emit(_complete("r2"), finish="error"),
+        ]
+        flushing = asyncio.create_task(reporter.flush())
+        async with asyncio.timeout(5.0):
+            await sink.stalled.wait()  # "w" sent alone; "r1" on its way
+        flushing.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await flushing
+        assert acks[0].result() is False and not acks[1].done() and not acks[2].done()
+
+        sink.go.set()
+        await reporter.flush()  # as the loop's flush on shutdown does
+        assert [a.result() for a in acks] == [False, False, False]
+        assert await _ids_in(stores) == ["w", "r1", "r2"]
     finally:
         await stores.aclose()

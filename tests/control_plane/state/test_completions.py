@@ -116,3 +116,25 @@ async def test_marks_that_fail_after_their_events_are_left_to_the_caller(
     assert not await stores.completions.publish([_complete("a")], [("a", "ok")], now=NOW)
 
     assert await redis.xlen(keyspace.events) == 1  # published once, not to be sent again
+
+
+@pytest.mark.parametrize("multiplexed", [True, False])
+async def test_redis_refusing_the_events_is_an_outage_to_the_caller(
+    multiplexed: bool, stores: StateStores, plain: StateStores, redis: Redis, keyspace: KeySpace
+) -> None:
+    """The stream's key of another type refuses every event alike (as MISCONF or NOPERM
+    would): the caller is told to keep them and retry, and nothing is marked — though in a
+    transaction an XADD failing when run does not stop the script after it (the script,
+    loaded, checks the stream itself)."""
+    sink = stores if multiplexed else plain
+    await sink.preload_scripts()
+    await _granted(sink, "a")
+    await redis.set(keyspace.events, "not a stream")
+
+    with pytest.raises(StateUnavailable, match="refused the events"):
+        await sink.completions.publish([_complete("a")], [("a", "ok")], now=NOW)
+
+    assert await sink.requests.status("a") == "granted"
+    await redis.delete(keyspace.events)  # the operator fixed it: the retry goes through
+    assert await sink.completions.publish([_complete("a")], [("a", "ok")], now=NOW) is multiplexed
+    assert len(await redis.xrange(keyspace.events)) == 1
