@@ -78,12 +78,14 @@ def bench_overhead(
     )
     # SIGTERM (timeout, a CI runner) ends the run like Ctrl-C: measure's `finally` stops the
     # deployment, whose processes lead their own sessions and would outlive a plain exit
-    signal.signal(signal.SIGTERM, signal.default_int_handler)
+    before = signal.signal(signal.SIGTERM, signal.default_int_handler)
     try:
         result = measure(plan)
     except KeyboardInterrupt:
         Console(stderr=True).print("interrupted: the deployment is stopped, nothing was written")
         raise typer.Exit(130) from None
+    finally:
+        signal.signal(signal.SIGTERM, before)
     console = Console(width=max(150, Console().width))
     console.print(_table(result))
     if any("hops_p50_ms" in r["gateway"] for r in result["rows"]):

@@ -5,8 +5,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import random
 import signal
 import socket
+import time
 from pathlib import Path
 
 from prometheus_client import start_http_server
@@ -16,6 +18,8 @@ from control_plane.settings import Settings
 from control_plane.state import StateStores, sentinel_of
 from control_plane.state.tasks import stop_tasks
 from storage.db import Database
+
+AUTOGROUP_TRIES = 10
 
 
 async def run_recorder(settings: Settings) -> None:
@@ -97,9 +101,17 @@ def lower_priority(by: int) -> None:
 
 
 def _lower_own_session(by: int) -> None:
-    """Raise the autogroup nice value of the session this process leads (see `lower_priority`)."""
+    """Raise the autogroup nice value of the session this process leads (see `lower_priority`).
+    Linux lets an unprivileged process change an autogroup's nice value once per 100 ms, on
+    the whole machine (EAGAIN otherwise): recorders started together take turns."""
     group = Path("/proc/self/autogroup")
     if os.getsid(0) != os.getpid() or not group.exists():
         return
     now = int(group.read_text().split("nice")[1])  # "/autogroup-42 nice 0"
+    for _ in range(AUTOGROUP_TRIES - 1):
+        try:
+            group.write_text(str(min(19, now + by)))
+            return
+        except BlockingIOError:
+            time.sleep(random.uniform(0.1, 0.2))
     group.write_text(str(min(19, now + by)))

@@ -37,6 +37,7 @@ def _alive(pid: int) -> bool:
     return state != "Z"
 
 
+@pytest.mark.e2e
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc (Linux)")
 def test_sigterm_stops_the_deployment_and_exits_130(tmp_path: Path) -> None:
     argv = [sys.executable, "-m", "control_plane", "bench", "overhead", "--concurrency", "1"]

@@ -27,7 +27,8 @@ def _nice_of_threads(pid: int) -> set[int]:
 def _autogroup_nice(pid: int) -> int | None:
     """The nice value of `pid`'s autogroup ("/autogroup-42 nice 0"); None without autogroups."""
     group = Path(f"/proc/{pid}/autogroup")
-    return int(group.read_text().split("nice")[1]) if group.exists() else None
+    text = group.read_text() if group.exists() else ""
+    return int(text.split("nice")[1]) if "nice" in text else None  # empty: the root group
 
 
 def _start(
