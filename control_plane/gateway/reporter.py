@@ -33,6 +33,7 @@ from control_plane.state import FINAL_STATUSES
 from control_plane.state.errors import StateUnavailable
 
 log = logging.getLogger(__name__)
+COMPLAIN_EVERY_S = 10.0
 T = TypeVar("T")
 
 
@@ -69,6 +70,7 @@ class EventReporter:
         """Final status of the requests whose completion events are in `_outbox`."""
         self._wake = asyncio.Event()
         self.dropped = 0
+        self._complained_at = -COMPLAIN_EVERY_S
         """Events that could not be sent in any form (`_fallbacks`), and were dropped."""
 
     def progress(self, request_id: str, n_out: int, now: float) -> None:
@@ -182,6 +184,14 @@ class EventReporter:
             type(event).__name__, event.id, type(error).__name__, error,
         )  # fmt: skip
 
+    def _complain(self, exc: StateUnavailable) -> None:
+        """A warning, at most every `COMPLAIN_EVERY_S`, while events wait: an outage shows in
+        the gateway's readiness, but Redis refusing only writes (a full disk) does not."""
+        now = time.monotonic()
+        if now - self._complained_at >= COMPLAIN_EVERY_S:
+            self._complained_at = now
+            log.warning("%d events wait for Redis: %s", len(self._outbox), exc)
+
     async def run(self) -> None:
         """Flush every `interval` (or at once on urgent events) until cancelled; flush on exit."""
         try:
@@ -194,7 +204,8 @@ class EventReporter:
                 self._wake.clear()
                 try:
                     await self.flush()
-                except StateUnavailable:
+                except StateUnavailable as exc:
+                    self._complain(exc)
                     await asyncio.sleep(min(1.0, self._interval * 5))
         finally:
             try:

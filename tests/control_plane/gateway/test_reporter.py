@@ -303,3 +303,34 @@ async def test_a_flush_cancelled_midway_keeps_what_it_had_not_sent(redis_url: st
         assert await _ids_in(stores) == ["w", "r1", "r2"]
     finally:
         await stores.aclose()
+
+
+class Down:
+    """A sink whose Redis refuses every write (as a full disk's MISCONF does)."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    async def publish(
+        self, events: Sequence[Event], finished: Sequence[tuple[str, str]], *, now: float
+    ) -> bool:
+        self.calls += 1
+        raise StateUnavailable("redis refused the events: MISCONF (test)")
+
+
+async def test_events_that_wait_are_reported_now_and_then(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Readiness does not show Redis refusing only writes: the loop says so, but not on every
+    retry."""
+    sink = Down()
+    reporter = EventReporter(sink, interval=0.01)
+    loop = asyncio.create_task(reporter.run())
+    ack = reporter.emit(WorkerFailed("r1", "w1", "x", 1.0))
+    await asyncio.sleep(0.3)
+    loop.cancel()
+    await asyncio.gather(loop, return_exceptions=True)
+    waiting = [r for r in caplog.records if "events wait for Redis" in r.getMessage()]
+    assert sink.calls >= 3 and len(waiting) == 1
+    assert "1 events wait for Redis: redis refused the events: MISCONF" in waiting[0].getMessage()
+    assert not ack.done()
