@@ -70,8 +70,8 @@ class EventReporter:
         """Final status of the requests whose completion events are in `_outbox`."""
         self._wake = asyncio.Event()
         self.dropped = 0
-        self._complained_at = -COMPLAIN_EVERY_S
         """Events that could not be sent in any form (`_fallbacks`), and were dropped."""
+        self._complained_at = -COMPLAIN_EVERY_S
 
     def progress(self, request_id: str, n_out: int, now: float) -> None:
         """Record that the request has streamed `n_out` tokens in total by `now` (the newest

@@ -310,11 +310,14 @@ class Down:
 
     def __init__(self) -> None:
         self.calls = 0
+        self.thrice = asyncio.Event()
 
     async def publish(
         self, events: Sequence[Event], finished: Sequence[tuple[str, str]], *, now: float
     ) -> bool:
         self.calls += 1
+        if self.calls >= 3:
+            self.thrice.set()
         raise StateUnavailable("redis refused the events: MISCONF (test)")
 
 
@@ -327,10 +330,11 @@ async def test_events_that_wait_are_reported_now_and_then(
     reporter = EventReporter(sink, interval=0.01)
     loop = asyncio.create_task(reporter.run())
     ack = reporter.emit(WorkerFailed("r1", "w1", "x", 1.0))
-    await asyncio.sleep(0.3)
+    async with asyncio.timeout(5.0):
+        await sink.thrice.wait()  # three tries, 50 ms apart: far within COMPLAIN_EVERY_S
     loop.cancel()
     await asyncio.gather(loop, return_exceptions=True)
     waiting = [r for r in caplog.records if "events wait for Redis" in r.getMessage()]
-    assert sink.calls >= 3 and len(waiting) == 1
+    assert len(waiting) == 1
     assert "1 events wait for Redis: redis refused the events: MISCONF" in waiting[0].getMessage()
     assert not ack.done()
