@@ -27,6 +27,7 @@ from tests.browser.chromium import CHROMIUM, ConsolePage
 from tests.browser.deployment import UpInfo
 from tests.browser.signing_in import admin_get, sign_in
 from tests.browser.streamlit_dom import (
+    PROBE_MS,
     choose,
     dataframe,
     grid_rows,
@@ -108,12 +109,18 @@ def set_weight(console: ConsolePage) -> None:
 def see_audit_row(console: ConsolePage, operator: str) -> None:
     console.page.get_by_role("tab", name="Audit").click()
     audit = dataframe(console.page, "reason")
-    audit.scroll_into_view_if_needed()
-    row = wait_until(lambda: row_where(audit, "reason", REASON), "the audit row of the change")
+
+    def audit_row() -> dict[str, str] | None:
+        # a rerun may replace the grid between the scroll and the read: both are retried
+        audit.scroll_into_view_if_needed(timeout=PROBE_MS)
+        return row_where(audit, "reason", REASON)
+
+    row = wait_until(audit_row, "the audit row of the change")
     assert row["target"] == "tenant:acme", row
     assert row["actor"] == operator, row  # the signed-in operator, not a shared name
     assert (row["old"], row["new"]) == ("weight: 1", f"weight: {NEW_WEIGHT:g}"), row
-    audit.screenshot(path=str(console.artifacts / "04-audit-row.png"))
+    shot = str(console.artifacts / "04-audit-row.png")
+    wait_until(lambda: audit.screenshot(path=shot, timeout=PROBE_MS), "the audit table's picture")
 
 
 def see_weight_live(console: ConsolePage, info: UpInfo) -> None:
