@@ -149,7 +149,7 @@ def _print_summary(name: str, results: dict[str, dict[str, object]]) -> None:
 def simulate_bench(
     files: Annotated[list[str] | None, typer.Argument(help="Scenarios (default: a set).")] = None,
     policy: Annotated[list[str] | None, Opt("--policy", "-p")] = None,
-    out: Annotated[Path, Opt(help="JSON file to write.")] = Path("sim-speed.json"),
+    out: Annotated[Path, Opt(help="JSON file to write.")] = Path("out/sim-speed.json"),
     duration: Annotated[float | None, Opt(callback=positive, help="Override duration_s.")] = None,
 ) -> None:
     """Print simulated requests per CPU-minute and write them as JSON."""
@@ -172,6 +172,7 @@ def simulate_bench(
     doc = speed_bench.report(samples)
     Console().print(table)
     Console().print(f"total: {doc['total']['requests_per_cpu_minute']:,.0f} requests / CPU-minute")
+    out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
 
 

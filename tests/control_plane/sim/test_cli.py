@@ -88,12 +88,22 @@ def test_bad_policy_params_are_reported(app: typer.Typer, scenario_file: Path) -
 def test_simulate_bench_prints_and_writes_the_speed(
     app: typer.Typer, scenario_file: Path, tmp_path: Path
 ) -> None:
-    out = tmp_path / "speed.json"
+    out = tmp_path / "nested" / "speed.json"  # its folder is made
     result = CliRunner().invoke(app, ["speed", str(scenario_file), "-p", "vtc", "--out", str(out)])
     assert result.exit_code == 0, result.output
     assert "requests / CPU-minute" in result.output
     data = json.loads(out.read_text())
     assert data["runs"][0]["requests"] > 50 and data["total"]["requests_per_cpu_minute"] > 0
+
+
+def test_simulate_bench_writes_under_out_by_default(
+    app: typer.Typer, scenario_file: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)  # like every benchmark: out/, which git ignores
+    result = CliRunner().invoke(app, ["speed", str(scenario_file), "-p", "vtc"])
+    assert result.exit_code == 0, result.output
+    assert json.loads((tmp_path / "out" / "sim-speed.json").read_text())["runs"]
+    assert not (tmp_path / "sim-speed.json").exists()
 
 
 def test_capacity_and_scenario_listing(app: typer.Typer) -> None:
