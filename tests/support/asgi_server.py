@@ -27,6 +27,8 @@ async def serving(app: Any, **options: Any) -> AsyncIterator[str]:
                 if server.started or task.done():
                     break
                 await asyncio.sleep(0.01)
+        if not server.started:  # its task ended first: its own error, if any, comes out below
+            raise RuntimeError(f"uvicorn stopped before it listened on port {port}")
         yield f"http://127.0.0.1:{port}"
     finally:
         server.should_exit = True
