@@ -77,6 +77,8 @@ class LendingDesk:
         self._early_ends: OrderedDict[str, Outcome] = OrderedDict()
         """Ends reported for requests the leader did not know: a take it has not read yet."""
         self.adopted = 0
+        self._returned = False
+        """Whether the current step took back slots (counted free again)."""
 
     async def take_over(self) -> None:
         """Reclaim every lent slot (a predecessor's): call before reading `inflight`."""
@@ -120,14 +122,17 @@ class LendingDesk:
                 self._early_ends.popitem(last=False)
 
     # -- lending ----------------------------------------------------------------------------
-    async def step(self, core: SchedulerCore, now: float) -> None:
-        """Reclaim what must not stay lent, then lend free slots of idle models."""
+    async def step(self, core: SchedulerCore, now: float) -> bool:
+        """Reclaim what must not stay lent, then lend free slots of idle models. → whether
+        slots came back: capacity a request pending now may get at once (not at the next
+        cycle the clock brings)."""
+        self._returned = False
         if self._unanswered is not None:
             await self._unanswered()
         refusal = None if self.enabled else "off"
         refusal = refusal or lendable(core)
         if refusal and not self._lent_on:
-            return
+            return self._returned
         pools = _pools(core)
         pending = _pending_models(core, set(pools) | set(self._lent_on))
         stale = {
@@ -140,13 +145,14 @@ class LendingDesk:
         if stale:
             await self._call(lambda seq: self._reclaim(core, stale, seq))
         if refusal:
-            return
+            return self._returned
         for model, slots in pools.items():
             if model in pending:
                 continue
             loans = [loan for w, slot in slots if (loan := self._loan(core, w, slot, now))]
             if loans:
                 await self._lend(core, model, loans)
+        return self._returned
 
     def _fits(self, core: SchedulerCore, worker_id: str, model: str, now: float) -> bool:
         """Whether admission would still admit the last of the slots lent on the worker."""
@@ -200,8 +206,9 @@ class LendingDesk:
         back = await self._slots.reclaim(models, fencing_token=self._token, seq=seq)
         for (_, worker_id), n in back.items():
             slot = core.workers.get(worker_id)
-            if slot is not None:
+            if slot is not None and n > 0:
                 slot.lent = max(0, slot.lent - n)
+                self._returned = True
         for model in models:
             self._lent_on.pop(model, None)
 

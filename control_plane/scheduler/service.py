@@ -221,8 +221,11 @@ class SchedulerService:
                 return  # deposed: grant nothing more (the next leader rebuilds)
             if decisions:
                 self.metrics.decide_seconds.observe(time.perf_counter() - started)
-            if self._acting():  # the fast lane: lend idle slots, reclaim contended ones
-                await self._desk.step(self._core, time.time())
+            # the fast lane: lend idle slots, reclaim contended ones (for what waits: decide
+            # again now, not at the next cycle the clock brings)
+            stepped = self._acting() and await self._desk.step(self._core, time.time())
+            if stepped and self._core.pending:
+                self._dirty.set()
 
     async def _grant(self, decisions: list[Decision]) -> bool:
         """Grant one cycle's decisions in one batch (one round trip per chunk, the fence

@@ -239,3 +239,17 @@ async def test_a_worker_is_topped_up_only_once_half_its_loan_is_taken(redis_url:
     assert sorted(lent.values()) == [2, 2], lent  # the worker down to 1 got its room back
     await h.check()
     await stores.aclose()
+
+
+async def test_a_step_says_when_slots_came_back(redis_url: str) -> None:
+    """The dispatch loop decides again at once after a step that took slots back: a request
+    queued while they were lent need not wait for the next cycle the clock brings."""
+    stores = StateStores.open(redis_url, "lend-returned")
+    h = await Harness.start(stores, per_worker=3)
+    assert await h.desk.step(h.core, NOW) is False  # lent, nothing came back
+    assert await stores.lending.lent() == {"m": {"w1": 3, "w2": 3}}
+    h.desk.enabled = False
+    assert await h.desk.step(h.core, NOW) is True  # all six taken back
+    assert sum(s.lent for s in h.core.workers.values()) == 0
+    assert await h.desk.step(h.core, NOW) is False  # nothing left to take back
+    await stores.aclose()
