@@ -25,7 +25,7 @@ import contextlib
 import dataclasses
 import logging
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from typing import Protocol, TypeVar
 
 from control_plane.contracts.events import Complete, Event, Progress
@@ -168,9 +168,9 @@ class EventReporter:
         """Publish one event, else its fallbacks (`_fallbacks`) in turn; when none can be
         sent, drop it with an error."""
         error: Exception | None = None
-        for attempt in _fallbacks(event):
-            try:
-                await self._sink.publish([attempt], [], now=time.time())
+        for fallback in _fallbacks(event):
+            try:  # making the fallback may fail too (an event no copy can be made of)
+                await self._sink.publish([fallback()], [], now=time.time())
                 return
             except StateUnavailable:
                 raise
@@ -178,7 +178,10 @@ class EventReporter:
                 error = exc
         self.dropped += 1
         if self._on_dropped is not None:
-            self._on_dropped(event)
+            try:
+                self._on_dropped(event)
+            except Exception:
+                log.exception("counting a dropped event failed")
         log.error(
             "dropped %s event of request %s: it could not be sent (%s: %s)",
             type(event).__name__, event.id, type(error).__name__, error,
@@ -207,6 +210,9 @@ class EventReporter:
                 except StateUnavailable as exc:
                     self._complain(exc)
                     await asyncio.sleep(min(1.0, self._interval * 5))
+                except Exception:  # a bug must not end the gateway's accounting for good
+                    log.exception("the event reporter's flush failed; it goes on")
+                    await asyncio.sleep(min(1.0, self._interval * 5))
         finally:
             try:
                 await asyncio.shield(self.flush())
@@ -225,14 +231,19 @@ def encodable(value: T) -> T:
     return value
 
 
-def _fallbacks(event: Event) -> Iterator[Event]:
-    """`event`, then a copy with its text made encodable (a lone surrogate cannot be sent as
-    UTF-8), then, for a completion, a bare one: enough for the scheduler to free the
-    request's slot and charge its tokens, the rest left to the gateway's log."""
-    yield event
-    yield encodable(event)
+def _fallbacks(event: Event) -> list[Callable[[], Event]]:
+    """How to make `event`, then a copy with its text made encodable (a lone surrogate
+    cannot be sent as UTF-8), then, for a completion, a bare one: enough for the scheduler
+    to free the request's slot and charge its tokens, the rest left to the gateway's log."""
+    attempts: list[Callable[[], Event]] = [lambda: event, lambda: encodable(event)]
     if isinstance(event, Complete):
-        yield Complete(
-            id=event.id, status=event.status, finished=event.finished, n_in=event.n_in,
-            n_out=event.n_out, error="its completion event could not be sent: see the gateway log",
-        )  # fmt: skip
+        complete = event
+        attempts.append(lambda: _bare(complete))
+    return attempts
+
+
+def _bare(event: Complete) -> Complete:
+    return Complete(
+        id=event.id, status=event.status, finished=event.finished, n_in=event.n_in,
+        n_out=event.n_out, error="its completion event could not be sent: see the gateway log",
+    )  # fmt: skip

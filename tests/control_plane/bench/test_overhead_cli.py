@@ -4,6 +4,8 @@ sessions, so nothing else would stop them."""
 
 from __future__ import annotations
 
+import contextlib
+import os
 import signal
 import subprocess
 import sys
@@ -37,6 +39,12 @@ def _alive(pid: int) -> bool:
     return state != "Z"
 
 
+def _kill_all(pids: set[int]) -> None:
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+
+
 @pytest.mark.e2e
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc (Linux)")
 def test_sigterm_stops_the_deployment_and_exits_130(tmp_path: Path) -> None:
@@ -44,6 +52,7 @@ def test_sigterm_stops_the_deployment_and_exits_130(tmp_path: Path) -> None:
     argv += ["--requests", "1000000", "--rounds", "1", "--out", str(tmp_path / "out.json")]
     log = (tmp_path / "bench.log").open("wb")
     proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)
+    children: set[int] = set()
     try:
         deadline = time.monotonic() + 90
         while len(children := _children(proc.pid)) < DEPLOYMENT:
@@ -57,6 +66,8 @@ def test_sigterm_stops_the_deployment_and_exits_130(tmp_path: Path) -> None:
     finally:
         if proc.poll() is None:
             proc.kill()
+            proc.wait()
+            _kill_all(children)  # the test failed: leave nothing of its deployment running
     deadline = time.monotonic() + 10
     while (left := [p for p in children if _alive(p)]) and time.monotonic() < deadline:
         time.sleep(0.2)

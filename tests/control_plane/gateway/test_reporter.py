@@ -338,3 +338,51 @@ async def test_events_that_wait_are_reported_now_and_then(
     assert len(waiting) == 1
     assert "1 events wait for Redis: redis refused the events: MISCONF" in waiting[0].getMessage()
     assert not ack.done()
+
+
+async def test_a_fallback_that_cannot_be_made_is_skipped_for_the_next(
+    redis_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Making the escaped copy fails too (an event no copy can be made of): the bare
+    completion still goes, and the flush does not raise."""
+
+    def no_copy(value: object) -> object:
+        raise TypeError("no copy of this event can be made (test)")
+
+    monkeypatch.setattr("control_plane.gateway.reporter.encodable", no_copy)
+    stores = StateStores.open(redis_url, "rep-nocopy")
+    try:
+        reporter = EventReporter(UnsendableSenders(stores))
+        done = reporter.emit(_complete("r1"), finish="error")
+        await reporter.flush()
+        assert done.result() is False and reporter.dropped == 0
+        assert await _ids_in(stores) == ["r1"]
+    finally:
+        await stores.aclose()
+
+
+async def test_the_loop_outlives_a_flush_that_fails_unexpectedly(
+    redis_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A bug in one flush is logged; the gateway's accounting does not stop for good."""
+    stores = StateStores.open(redis_url, "rep-bug")
+    try:
+        reporter = EventReporter(stores.completions, interval=0.01)
+        real_flush, failures = reporter.flush, [RuntimeError("a bug (test)")]
+
+        async def flush_once_broken() -> None:
+            if failures:
+                raise failures.pop()
+            await real_flush()
+
+        reporter.flush = flush_once_broken  # type: ignore[method-assign]
+        loop = asyncio.create_task(reporter.run())
+        ack = reporter.emit(WorkerFailed("r1", "w1", "x", 1.0))
+        async with asyncio.timeout(5.0):
+            assert await ack is False  # sent by a later flush
+        assert not loop.done() and not failures
+        assert any("flush failed" in r.getMessage() for r in caplog.records)
+        loop.cancel()
+        await asyncio.gather(loop, return_exceptions=True)
+    finally:
+        await stores.aclose()

@@ -55,13 +55,19 @@ def _start(
         wait_http(f"http://127.0.0.1:{port}/metrics", timeout=60)
     except TimeoutError:
         proc.kill()
+        proc.wait()
         raise AssertionError((tmp_path / "recorder.log").read_text()) from None
     return proc, port
 
 
 def _stop(proc: subprocess.Popen[bytes]) -> int:
     proc.send_signal(signal.SIGTERM)
-    return proc.wait(timeout=20)
+    try:
+        return proc.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        proc.kill()  # a failed test leaves no recorder behind
+        proc.wait()
+        raise
 
 
 @pytest.mark.parametrize(("setting", "added"), [("7", 7), ("0", 0)])
