@@ -97,9 +97,23 @@ class Finisher:
                     return
             except Exception:  # a refusal, not an outage: retrying would meet it again
                 log.exception("Redis refused to mark %d requests finished", len(items))
+                if len(items) > 1:  # one request's key may be at fault: not the others
+                    await self._mark_each(items)
                 return
             await asyncio.sleep(delay)
             delay = min(delay * 2, 5.0)
+
+    async def _mark_each(self, items: list[tuple[str, str]]) -> None:
+        """Mark one by one what Redis refused to mark together; what is refused alone stays
+        in flight (logged), until the sweeper or a fail-over's rebuild."""
+        for i, (request_id, status) in enumerate(items):
+            try:
+                await self.d.requests.finish_many([(request_id, status)], now=time.time())
+            except StateUnavailable:
+                log.warning("could not mark %d requests finished in Redis", len(items) - i)
+                return
+            except Exception as exc:
+                log.error("Redis refused to mark %s finished: %s", request_id, exc)
 
     async def _charge(self, flight: Flight) -> None:
         """Count the tokens the request consumed against its tenant's daily budget."""

@@ -24,7 +24,8 @@ AUTOGROUP_TRIES = 10
 
 async def run_recorder(settings: Settings) -> None:
     """Run until SIGTERM/SIGINT, at the nice value `recorder_nice` above the one it started at."""
-    lower_priority(settings.recorder_nice)
+    # in a thread: the autogroup write may be retried for up to about 2 s (`_lower_own_session`)
+    await asyncio.to_thread(lower_priority, settings.recorder_nice)
     consumer = f"rec-{settings.recorder_name or f'{socket.gethostname()}-{os.getpid()}'}"
     stores = StateStores.open(
         settings.redis_url,

@@ -59,7 +59,8 @@ class Completions:
         marks = self._requests.finish_commands(finished, now=now)
         try:
             replies = await self._mux.execute_many([("MULTI",), *xadds, *marks, ("EXEC",)])
-        except NoScriptError:  # refused while queued (EXECABORT): nothing ran
+        except NoScriptError:  # a server that refuses it while queuing (EXECABORT): nothing
+            # ran. Redis 7 queues it and answers NOSCRIPT inside EXEC's reply (below).
             await self._events.publish(events)
             return await self._mark_alone(finished, now)
         done: list[object] = replies[-1]

@@ -8,7 +8,9 @@ runs two scripts per request and the leader several more, so the hot scripts go 
 come (pipelined, never waiting for each other), replies matched in order.
 
 Only commands that never block may use it (a `BLOCK` read would hold up every reply behind
-it), and only where nothing needs a connection of its own (`WAIT` after a write, `MULTI`).
+it), and only where nothing needs a connection of its own (`WAIT` after a write). A
+`MULTI` … `EXEC` may, as one `execute_many`: its commands go out in one write, so no other
+caller's command can fall inside the transaction (`Completions`).
 """
 
 from __future__ import annotations

@@ -181,15 +181,34 @@ async def test_an_outage_of_the_marks_alone_delays_them_and_loses_none(
 async def test_a_refused_mark_is_logged_and_later_ones_are_still_made(
     plain: StateStores, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """A refusal (not an outage) is not retried, and does not stop the marking of the
-    flights that end after it."""
+    """A refusal (not an outage) is not retried as it was: the refused requests are marked
+    one by one, and the flights that end after it are marked as usual."""
     flights = await _granted_flights(plain)
 
     counting = await _finished(plain, flights, plain.completions, refuse=1, waves=2)
 
-    assert counting.calls == [N // 2, N // 2]
+    assert counting.calls == [N // 2] + [1] * (N // 2) + [N // 2]
     assert "Redis refused to mark 20 requests finished" in caplog.text
-    for flight in flights[: N // 2]:
-        assert await plain.requests.status(flight.id) == "granted"
-    for flight in flights[N // 2 :]:
-        assert await plain.requests.status(flight.id) == "ok"
+    await _all_marked_with_events(plain, flights)
+
+
+@pytest.mark.parametrize("pipelined", [True, False])
+async def test_one_requests_bad_key_does_not_keep_the_others_in_flight(
+    stores: StateStores, plain: StateStores, pipelined: bool, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A request hash of another type makes Redis refuse the whole `finish.lua` call: in the
+    transaction and in the finisher's call alike. Each request is then marked alone; only
+    the bad one stays in flight, and the log names it."""
+    target = stores if pipelined else plain
+    flights = await _granted_flights(target)
+    bad = flights[7].id
+    await target.redis.delete(target.keyspace.request(bad))
+    await target.redis.set(target.keyspace.request(bad), "not a hash")
+
+    await _finished(target, flights, target.completions)
+
+    assert set(await target.requests.inflight()) == {bad}
+    for flight in flights:
+        if flight.id != bad:
+            assert await target.requests.status(flight.id) == "ok"
+    assert f"Redis refused to mark {bad} finished" in caplog.text
