@@ -133,10 +133,12 @@ def _wait_redis(url: str, child: Child) -> None:
     """Until the child answers on its port. Another server that holds the port (taken between
     choosing it and the child's bind) is told apart by its pid and refused, never used."""
 
-    async def answering_pid() -> int | None:
+    async def answering_pid() -> int | str | None:
+        """The pid answering on the port; None when nothing answers yet."""
         client = connect(url, retries=0)
         try:
-            return await server_pid(client)
+            pid = await server_pid(client)
+            return "one that will not say" if pid is None else pid
         except StateUnavailable:
             return None
         finally:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import redis
 
 from control_plane.up.deploy import UpError, UpOptions, _redis_child, _wait_redis
 from tests.support.ports import free_port
@@ -31,3 +32,23 @@ def test_a_port_held_by_another_redis_is_refused(tmp_path: Path, redis_server: R
             _wait_redis(redis_server.url, child)
     finally:
         child.stop()
+
+
+def test_a_port_held_by_a_redis_that_will_not_say_its_pid_is_refused(tmp_path: Path) -> None:
+    """An ACL (or a renamed command) makes `INFO` fail: that server is not ours either, and
+    the refusal says so instead of ending in a traceback."""
+    other = RedisServer()
+    other.start()
+    try:
+        client = redis.Redis.from_url(other.url)
+        client.execute_command("ACL", "SETUSER", "default", "-info")
+        client.close()
+        child = _redis_child(UpOptions(state_dir=tmp_path), other.port)
+        child.start()
+        try:
+            with pytest.raises(UpError, match=r"another Redis \(pid one that will not say\)"):
+                _wait_redis(other.url, child)
+        finally:
+            child.stop()
+    finally:
+        other.stop()
