@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import signal
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from types import FrameType
 from typing import Annotated, Any
 
 import typer
@@ -76,16 +79,16 @@ def bench_overhead(
         fast_path=fast_path,
         **scale_out,
     )
-    # SIGTERM (timeout, a CI runner) ends the run like Ctrl-C: measure's `finally` stops the
-    # deployment, whose processes lead their own sessions and would outlive a plain exit
-    before = signal.signal(signal.SIGTERM, signal.default_int_handler)
-    try:
-        result = measure(plan)
-    except KeyboardInterrupt:
-        Console(stderr=True).print("interrupted: the deployment is stopped, nothing was written")
-        raise typer.Exit(130) from None
-    finally:
-        signal.signal(signal.SIGTERM, before)
+    with ctrl_c_on_sigterm() as terminated:
+        try:
+            result = measure(plan)
+            if terminated():  # a round that swallowed the cancellation: still interrupted
+                raise KeyboardInterrupt
+        except KeyboardInterrupt:
+            Console(stderr=True).print(
+                "interrupted: the deployment is stopped, nothing was written"
+            )
+            raise typer.Exit(130) from None
     console = Console(width=max(150, Console().width))
     console.print(_table(result))
     if any("hops_p50_ms" in r["gateway"] for r in result["rows"]):
@@ -216,3 +219,30 @@ def _by_concurrency(result: dict[str, Any], key: str, title: str) -> Table:
         cells = (f"{values.get(n, float('nan')):.3f}" for n in names)
         table.add_row(str(row["concurrency"]), *cells)
     return table
+
+
+@contextlib.contextmanager
+def ctrl_c_on_sigterm() -> Iterator[Callable[[], bool]]:
+    """SIGTERM (a timeout, a CI runner) ends the run like Ctrl-C, so that `measure`'s
+    `finally` stops the deployment, whose processes lead their own sessions and would outlive
+    a plain exit. → whether SIGTERM came.
+
+    The handler raises SIGINT rather than KeyboardInterrupt itself: raised inside an event
+    loop's callback (uvloop's transports), an exception is logged and swallowed, and the run
+    went on; `asyncio.Runner` turns SIGINT into cancelling its main task instead, and
+    outside a loop SIGINT's default handler raises KeyboardInterrupt. SIGINT gets that
+    default handler meanwhile (a background job starts with it ignored)."""
+    came = False
+
+    def on_sigterm(signum: int, frame: FrameType | None) -> None:
+        nonlocal came
+        came = True
+        signal.raise_signal(signal.SIGINT)
+
+    before_term = signal.signal(signal.SIGTERM, on_sigterm)
+    before_int = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield lambda: came
+    finally:
+        signal.signal(signal.SIGINT, before_int)
+        signal.signal(signal.SIGTERM, before_term)
