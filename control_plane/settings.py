@@ -106,6 +106,11 @@ class Settings(BaseSettings):
     "The fast lane")."""
     fast_path_lend: int = Field(default=16, ge=1)
     """Most slots the leader keeps lent per worker (fewer when admission has less room)."""
+    leader_events_gap_s: float = Field(default=0.02, ge=0.0, le=1.0)
+    """While no request is queued, the leader waits this long after a batch of events
+    before it reads the next (a request queued meanwhile ends the wait): at low load, one
+    wake-up for the events of several fast-lane requests instead of one each
+    (`control_plane/scheduler/pacing.py`); 0 reads each batch at once."""
     checkpoint_interval_s: float = 1.0
     scheduler_port: int = 9090
 

@@ -36,6 +36,7 @@ from control_plane.scheduler.knob_changes import apply_knob
 from control_plane.scheduler.leader import LeaderTerm, keep_lease, wait_for_lease
 from control_plane.scheduler.lending import LendingDesk, open_desk
 from control_plane.scheduler.metrics import SchedulerMetrics, Snapshot
+from control_plane.scheduler.pacing import EventPacer
 from control_plane.scheduler.rebuild import rebuild
 from control_plane.scheduler.scrape import scrape
 from control_plane.scheduler.sweeper import GatewaySweeper
@@ -78,6 +79,7 @@ class SchedulerService:
         self._history = HistoryTap()
         self._applied: list[str] = []
         """Events applied and not yet acknowledged (acknowledged with the next read)."""
+        self._pacer = EventPacer(settings.leader_events_gap_s)
 
     @property
     def leading(self) -> bool:
@@ -171,6 +173,8 @@ class SchedulerService:
                 n = await take_in(self._core, self.stores, self._desk, arrivals, time.time())
                 self.metrics.arrivals.inc(n)
                 self._dirty.set()
+                if self._core.pending:
+                    self._pacer.wake()
 
     async def _events_loop(self) -> None:
         while True:
@@ -184,6 +188,7 @@ class SchedulerService:
                 await self._apply_events(entries)
                 self._applied = [eid for eid, _ in entries]
                 self._dirty.set()
+                await self._pacer.pause(bool(self._core.pending))
 
     async def _claim_orphan_events(self) -> None:
         """Events a dead leader read but never acknowledged are applied now."""

@@ -139,3 +139,37 @@ def test_a_flooding_tenant_closes_the_lane_and_the_scheduler_decides(cluster: Cl
     }
     print(f"\nmedian wait for the scheduler's decision (s): {wait}")
     assert wait["quiet"] < wait["flood"]  # VTC: the light tenant goes first
+
+
+def test_a_request_queued_behind_paced_events_is_granted_without_waiting_for_the_gap(
+    cluster: Cluster,
+) -> None:
+    """The leader's events pacing (`scheduler/pacing.py`), with a gap no test could wait out.
+
+    One worker holding one request: after a fast-lane request's completion has been read, the
+    leader pauses its events reads, so the next request's completion is not read and no slot
+    is lent for the request after it. That one is queued, and its arrival must end the pause:
+    the leader reads the completion, sees the slot free and grants it.
+    """
+    cluster.extra_env["ARBITER_FAST_PATH"] = "1"
+    cluster.extra_env["ARBITER_LEADER_EVENTS_GAP_S"] = "1.0"  # the most it may be
+    keys = cluster.tenants(["t"])
+    cluster.start_worker(speed=2.0, max_num_seqs=1)
+    cluster.start_scheduler()
+    url = cluster.start_gateway()
+    time.sleep(1.5)  # a scrape: the leader lends only to workers it has seen healthy
+    out: list[tuple[int, str, dict[str, float]]] = []
+
+    async def scenario() -> None:
+        async with httpx.AsyncClient(timeout=30) as client:
+            await _client(client, url, keys["t"], 12, out)
+
+    started = time.monotonic()
+    asyncio.run(scenario())
+    took = time.monotonic() - started
+    assert [code for code, _, _ in out] == [200] * 12, out
+    queued = [s for _, _, s in out if not s.get("fast")]
+    waits = [s["decided"] - s["submitted"] for s in queued]
+    print(f"\n12 requests in {took:.2f}s; {len(queued)} queued, decided after {waits} s")
+    assert queued, "no request was queued: the test did not reach a paused leader"
+    assert max(waits) < 0.5, waits  # not the 1 s gap
