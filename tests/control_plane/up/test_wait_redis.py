@@ -24,14 +24,19 @@ def test_its_own_redis_is_waited_for(tmp_path: Path) -> None:
         child.stop()
 
 
-def test_a_port_held_by_another_redis_is_refused(tmp_path: Path, redis_server: RedisServer) -> None:
-    child = _redis_child(UpOptions(state_dir=tmp_path), redis_server.port)
+def _refused(tmp_path: Path, other: RedisServer, match: str) -> None:
+    """`arbiter up`'s Redis child, started on the port `other` holds, is refused."""
+    child = _redis_child(UpOptions(state_dir=tmp_path), other.port)
     child.start()
     try:
-        with pytest.raises(UpError, match=r"answered by another Redis \(pid \d+\)"):
-            _wait_redis(redis_server.url, child)
+        with pytest.raises(UpError, match=match):
+            _wait_redis(other.url, child)
     finally:
         child.stop()
+
+
+def test_a_port_held_by_another_redis_is_refused(tmp_path: Path, redis_server: RedisServer) -> None:
+    _refused(tmp_path, redis_server, r"answered by another Redis \(pid \d+\)")
 
 
 def test_a_port_held_by_a_redis_that_will_not_say_its_pid_is_refused(tmp_path: Path) -> None:
@@ -43,12 +48,6 @@ def test_a_port_held_by_a_redis_that_will_not_say_its_pid_is_refused(tmp_path: P
         client = redis.Redis.from_url(other.url)
         client.execute_command("ACL", "SETUSER", "default", "-info")
         client.close()
-        child = _redis_child(UpOptions(state_dir=tmp_path), other.port)
-        child.start()
-        try:
-            with pytest.raises(UpError, match=r"another Redis \(pid one that will not say\)"):
-                _wait_redis(other.url, child)
-        finally:
-            child.stop()
+        _refused(tmp_path, other, r"another Redis \(pid one that will not say\)")
     finally:
         other.stop()
