@@ -4,6 +4,9 @@ Rule: fast-lane takes are adopted first (already granted: `LendingDesk.adopt`), 
 submissions are queued with the envelope they carry, then re-queues are read from their hash
 (the worker that failed them is marked, atomically with the re-queue). A take and the
 re-queue of the same request arrive in that order on the stream, so they are applied in it.
+A first submission of a request the core already runs is stale and skipped: a new leader's
+rebuild found it queued in Redis before its arrival was read, and granted it (queueing it
+again would free its slot in the core while its worker serves it: an over-commit).
 """
 
 from __future__ import annotations
@@ -25,7 +28,11 @@ async def take_in(
     """Apply one batch; → how many requests it announced. Failures are dead-lettered."""
     takes = [a for a in arrivals if a.worker is not None]
     failed = desk.adopt(core, takes, now)
-    records = [(a.entry_id, a.record()) for a in arrivals if a.envelope and a.worker is None]
+    records = [
+        (a.entry_id, a.record())
+        for a in arrivals
+        if a.envelope and a.worker is None and a.id not in core.running
+    ]
     requeued = [a.id for a in arrivals if a.envelope is None]
     if requeued:
         again = await stores.requests.load_many(requeued)

@@ -113,6 +113,11 @@ class SchedulerMetrics:
         self.completed = Counter(
             "arbiter_scheduler_completed", "Completions applied", ["status"], registry=r
         )
+        self.audit_ended = Counter(
+            "arbiter_scheduler_audit_ended",
+            "Requests ended by the in-flight audit: done in Redis, completion never applied",
+            registry=r,
+        )
         self.decide_seconds = Histogram(
             "arbiter_scheduler_decide_seconds",
             "Time to decide and grant one batch",

@@ -39,11 +39,13 @@ from control_plane.scheduler.metrics import SchedulerMetrics, Snapshot
 from control_plane.scheduler.pacing import EventPacer
 from control_plane.scheduler.rebuild import rebuild
 from control_plane.scheduler.scrape import scrape
+from control_plane.scheduler.slot_audit import SlotAudit, newest
 from control_plane.scheduler.sweeper import GatewaySweeper
 from control_plane.scheduler.views import live_view
 from control_plane.scheduler.workers import observe, sync_workers
 from control_plane.settings import Settings
 from control_plane.state import StaleLeader, StateStores, StateUnavailable, server_run_id
+from control_plane.state.inflight_view import NO_ENTRY
 from control_plane.state.request_results import GrantOrder
 from control_plane.state.tasks import stop_tasks
 
@@ -79,6 +81,8 @@ class SchedulerService:
         self._history = HistoryTap()
         self._applied: list[str] = []
         """Events applied and not yet acknowledged (acknowledged with the next read)."""
+        self._applied_to = NO_ENTRY
+        """The events-stream id this term's core reflects (what `SlotAudit.run` needs)."""
         self._pacer = EventPacer(settings.leader_events_gap_s)
 
     @property
@@ -148,6 +152,7 @@ class SchedulerService:
             self.stores, self.settings.policy, now, self.settings.worker_failure_cooldown_s
         )
         await self._claim_orphan_events()
+        self._applied_to = await self.stores.inflight.delivered(GROUP)
 
     def _loops(self) -> list[Callable[[], Awaitable[None]]]:
         return [
@@ -203,6 +208,7 @@ class SchedulerService:
         """Apply each event; one that cannot be applied is dead-lettered and skipped."""
         now = time.time()
         failed = apply_each(entries, lambda event: self._apply_event(event, now), encode)
+        self._applied_to = newest(self._applied_to, (eid for eid, _ in entries))
         await dead_letter_all(self.stores.dead_letters, "events", failed)
 
     def _apply_event(self, event: Event, now: float) -> None:
@@ -320,11 +326,14 @@ class SchedulerService:
             await after_tick(self._core, self.advisor, self.stores.events, self.metrics)
 
     async def _sweep_loop(self) -> None:
-        """Release what lost gateway replicas left; the first pass runs right after rebuild.
-        An outage restarts this loop (`_resilient`), so the sweeper confirms losses afresh."""
+        """Release what lost gateways left, then audit the slots (`slot_audit.py`); the first
+        pass runs right after rebuild. An outage restarts it (`_resilient`): both confirm afresh."""
         sweeper = GatewaySweeper(self.stores, confirm_s=2 * self.settings.gateway_heartbeat_s)
+        audit = SlotAudit(self.stores, confirm_s=2 * self.settings.gateway_sweep_interval_s)
         while self._acting():
             released = await sweeper.sweep(self._core, time.time())
+            ended = await audit.run(self._core, self._applied_to, time.time())
+            self.metrics.audit_ended.inc(len(ended))
             for release in released:
                 self.metrics.completed.labels(release.status).inc()
             if released:

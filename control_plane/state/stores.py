@@ -17,6 +17,7 @@ from control_plane.state.events import EventStream
 from control_plane.state.fast_lane import LentSlots
 from control_plane.state.gateways import GatewayRegistry
 from control_plane.state.grants import GrantStream
+from control_plane.state.inflight_view import InflightReader
 from control_plane.state.keys import KeySpace
 from control_plane.state.knobs import Knobs
 from control_plane.state.lease import LeaderLease
@@ -55,6 +56,7 @@ class StateStores:
     live_history: LiveHistory
     lending: LentSlots
     completions: Completions
+    inflight: InflightReader
 
     @classmethod
     def build(cls, redis: Redis, keyspace: KeySpace, *, replicated: bool = False) -> StateStores:
@@ -86,6 +88,7 @@ class StateStores:
             live_history=LiveHistory(redis, keyspace),
             lending=LentSlots(redis, keyspace),
             completions=Completions(redis, events, requests),
+            inflight=InflightReader(redis, keyspace),
         )
 
     @classmethod

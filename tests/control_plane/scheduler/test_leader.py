@@ -26,6 +26,7 @@ from control_plane.settings import Settings
 from control_plane.state import StateStores
 from control_plane.state.tasks import stop_tasks
 from tests.support.redis_server import RedisServer
+from tests.support.waiting import until
 
 TTL = 0.5
 
@@ -118,14 +119,14 @@ async def test_scheduler_leads_again_after_redis_is_paused_past_its_lease(
     service = SchedulerService(settings, stores, "sched-a")
     runner = asyncio.create_task(service.run())
     try:
-        await _until(lambda: service.leading, 5.0)
+        await until(lambda: service.leading, 5.0)
         first = service.fencing_token
         assert first is not None
         with paused(redis_server):
             await asyncio.sleep(VALIDITY * TTL + 0.3)
             assert not service.leading  # stepped down although Redis never answered
             await asyncio.sleep(3.0)
-        await _until(lambda: service.leading, 5.0)
+        await until(lambda: service.leading, 5.0)
         token = service.fencing_token
         assert token is not None and token > first
         assert await stores.lease.holder() == "sched-a"
@@ -134,11 +135,3 @@ async def test_scheduler_leads_again_after_redis_is_paused_past_its_lease(
         await stop_tasks([runner])
         await service.http.aclose()
         await stores.aclose()
-
-
-async def _until(predicate: object, timeout_s: float) -> None:
-    assert callable(predicate)
-    deadline = time.monotonic() + timeout_s
-    while not predicate():
-        assert time.monotonic() < deadline, "condition not reached in time"
-        await asyncio.sleep(0.05)
