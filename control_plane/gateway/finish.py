@@ -53,10 +53,7 @@ class Finisher:
         published = self.d.reporter.emit(flight.completion_event(status, error), finish=status)
         self.d.metrics.completed(flight, status)
         # off the response path: the client's answer does not wait for these round trips
-        self._to_mark.append((flight.id, status, published))
-        if not self._marking:
-            self._marking = True
-            self._in_background(self._mark_pending())
+        self._mark_later(flight.id, status, published)
         if flight.node.tenant.token_budget is not None:
             self._in_background(self._charge(flight))
 
@@ -125,6 +122,14 @@ class Finisher:
             log.warning("could not count the tokens of %s in Redis (usage undercounted)", flight.id)
 
     async def release_orphan(self, grant: Grant) -> None:
-        """A grant arrived for a request this gateway no longer serves: release it."""
-        await self.d.requests.finish(grant.request_id, now=time.time(), status="aborted")
-        self.d.reporter.emit(orphan_event(grant, time.time()))
+        """A grant arrived for a request this gateway no longer serves: release it, marked
+        with or after its event like every finish (marked first, the leader's in-flight
+        audit could end it before the event arrived, writing a row an orphan never has)."""
+        published = self.d.reporter.emit(orphan_event(grant, time.time()), finish="aborted")
+        self._mark_later(grant.request_id, "aborted", published)
+
+    def _mark_later(self, request_id: str, status: str, published: asyncio.Future[bool]) -> None:
+        self._to_mark.append((request_id, status, published))
+        if not self._marking:
+            self._marking = True
+            self._in_background(self._mark_pending())

@@ -28,18 +28,17 @@ async def take_in(
     """Apply one batch; → how many requests it announced. Failures are dead-lettered."""
     takes = [a for a in arrivals if a.worker is not None]
     failed = desk.adopt(core, takes, now)
-    records = [
+    requeued = [a.id for a in arrivals if a.envelope is None]
+    again = await stores.requests.load_many(requeued) if requeued else []
+    for record in again:
+        if record.prev_worker:
+            core.worker_failed(record.prev_worker, now)
+    records = [  # read after the await: the dispatch loop may have granted meanwhile
         (a.entry_id, a.record())
         for a in arrivals
         if a.envelope and a.worker is None and a.id not in core.running
     ]
-    requeued = [a.id for a in arrivals if a.envelope is None]
-    if requeued:
-        again = await stores.requests.load_many(requeued)
-        for record in again:
-            if record.prev_worker:
-                core.worker_failed(record.prev_worker, now)
-        records += [(f"request {r.id}", r) for r in again]
+    records += [(f"request {r.id}", r) for r in again]
     failed += arrive_each(core, records, now)
     await dead_letter_all(stores.dead_letters, "arrivals", failed)
     return len(takes) + len(records)

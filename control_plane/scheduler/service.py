@@ -329,17 +329,17 @@ class SchedulerService:
         """Release what lost gateways left, then audit the slots (`slot_audit.py`); the first
         pass runs right after rebuild. An outage restarts it (`_resilient`): both confirm afresh."""
         sweeper = GatewaySweeper(self.stores, confirm_s=2 * self.settings.gateway_heartbeat_s)
-        audit = SlotAudit(self.stores, confirm_s=2 * self.settings.gateway_sweep_interval_s)
+        audit = SlotAudit(self.stores)
         while self._acting():
             released = await sweeper.sweep(self._core, time.time())
-            ended = await audit.run(self._core, self._applied_to, time.time())
-            self.metrics.audit_ended.inc(len(ended))
             for release in released:
                 self.metrics.completed.labels(release.status).inc()
             if released:
                 lost = sorted({r.gateway for r in released})
                 log.warning("released %d requests of lost gateways %s", len(released), lost)
                 self._dirty.set()
+            ended = await audit.run(self._core, self._applied_to, time.time())
+            self.metrics.audit_ended.inc(len(ended))
             await asyncio.sleep(self.settings.gateway_sweep_interval_s)
 
     async def _redis_restart_loop(self) -> None:

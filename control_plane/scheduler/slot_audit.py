@@ -1,29 +1,32 @@
 """Freeing the worker slots of requests that ended in Redis without their completion reaching
 the leader (run by the scheduler leader only, after each gateway sweep).
 
-Rule: a request the leader's core holds as running is ended by the audit when it has been
-absent from Redis's in-flight set on every pass for `confirm_s`, and the leader has applied the
-events stream up to the tail read together with the first of those passes (`InflightView`):
-its completion, had one been sent, was in the stream by then and would have been applied. Its
-request hash must say it ended (a final status): a request re-queued after a worker failure
-(`queued`, its arrival still on the way) or granted again is left alone, and so is one whose
-hash is gone — an ended hash is kept an hour unless recorded, so a missing one means Redis
-lost data, and its worker may well still be serving it.
+Rule: each pass reads Redis's in-flight set; for the requests the leader's core runs that are
+missing from it, it reads their records and the events stream's tail in one transaction
+(`EndedView`). One whose record says it ended (a final status) had its completion, if one was
+sent, in the stream at or before that tail — events go in before the mark. Once the leader
+has applied the stream up to that tail and its core still runs the same request (the same
+decision), that completion is not coming: the audit ends it. A request missing because its
+grant is still being written, or re-queued after a worker failure (its arrival still on the
+way), is `queued` in Redis and left alone; so is one whose hash is gone — an ended hash is kept
+an hour unless recorded, so a missing one means Redis lost data, and its worker may well still
+be serving it.
 
 For each such request the audit publishes one `complete` event — the status from the request
-hash, the output tokens the leader charged, `error` =
-`LOST_COMPLETION` — which the leader's events loop applies like any other (the slot is freed,
-the fast lane's desk and the metrics see it) and the recorder writes as the request's row.
+hash, the output tokens the leader charged, `error` = `LOST_COMPLETION` — which the leader's
+events loop applies like any other (the slot is freed, the fast lane's desk and the metrics
+see it) and the recorder writes as the request's row.
 
 What it catches: a completion the gateway could not send in any form (dropped, counted in
 `arbiter_gateway_events_dropped_total`), one the leader could not apply (dead-lettered), and
-an orphan grant a gateway released (marked before its event is sent: freed a little early,
-which is right, as nothing is served on it). Without the audit each held its worker slot
-until the next fail-over's rebuild.
+one a predecessor read before the request's mark went in (its rebuild found the request
+in flight). Without the audit each held its worker slot until the next fail-over's rebuild.
 
-Guarantees: a request in Redis's in-flight set, or whose completion is in the stream, is never
-ended by the audit; none is ended twice (after publishing, the request waits for the leader
-to apply the audit's own event before it can be due again, by which time it has ended).
+Guarantees: a request in Redis's in-flight set, not ended there, or whose completion is in the
+stream is never ended by the audit, so no worker is over-committed by it; none is ended twice
+(after publishing, a request waits for the leader to apply the audit's own event, by which
+time it has ended). A pass that fails for any reason but an outage is logged and skipped: the
+audit is a safety net, it never ends a leader's term.
 """
 
 from __future__ import annotations
@@ -36,8 +39,7 @@ from typing import Final
 from control_plane.contracts.events import Complete, Sender
 from control_plane.contracts.requests import RequestRecord
 from control_plane.core.scheduler_core import Running, SchedulerCore
-from control_plane.state import StateStores
-from control_plane.state.inflight_view import InflightView
+from control_plane.state import StateStores, StateUnavailable
 from control_plane.state.trimming import StreamId, parse_id
 
 log = logging.getLogger(__name__)
@@ -48,38 +50,47 @@ NOT_ENDED: Final = frozenset({"queued", "granted"})
 
 @dataclass(frozen=True, slots=True)
 class Sighting:
-    """When a running request was first seen absent from `inflight`, and the stream's tail
-    read with it (or the audit's own event, once published)."""
+    """A running request Redis says ended: the core's entry for it (a new decision is a new
+    entry), its record, and the stream's tail read with it (or the audit's own event's id)."""
 
-    since: float
+    run: Running
+    record: RequestRecord
     tail: StreamId
 
 
 class SlotAudit:
     """One audit pass per `run` call; see the module docstring for the rule."""
 
-    def __init__(self, stores: StateStores, *, confirm_s: float) -> None:
+    def __init__(self, stores: StateStores) -> None:
         self.stores = stores
-        self.confirm_s = confirm_s
         self._seen: dict[str, Sighting] = {}
 
     async def run(self, core: SchedulerCore, applied: str, now: float) -> list[Complete]:
         """One pass: `applied` is the last events-stream id the leader applied. → the events
         published (each is applied when the leader reads it back)."""
-        view = await self.stores.inflight.read()
-        due = self.observe(core.running, view, parse_id(applied), now)
+        try:
+            return await self._pass(core, parse_id(applied), now)
+        except StateUnavailable:
+            raise
+        except Exception:  # a refusal or a bug: the next pass tries again
+            log.exception("in-flight audit pass failed")
+            return []
+
+    async def _pass(self, core: SchedulerCore, applied: StreamId, now: float) -> list[Complete]:
+        inflight = await self.stores.inflight.ids()
+        missing = [rid for rid in core.running if rid not in inflight]
+        await self.sight(core, missing)
+        due = [
+            seen
+            for rid, seen in self._seen.items()
+            if applied >= seen.tail and core.running.get(rid) is seen.run
+        ]
         if not due:
             return []
-        records = {r.id: r for r in await self.stores.requests.load_many(due)}
-        events = [  # a completion applied while the records loaded has freed its slot
-            event
-            for rid in due
-            if (run := core.running.get(rid)) is not None
-            and (event := ending(run, records.get(rid), now)) is not None
-        ]
+        events = [ending(seen.run, seen.record, now) for seen in due]
         ids = await self.stores.events.publish(events)
-        for event, entry_id in zip(events, ids, strict=True):
-            self._seen[event.id] = Sighting(now, parse_id(entry_id))
+        for seen, event, entry_id in zip(due, events, ids, strict=True):
+            self._seen[event.id] = Sighting(seen.run, seen.record, parse_id(entry_id))
             log.warning(
                 "request %s ended (%s in Redis; its completion never reached the leader)",
                 event.id,
@@ -87,25 +98,28 @@ class SlotAudit:
             )
         return events
 
-    def observe(
-        self, running: Iterable[str], view: InflightView, applied: StreamId, now: float
-    ) -> list[str]:
-        """Record this pass's sightings (dropping requests seen in flight or no longer
-        running); → the ids now due for an ending."""
-        tail = parse_id(view.events_tail)
-        absent = [rid for rid in running if rid not in view.ids]
-        self._seen = {rid: self._seen.get(rid) or Sighting(now, tail) for rid in absent}
-        return [
-            rid
+    async def sight(self, core: SchedulerCore, missing: list[str]) -> None:
+        """Keep the sightings still missing under the same decision; read the new ones'
+        records with the stream's tail and keep those Redis says ended."""
+        gone = set(missing)
+        self._seen = {
+            rid: seen
             for rid, seen in self._seen.items()
-            if now - seen.since >= self.confirm_s and applied >= seen.tail
-        ]
+            if rid in gone and core.running.get(rid) is seen.run
+        }
+        new = [rid for rid in missing if rid not in self._seen]
+        if not new:
+            return
+        view = await self.stores.inflight.ended(new)
+        tail = parse_id(view.events_tail)
+        for rid in new:
+            record, run = view.records.get(rid), core.running.get(rid)
+            if record is not None and run is not None and record.status not in NOT_ENDED:
+                self._seen[rid] = Sighting(run, record, tail)
 
 
-def ending(run: Running, record: RequestRecord | None, now: float) -> Complete | None:
-    """The `complete` event that ends `run`, or None unless Redis says it ended."""
-    if record is None or record.status in NOT_ENDED:
-        return None
+def ending(run: Running, record: RequestRecord, now: float) -> Complete:
+    """The `complete` event that ends `run`, whose record says it ended."""
     job = run.job
     return Complete(
         id=job.id,

@@ -13,7 +13,8 @@ import pytest
 from redis.asyncio import Redis
 from redis.exceptions import ResponseError
 
-from control_plane.contracts.events import Event
+from control_plane.contracts.events import Complete, Event
+from control_plane.contracts.grants import Grant
 from control_plane.gateway.deps import GatewayDeps
 from control_plane.gateway.finish import Finisher
 from control_plane.gateway.flight import Flight
@@ -212,3 +213,28 @@ async def test_one_requests_bad_key_does_not_keep_the_others_in_flight(
         if flight.id != bad:
             assert await target.requests.status(flight.id) == "ok"
     assert f"Redis refused to mark {bad} finished" in caplog.text
+
+
+@pytest.mark.parametrize("pipelined", [True, False])
+async def test_an_orphan_grant_is_marked_with_or_after_its_event(
+    stores: StateStores, plain: StateStores, pipelined: bool
+) -> None:
+    """A grant nobody waits for is released like any finish: nothing is marked before its
+    event is in Redis (the leader's in-flight audit would otherwise end it first)."""
+    target = stores if pipelined else plain
+    rid = (await _granted_flights(target))[0].id
+    reporter = EventReporter(target.completions, interval=3600)  # flushed by hand
+    deps = SimpleNamespace(requests=target.requests, reporter=reporter, metrics=None, limits=None)
+    finisher = Finisher(cast(GatewayDeps, deps))
+    grant = Grant(request_id=rid, worker_id="w1", worker_url="http://w1", granted_at=0.0)
+
+    await finisher.release_orphan(grant)
+    await asyncio.sleep(0.05)
+    assert rid in await target.requests.inflight()  # not marked: its event is not sent yet
+
+    await reporter.flush()
+    await finisher.settled()
+    assert rid not in await target.requests.inflight()
+    assert await target.requests.status(rid) == "aborted"
+    events = await target.events.read("recorder", "r", count=10, block_ms=None)
+    assert [(e.id, e.orphan) for _, e in events if isinstance(e, Complete)] == [(rid, True)]

@@ -6,7 +6,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from control_plane.contracts.requests import Envelope
+from control_plane.contracts.requests import Envelope, RequestRecord
 from control_plane.contracts.workers import WorkerEntry, WorkerSample
 from control_plane.core.job import Job
 from control_plane.scheduler.intake import take_in
@@ -59,3 +59,37 @@ async def test_an_arrival_a_new_leader_already_granted_does_not_free_its_slot(
     assert set(core.running) == {"r1", "r2"} and set(core.pending) == {"r3"}
     assert core.workers["w1"].inflight.keys() == {"r1", "r2"}
     assert core.decide(NOW + 1) == []  # the worker is full: nothing over-committed
+
+
+async def test_a_grant_made_while_the_batch_reads_its_requeues_is_kept(
+    stores: StateStores, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The batch also holds a re-queue, whose record is read from Redis: the dispatch loop
+    runs during that read and grants the requests it holds; their arrivals, stale by then,
+    must not queue them again."""
+    await _submit(stores, "q", NOW)
+    assert await stores.requests.grant("q", worker_id="w1", worker_url="u", now=NOW)
+    assert await stores.requests.requeue("q", now=NOW + 1)  # its worker failed
+    await _submit(stores, "r", NOW + 2)
+    core = await rebuild(stores, "fcfs", NOW + 3)
+    observe(core, "w1", WorkerSample(True, NOW, models={"m": 4096}))
+    assert set(core.pending) == {"q", "r"}
+    arrivals = await stores.arrivals.read_entries("s", count=10, block_ms=None)
+    assert [(a.id, a.envelope is None) for a in arrivals] == [
+        ("q", False),
+        ("q", True),
+        ("r", False),
+    ]
+    load_many = stores.requests.load_many
+
+    async def dispatch_meanwhile(ids: list[str]) -> list[RequestRecord]:
+        for d in core.decide(NOW + 3):
+            assert await stores.requests.grant(d.job.id, worker_id="w1", worker_url="u", now=NOW)
+        return await load_many(ids)
+
+    monkeypatch.setattr(stores.requests, "load_many", dispatch_meanwhile)
+    desk = LendingDesk(stores.lending, 0, enabled=False, per_worker=1)
+    await take_in(core, stores, desk, arrivals, NOW + 4)
+
+    assert set(core.running) == {"q", "r"} and core.pending == {}
+    assert core.workers["w1"].inflight.keys() == {"q", "r"}
