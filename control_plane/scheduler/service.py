@@ -24,12 +24,12 @@ from control_plane.contracts.checkpoints import LeaderState
 from control_plane.contracts.events import Complete, Event, encode
 from control_plane.contracts.knobs import KnobValue
 from control_plane.contracts.workers import WorkerSample
-from control_plane.core.dispatcher import Decision
 from control_plane.core.scheduler_core import SchedulerCore
 from control_plane.scheduler.advisor import Advisor
 from control_plane.scheduler.autopilot import after_tick, controller_snapshot
 from control_plane.scheduler.entries import apply_each, apply_event, dead_letter_all
 from control_plane.scheduler.fairness_view import DEFAULT_SAFI_ALPHA, node_fairness
+from control_plane.scheduler.granting import grant
 from control_plane.scheduler.history import HistoryTap
 from control_plane.scheduler.intake import take_in
 from control_plane.scheduler.knob_changes import apply_knob
@@ -44,9 +44,8 @@ from control_plane.scheduler.sweeper import GatewaySweeper
 from control_plane.scheduler.views import live_view
 from control_plane.scheduler.workers import observe, sync_workers
 from control_plane.settings import Settings
-from control_plane.state import StaleLeader, StateStores, StateUnavailable, server_run_id
+from control_plane.state import StateStores, StateUnavailable, server_run_id
 from control_plane.state.inflight_view import NO_ENTRY
-from control_plane.state.request_results import GrantOrder
 from control_plane.state.tasks import stop_tasks
 
 log = logging.getLogger(__name__)
@@ -84,6 +83,8 @@ class SchedulerService:
         self._applied_to = NO_ENTRY
         """The events-stream id this term's core reflects (what `SlotAudit.run` needs)."""
         self._pacer = EventPacer(settings.leader_events_gap_s)
+        self._deciding = asyncio.Lock()
+        """Held from a cycle's decisions until their grants are written (see `take_in`)."""
 
     @property
     def leading(self) -> bool:
@@ -175,7 +176,9 @@ class SchedulerService:
                 self.holder, count=512, block_ms=1000
             )
             if arrivals:
-                n = await take_in(self._core, self.stores, self._desk, arrivals, time.time())
+                n = await take_in(
+                    self._core, self.stores, self._desk, arrivals, time.time(), self._deciding
+                )
                 self.metrics.arrivals.inc(n)
                 self._dirty.set()
                 if self._core.pending:
@@ -227,9 +230,12 @@ class SchedulerService:
                     await self._dirty.wait()
             self._dirty.clear()
             started = time.perf_counter()
-            decisions = self._core.decide(time.time())
-            if decisions and not await self._grant(decisions):
-                return  # deposed: grant nothing more (the next leader rebuilds)
+            async with self._deciding:  # a batch's re-queue read waits for it (intake.py)
+                decisions = self._core.decide(time.time())
+                if decisions and not await grant(
+                    self.stores, self._core, decisions, self.term, self.metrics
+                ):
+                    return  # deposed: grant nothing more (the next leader rebuilds)
             if decisions:
                 self.metrics.decide_seconds.observe(time.perf_counter() - started)
             # the fast lane: lend idle slots, reclaim contended ones (for what waits: decide
@@ -237,27 +243,6 @@ class SchedulerService:
             stepped = self._acting() and await self._desk.step(self._core, time.time())
             if stepped and self._core.pending:
                 self._dirty.set()
-
-    async def _grant(self, decisions: list[Decision]) -> bool:
-        """Grant one cycle's decisions in one batch (one round trip per chunk, the fence
-        checked in the same script); refused ones are undone. False once deposed."""
-        if not self._acting():
-            return False
-        orders = [GrantOrder(d.job.id, d.worker.id, d.worker.url) for d in decisions]
-        try:
-            granted = await self.stores.requests.grant_many(
-                orders, now=time.time(), fencing_token=self.fencing_token
-            )
-        except StaleLeader:
-            if self.term is not None:
-                self.term.end()
-            raise
-        for decision, ok in zip(decisions, granted, strict=True):
-            if ok:
-                self.metrics.dispatched.labels(decision.worker.id).inc()
-            else:
-                self._core.undo(decision)
-        return True
 
     async def _scrape_loop(self) -> None:
         async with aiohttp.ClientSession() as session:

@@ -4,13 +4,15 @@ the leader (run by the scheduler leader only, after each gateway sweep).
 Rule: each pass reads Redis's in-flight set; for the requests the leader's core runs that are
 missing from it, it reads their records and the events stream's tail in one transaction
 (`EndedView`). One whose record says it ended (a final status) had its completion, if one was
-sent, in the stream at or before that tail — events go in before the mark. Once the leader
-has applied the stream up to that tail and its core still runs the same request (the same
-decision), that completion is not coming: the audit ends it. A request missing because its
-grant is still being written, or re-queued after a worker failure (its arrival still on the
-way), is `queued` in Redis and left alone; so is one whose hash is gone — an ended hash is kept
-an hour unless recorded, so a missing one means Redis lost data, and its worker may well still
-be serving it.
+sent, in the stream at or before that tail — events go in before the mark. Once a later pass
+finds it still missing, the leader has applied the stream up to that tail, and its core still
+runs the same request (the same decision), that completion is not coming: the audit ends it.
+A request missing because its grant is still being written, or re-queued after a worker
+failure (its arrival still on the way), is `queued` in Redis and left alone; one withdrawn
+while its grant was being written reads `withdrawn`, but its refused grant takes it out of the
+core before the next pass; one whose hash is gone is left alone too — an ended hash is kept
+an hour unless recorded, so a missing one most likely means Redis lost data, and its worker
+may still be serving it.
 
 For each such request the audit publishes one `complete` event — the status from the request
 hash, the output tokens the leader charged, `error` = `LOST_COMPLETION` — which the leader's
@@ -56,6 +58,8 @@ class Sighting:
     run: Running
     record: RequestRecord
     tail: StreamId
+    sighted: int
+    """The pass that made it: only a later one may end the request."""
 
 
 class SlotAudit:
@@ -64,6 +68,7 @@ class SlotAudit:
     def __init__(self, stores: StateStores) -> None:
         self.stores = stores
         self._seen: dict[str, Sighting] = {}
+        self._passes = 0
 
     async def run(self, core: SchedulerCore, applied: str, now: float) -> list[Complete]:
         """One pass: `applied` is the last events-stream id the leader applied. → the events
@@ -77,20 +82,23 @@ class SlotAudit:
             return []
 
     async def _pass(self, core: SchedulerCore, applied: StreamId, now: float) -> list[Complete]:
+        self._passes += 1
         inflight = await self.stores.inflight.ids()
         missing = [rid for rid in core.running if rid not in inflight]
         await self.sight(core, missing)
         due = [
             seen
             for rid, seen in self._seen.items()
-            if applied >= seen.tail and core.running.get(rid) is seen.run
+            if seen.sighted < self._passes
+            and applied >= seen.tail
+            and core.running.get(rid) is seen.run
         ]
         if not due:
             return []
         events = [ending(seen.run, seen.record, now) for seen in due]
         ids = await self.stores.events.publish(events)
         for seen, event, entry_id in zip(due, events, ids, strict=True):
-            self._seen[event.id] = Sighting(seen.run, seen.record, parse_id(entry_id))
+            self._seen[event.id] = Sighting(seen.run, seen.record, parse_id(entry_id), self._passes)
             log.warning(
                 "request %s ended (%s in Redis; its completion never reached the leader)",
                 event.id,
@@ -115,7 +123,7 @@ class SlotAudit:
         for rid in new:
             record, run = view.records.get(rid), core.running.get(rid)
             if record is not None and run is not None and record.status not in NOT_ENDED:
-                self._seen[rid] = Sighting(run, record, tail)
+                self._seen[rid] = Sighting(run, record, tail, self._passes)
 
 
 def ending(run: Running, record: RequestRecord, now: float) -> Complete:

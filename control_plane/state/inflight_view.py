@@ -1,14 +1,14 @@
 """What the leader's slot audit reads: Redis's in-flight set, then the records of the requests
 missing from it together with the events stream's tail.
 
-Rule: a gateway's completion events go into the stream before its requests are marked
-finished (the `XADD`s and `finish.lua` share one transaction, or the marks wait for the
-events' acknowledgement: `Completions`), and a lost replica's releases publish their event in
-the same script (`release_lost.lua`). `ended` reads the records and the stream's last id in
-one MULTI/EXEC, so no write falls between them. Guarantee: every request `ended` returns with
-a final status that ended through those paths has its `complete` event at or before
-`events_tail` — a reader that has applied the stream up to `events_tail` and still holds such
-a request as running never got its completion.
+Rule: a gateway's completion events go into the stream before its requests are marked finished
+(the `XADD`s and `finish.lua` share one transaction, or the marks wait for the events'
+acknowledgement: `Completions`), and a lost replica's releases and a withdrawal publish their
+event in the same script (`release_lost.lua`, `withdraw.lua`). `ended` reads the records and the
+stream's last id in one MULTI/EXEC, so no write falls between them. Guarantee: every request
+`ended` returns with a final status that ended through those paths has its event (`complete`;
+`withdrawn` for a withdrawal) at or before `events_tail` — a reader that has applied the stream
+up to `events_tail` and still holds such a request as running never got it.
 """
 
 from __future__ import annotations

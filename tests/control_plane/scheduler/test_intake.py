@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 
 import pytest
@@ -93,3 +94,37 @@ async def test_a_grant_made_while_the_batch_reads_its_requeues_is_kept(
 
     assert set(core.running) == {"q", "r"} and core.pending == {}
     assert core.workers["w1"].inflight.keys() == {"q", "r"}
+
+
+@pytest.mark.parametrize("locked", [True, False])
+async def test_a_requeue_read_waits_for_the_grants_being_written(
+    stores: StateStores, locked: bool
+) -> None:
+    """A new leader's rebuild found `q` re-queued; a cycle decided it and its grant is being
+    written when the batch with `q`'s (stale) re-queue is taken in. Read before the grant
+    lands, `q`'s record would say `queued` and take it out of `running` while its worker
+    serves it; under the dispatch loop's lock the read waits and finds it granted. Without
+    the lock (`locked` False) that is exactly what happens, which this test shows too."""
+    await _submit(stores, "q", NOW)
+    assert await stores.requests.grant("q", worker_id="w1", worker_url="u", now=NOW)
+    assert await stores.requests.requeue("q", now=NOW + 1)
+    core = await rebuild(stores, "fcfs", NOW + 2)
+    observe(core, "w1", WorkerSample(True, NOW, models={"m": 4096}))
+    arrivals = await stores.arrivals.read_entries("s", count=10, block_ms=None)
+    desk = LendingDesk(stores.lending, 0, enabled=False, per_worker=1)
+    deciding = asyncio.Lock()
+
+    await deciding.acquire()  # the dispatch loop: decided, grant not written yet
+    assert [d.job.id for d in core.decide(NOW + 2)] == ["q"]
+    intake = asyncio.create_task(
+        take_in(core, stores, desk, arrivals, NOW + 3, deciding if locked else None)
+    )
+    await asyncio.sleep(0.05)
+    assert await stores.requests.grant("q", worker_id="w1", worker_url="u", now=NOW + 3)
+    deciding.release()
+    await intake
+
+    if locked:
+        assert set(core.running) == {"q"} and core.pending == {}
+    else:
+        assert core.running == {} and set(core.pending) == {"q"}  # the over-commit

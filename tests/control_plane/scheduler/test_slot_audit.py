@@ -22,7 +22,7 @@ from control_plane.scheduler.service import GROUP, SchedulerService
 from control_plane.scheduler.slot_audit import LOST_COMPLETION, SlotAudit, ending, newest
 from control_plane.scheduler.workers import observe
 from control_plane.settings import Settings
-from control_plane.state import StateStores
+from control_plane.state import StateStores, StateUnavailable
 from control_plane.state.inflight_view import NO_ENTRY
 from control_plane.state.tasks import stop_tasks
 from tests.support.waiting import until
@@ -121,17 +121,18 @@ async def test_a_completion_never_sent_is_ended_once_and_its_slot_freed(
     # "lost": marked finished, its completion dropped; "served": still streaming
     assert await stores.requests.finish_many([("lost", "ok")], now=NOW + 1) == [True]
 
-    ended = await audit.run(core, applied, NOW + 1)
+    assert await audit.run(core, applied, NOW + 1) == []  # sighted: a later pass may end it
+    ended = await audit.run(core, applied, NOW + 2)
 
     assert [(e.id, e.status, e.n_out, e.error) for e in ended] == [
         ("lost", "ok", 4, LOST_COMPLETION)
     ]
     assert "lost" in core.running  # freed when the leader reads its own event back
-    assert await audit.run(core, applied, NOW + 2) == []  # not again meanwhile
+    assert await audit.run(core, applied, NOW + 3) == []  # not again meanwhile
     applied = await _apply_all(stores, core, applied)
     assert set(core.running) == {"served"}
     assert core.workers["w1"].inflight.keys() == {"served"}
-    for later in (3, 4):  # never twice, and the one in flight never
+    for later in (4, 5):  # never twice, and the one in flight never
         assert await audit.run(core, applied, NOW + later) == []
     assert await _recorded(stores) == [("lost", "ok", LOST_COMPLETION)]
 
@@ -185,6 +186,65 @@ async def test_a_request_requeued_or_granted_again_is_left_alone(stores: StateSt
     assert await stores.requests.grant("again", worker_id="w1", worker_url="u", now=NOW + 2)
     assert await audit.run(core, applied, NOW + 3) == []
     assert await _recorded(stores) == []
+
+
+async def test_a_request_withdrawn_while_its_grant_is_written_is_left_to_the_refusal(
+    stores: StateStores,
+) -> None:
+    """Its client leaves between the decision and the grant: Redis says `withdrawn` (a final
+    status) and the grant will be refused, which takes it out of the core."""
+    await _submit(stores, "left", 0.0)
+    core = await rebuild(stores, "fcfs", NOW)
+    observe(core, "w1", WorkerSample(True, NOW, models={"m": 4096}))
+    [decision] = core.decide(NOW)
+    assert await stores.requests.withdraw("left", now=NOW, reason="client_disconnected")
+    applied = await _apply_all(stores, core, NO_ENTRY)
+    audit = SlotAudit(stores)
+
+    assert await audit.run(core, applied, NOW) == []
+    assert not await stores.requests.grant("left", worker_id="w1", worker_url="u", now=NOW)
+    core.undo(decision)
+    assert await audit.run(core, applied, NOW + 1) == []
+    assert core.running == {} and await _recorded(stores) == []
+
+
+async def test_a_request_granted_between_the_two_reads_is_not_sighted(
+    stores: StateStores, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Missing from the in-flight read but `granted` in its record: its grant landed in
+    between (here: an in-flight read that saw nothing)."""
+    core = await _granted(stores, ["r1"])
+
+    async def nothing_in_flight() -> frozenset[str]:
+        return frozenset()
+
+    monkeypatch.setattr(stores.inflight, "ids", nothing_in_flight)
+    audit = SlotAudit(stores)
+    for later in (0, 1, 2):
+        assert await audit.run(core, NO_ENTRY, NOW + later) == []
+    assert set(core.running) == {"r1"}
+
+
+async def test_a_failed_pass_is_logged_and_an_outage_is_raised(
+    stores: StateStores, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    core = await _granted(stores, ["r1"])
+    await stores.redis.hdel(stores.keyspace.inflight, "r1")
+    audit = SlotAudit(stores)
+
+    async def refused(ids: list[str]) -> object:
+        raise RuntimeError("refused by the test")
+
+    monkeypatch.setattr(stores.inflight, "ended", refused)
+    assert await audit.run(core, NO_ENTRY, NOW) == []
+    assert "in-flight audit pass failed" in caplog.text
+
+    async def down(ids: list[str]) -> object:
+        raise StateUnavailable("Redis is down")
+
+    monkeypatch.setattr(stores.inflight, "ended", down)
+    with pytest.raises(StateUnavailable):
+        await audit.run(core, NO_ENTRY, NOW + 1)
 
 
 async def test_a_request_redis_lost_is_left_alone(stores: StateStores) -> None:
