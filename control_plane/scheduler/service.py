@@ -2,7 +2,8 @@
 
 While leading, independent tasks read arrivals and events (blocking reads), scrape workers,
 checkpoint the ledger and the live view, follow knob changes, release the requests of lost
-gateway replicas (`sweeper.py`), and dispatch whenever something changed. Every task survives
+gateway replicas (`sweeper.py`), end those whose completion never reached the leader
+(`slot_audit.py`), and dispatch whenever something changed (`granting.py`). Every task survives
 Redis outages (StateUnavailable → back off → retry); losing the lease cancels them all and the
 process returns to standby. The replica acts (grants, sweeps) only while its `LeaderTerm` is
 active, which ends before its lease can expire in Redis, so a deposed leader has stopped before

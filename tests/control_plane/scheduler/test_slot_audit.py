@@ -334,7 +334,7 @@ async def test_a_completion_the_predecessor_read_frees_the_slot(redis_url: str) 
         await until(lambda: not service._core.running, 5.0)
 
         assert sorted(await _recorded(stores), key=str) == [
-            ("late", "ok", "completion lost: slot freed by the leader's in-flight audit"),
+            ("late", "ok", LOST_COMPLETION),
             ("late", "ok", None),  # the recorder keeps this one: the first row wins
         ]
     finally:
