@@ -18,6 +18,7 @@ from typing import Any
 
 from control_plane.bench.chat_client import HUNG, INCOMPLETE, Outcome, chat, client_for
 from control_plane.bench.faults import Fault
+from control_plane.bench.off_loop import off_loop
 from control_plane.bench.up_process import UpProcess
 from storage.db import Database
 from storage.records import RequestRecord
@@ -204,7 +205,7 @@ async def run_fault(up: UpProcess, fault: Fault, sc: Scenario) -> FaultResult:
     result.wall_s = round(time.monotonic() - started, 2)
     result.final_check = await _final_check(up, sc, other)
     oks = {o.request_id for o in [*load_out, *other] if o.ok and o.request_id}
-    rows = await asyncio.to_thread(_rows, str(up.info["database_url"]), oks, sc.rows_wait_s)
+    rows = await off_loop(_rows, str(up.info["database_url"]), oks, sc.rows_wait_s)
     account(result, load_out, other, rows)
     result.errors_before_fault = sum(1 for o in load_out if o.explicit_error and o.ended < t0)
     result.probes = dict(collections.Counter(o.kind for o in other))

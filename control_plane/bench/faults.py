@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from control_plane.bench import procs
+from control_plane.bench.off_loop import off_loop
 from control_plane.bench.up_process import UpProcess
 
 REDIS_PAUSE_S = 8.0
@@ -35,7 +36,7 @@ class Fault:
 
 
 async def _find(up: UpProcess, role: str) -> procs.Proc:
-    found = [p for p in await asyncio.to_thread(up.processes) if p.role == role]
+    found = [p for p in await off_loop(up.processes) if p.role == role]
     if not found:
         raise FaultError(f"no {role} process found in the deployment")
     return found[0]
@@ -51,8 +52,8 @@ def _kill9(role: str) -> Callable[[UpProcess], Coroutine[Any, Any, str]]:
 
 
 async def _kill_leader(up: UpProcess) -> str:
-    found = await asyncio.to_thread(up.processes)
-    target = await asyncio.to_thread(procs.leader, found)
+    found = await off_loop(up.processes)
+    target = await off_loop(procs.leader, found)
     if target is None:
         raise FaultError("no scheduler says it leads")
     procs.kill(target.pid, signal.SIGKILL)

@@ -30,6 +30,7 @@ import openai
 
 from control_plane.bench import footprint
 from control_plane.bench.chat_client import chat, client_for
+from control_plane.bench.off_loop import off_loop
 from control_plane.bench.soak_report import Sample
 from control_plane.bench.up_process import UpProcess
 
@@ -142,7 +143,7 @@ async def drive(
             await asyncio.sleep(max(0.0, due - time.monotonic()))
             if due > end + 1e-6:
                 return
-            found = await asyncio.to_thread(up.processes)
+            found = await off_loop(up.processes)
             fp = await footprint.sample(found, str(up.info.get("redis_url", "")))
             at = time.monotonic() - started
             s = Sample(at, fp, dict(load.outcomes), load.in_flight, load.sent)

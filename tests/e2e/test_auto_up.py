@@ -26,6 +26,7 @@ import httpx
 import pytest
 from openai import AsyncOpenAI
 
+from control_plane.bench.off_loop import off_loop
 from tests.support.up_process import UpProcess
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
@@ -101,7 +102,7 @@ async def underload_then_burst(up: UpProcess, since: float) -> list[dict[str, An
     rows: list[dict[str, Any]] = []
     while time.monotonic() < deadline:
         await asyncio.sleep(1.0)
-        rows = await asyncio.to_thread(controller_rows, up, since)
+        rows = await off_loop(controller_rows, up, since)
         if len(rows) >= 2 and all(t.done() for t in burst):
             break
     stop.set()
@@ -147,9 +148,9 @@ async def overload_that_worsens(up: UpProcess, since: float, rate: float) -> lis
         await asyncio.sleep(max(0.0, began + len(sent) / rate - time.monotonic()))
         if len(sent) % int(rate / 8) == 0:  # look 8 times a second
             if boundary is None:
-                closed = await asyncio.to_thread(last_period_end, up, since)
+                closed = await off_loop(last_period_end, up, since)
                 boundary = None if closed is None else closed + PERIOD_S
-            rows = await asyncio.to_thread(controller_rows, up, since)
+            rows = await off_loop(controller_rows, up, since)
             if rows and switched_at is None:
                 switched_at = time.monotonic()
             if len(rows) >= 2:
