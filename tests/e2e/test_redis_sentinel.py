@@ -17,6 +17,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from control_plane.bench.off_loop import off_loop
 from control_plane.state import KeySpace
 from storage.db import Database
 from tests.support.cluster import Cluster
@@ -146,8 +147,8 @@ def _run(cluster: Cluster, group: SentinelGroup) -> None:
             asyncio.create_task(_client(url, keys["t"], c, stop_at, out)) for c in range(CLIENTS)
         ]
         await asyncio.sleep(KILL_AT_S)
-        old = await asyncio.to_thread(group.kill9_primary)
-        new = await asyncio.to_thread(group.wait_failover, old)
+        old = await off_loop(group.kill9_primary)
+        new = await off_loop(group.wait_failover, old)
         await asyncio.gather(*load)
         return new
 

@@ -19,6 +19,7 @@ from typing import Any
 import httpx
 import redis
 
+from control_plane.bench.off_loop import off_loop
 from tests.support.cluster import Cluster
 from tests.support.redis_server import RedisServer
 
@@ -129,7 +130,7 @@ def test_redis_paused_under_streaming_load_hangs_nothing_and_a_leader_leads_agai
         finally:
             os.kill(pid, signal.SIGCONT)
         resumed = time.monotonic()
-        relead_s = await asyncio.to_thread(_wait_for_leader, probe, cluster.cluster, token_before)
+        relead_s = await off_loop(_wait_for_leader, probe, cluster.cluster, token_before)
         assert time.monotonic() - resumed < RELEAD_BOUND_S
         return await load, ready, relead_s
 
