@@ -2,11 +2,12 @@
 
 A load generator abandons `openai` streams on purpose (an SSE error event, a dropped connection,
 a client-side bound): their decoders leave `httpx` async generators suspended, and some end up
-in reference cycles only the cyclic collector frees. Collected on the loop's thread, asyncio's
-finalizer hook closes them there. Collected on a worker thread (a collection triggered by a
-`to_thread` call's allocations) they are finalized beside the loop's own clean-up of the same
-stream, and CPython reports "async generator already executing" as an unraisable exception:
-noise that pytest turns into a failed test (seen once in CI, in the fault harness's row read).
+in reference cycles only the cyclic collector frees. Collected on the loop's thread, they are
+closed by asyncio's finalizer hook, on that loop. A collection can also start on a worker
+thread (a `to_thread` call's allocations trigger it) and finalize them there, beside the loop:
+the one time CI saw it (the fault harness's row read), CPython found such a generator still
+executing and reported it as an unraisable exception, which pytest turns into a failed test.
+Pausing automatic collection while such a call's worker thread runs keeps collections off it.
 """
 
 from __future__ import annotations
