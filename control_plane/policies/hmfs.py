@@ -36,6 +36,32 @@ class HmfsParams(BaseModel):
     workflow-aware order (agent score, then workflow start; docs/algorithms.md §19.5)."""
 
 
+_NO_HEAD: HeadKey = (float("inf"), 0, "")
+"""The head of a node not yet filed (every filed node has a pending request's)."""
+
+
+class _Tree:
+    """One backlogged node of the hierarchy (or the root): its pending count, its head, and —
+    internal — its backlogged children in two `LazyMinIndex`es, or — a leaf — its queue."""
+
+    __slots__ = ("group", "head", "heads", "kids", "node", "parent", "pending", "queue")
+
+    def __init__(self, node: Node, parent: _Tree | None, group: str) -> None:
+        self.node = node
+        self.parent = parent
+        self.group = group
+        """`group_of(parent.node)`: the sibling group this node's counter is lifted in."""
+        self.pending = 0
+        self.head: HeadKey = _NO_HEAD
+        self.kids: LazyMinIndex[_Tree] | None = None
+        self.heads: LazyMinIndex[_Tree] | None = None
+        self.queue: JobQueue | None = None
+
+
+def _head(tree: _Tree) -> HeadKey:
+    return tree.head
+
+
 class HmfsPolicy(Policy):
     """Descend tenant → application → agent, taking the backlogged child with least counter.
 
@@ -50,11 +76,12 @@ class HmfsPolicy(Policy):
     grow with its number of applications or agents; with one app and one agent per tenant the
     order is VTC's. The leaf order never changes whose turn it is: counters and heads (the
     earliest arrival) are the same whatever `order` serves within the leaf.
-    Cost: each internal node keeps its backlogged children in two `LazyMinIndex`es (by
-    `(counter, head)` and by head), so push, pop, lift and charge are O(depth · log n); only a
-    pop whose first choice `admit` refuses walks on through the tree. With `order: kairos`
-    the leaf's pick is a `kairos` pop over its own agents (O(log n) when admissible), and the
-    scores are re-read only when the orchestrator recomputes them, on the periodic tick.
+    Cost: each backlogged node is one `_Tree` holding its count and head; an internal one
+    keeps its backlogged children in two `LazyMinIndex`es (by `(counter, head)` and by head),
+    so push, pop, lift and charge are O(depth · log n); only a pop whose first choice `admit`
+    refuses walks on through the tree. With `order: kairos` the leaf's pick is a `kairos` pop
+    over its own agents (O(log n) when admissible), and the scores are re-read only when the
+    orchestrator recomputes them, on the periodic tick.
     """
 
     name: ClassVar[str] = "hmfs"
@@ -64,177 +91,188 @@ class HmfsPolicy(Policy):
         super().__init__(ctx, params)
         assert isinstance(self.params, HmfsParams)
         self._depth = self.params.depth
-        self._leaves: dict[Node, JobQueue] = {}
-        self._kids: dict[Node, LazyMinIndex[Node]] = {}
-        """Backlogged children of each backlogged internal node (and of the root `()`), by
-        `(counter, head)`: the order of the descent."""
-        self._heads: dict[Node, LazyMinIndex[Node]] = {}
-        """The same children by head alone: the head of an internal node is its least one's."""
-        self._head_of: dict[Node, HeadKey] = {}
-        """Head of every backlogged node, kept exact on push and take."""
-        self._pending: dict[Node, int] = {}
-        self._leaf_of: dict[str, Node] = {}
+        self._trees: dict[Node, _Tree] = {}
+        """Every backlogged node (the root `()` always)."""
+        self._leaf_of: dict[str, _Tree] = {}
         self._groups: dict[Node, str] = {}
-        """`group_of(parent)` of every internal node served so far."""
+        """`group_of(parent)` of every internal node seen so far."""
         self._plan: CounterPlan | None = None
-        self._counter = ctx.ledger.counter  # the ledger lives as long as the context
-        counter, head_of = self._counter, self._head_of  # `_head_of` is never replaced
+        counter = ctx.ledger.counter  # the ledger lives as long as the context
 
-        def order_key(node: Node) -> Key:
+        def order_key(tree: _Tree) -> Key:
             """`(counter, head)` of a backlogged node: the order of the descent."""
-            return (counter(node), head_of[node])
+            return (counter(tree.node), tree.head)
 
         self._order_key = order_key
         self._served = KairosLeaves(ctx) if self.params.order == "kairos" else None
         """The leaves' Kairos order; None serves each leaf's FCFS queue."""
-        self._open(())
+        self._root = self._grow((), None)
 
     def leaf(self, job: Job) -> Node:
         return job.path[: self._depth]
 
-    # -- indices ----------------------------------------------------------------------------
-    def _open(self, node: Node) -> None:
-        """Give internal `node` its (empty) child indices."""
-        self._kids[node] = LazyMinIndex(self._order_key)
-        self._heads[node] = LazyMinIndex(self._head)
+    # -- nodes ------------------------------------------------------------------------------
+    def _grow(self, node: Node, parent: _Tree | None) -> _Tree:
+        """A new backlogged `node` under `parent` (indices or queue empty, not yet filed)."""
+        group = ""
+        if parent is not None:
+            group = self._groups.get(parent.node) or self._groups.setdefault(
+                parent.node, group_of(parent.node)
+            )
+        tree = self._trees[node] = _Tree(node, parent, group)
+        if len(node) < self._depth:
+            tree.kids = LazyMinIndex(self._order_key)
+            tree.heads = LazyMinIndex(_head)
+        else:
+            tree.queue = JobQueue()
+        return tree
 
-    def _head(self, node: Node) -> HeadKey:
-        """`(arrival, seq, id)` of the earliest pending request under `node`."""
-        return self._head_of[node]
+    def _file(self, tree: _Tree) -> None:
+        """(Re-)file `tree` in its parent's indices at its current keys."""
+        parent = tree.parent
+        assert parent is not None and parent.kids is not None and parent.heads is not None
+        parent.heads.touch(tree)
+        parent.kids.touch(tree)
 
-    def _file(self, node: Node) -> None:
-        """(Re-)file `node` in its parent's indices at its current keys."""
-        parent = node[:-1]
-        self._heads[parent].touch(node)
-        self._kids[parent].touch(node)
-
-    def _children(self, parent: Node) -> Iterable[Node]:
-        index = self._kids.get(parent)
-        return index.members() if index is not None else ()
+    def _children(self, parent: Node) -> list[_Tree]:
+        tree = self._trees.get(parent)
+        return list(tree.kids.members()) if tree is not None and tree.kids is not None else []
 
     # -- queue ------------------------------------------------------------------------------
-    def _enqueue(self, job: Job) -> list[Node]:
-        """Queue `job` (indices untouched); return the nodes of its path that were not
+    def _enqueue(self, job: Job) -> tuple[_Tree, list[_Tree]]:
+        """Queue `job` (indices untouched); → its leaf and the nodes of its path that were not
         backlogged before, tenant first."""
         if job.id in self._leaf_of:
             raise DuplicateJobError(f"job {job.id!r} is already pending")
-        leaf = self.leaf(job)
-        joined = [node for node in prefixes(leaf) if node not in self._pending]
-        for node in prefixes(leaf):
-            self._pending[node] = self._pending.get(node, 0) + 1
-        queue = self._leaves.get(leaf)
-        if queue is None:
-            queue = self._leaves[leaf] = JobQueue()
-        queue.add(job)
+        trees, joined = self._trees, []
+        tree = self._root
+        for node in prefixes(self.leaf(job)):
+            nxt = trees.get(node)
+            if nxt is None:
+                nxt = self._grow(node, tree)
+                joined.append(nxt)
+            nxt.pending += 1
+            tree = nxt
+        assert tree.queue is not None
+        tree.queue.add(job)
         if self._served is not None:
-            self._served.add(leaf, job)
-        self._leaf_of[job.id] = leaf
-        return joined
+            self._served.add(tree.node, job)
+        self._leaf_of[job.id] = tree
+        return tree, joined
 
     def push(self, job: Job, now: float) -> None:
-        leaf = self.leaf(job)
         key = (job.arrival, job.seq, job.id)
-        joined = self._enqueue(job)
-        for node in joined:
-            if len(node) < self._depth:
-                self._open(node)
+        leaf, joined = self._enqueue(job)
         ledger = self.ctx.ledger
-        for node in reversed(list(prefixes(leaf))):  # children before parents: heads are fresh
-            if node in joined:
-                self._head_of[node] = key
-                least = self._kids[node[:-1]].least()
-                lift_joining(ledger, node, group_of(node[:-1]), least[0][0] if least else None)
-                self._file(node)
-            elif key < self._head_of[node]:  # a re-queued older request: the head moves back
-                self._head_of[node] = key
-                self._file(node)
+        tree: _Tree | None = leaf
+        while tree is not None and tree.parent is not None:  # children first: heads are fresh
+            parent = tree.parent
+            if tree in joined:
+                tree.head = key
+                assert parent.kids is not None
+                least = parent.kids.least()
+                lift_joining(ledger, tree.node, tree.group, least[0][0] if least else None)
+                self._file(tree)
+            elif key < tree.head:  # a re-queued older request: the head moves back
+                tree.head = key
+                self._file(tree)
             else:
                 break  # every node above has a head at most this one's
+            tree = parent
 
     def adopt(self, jobs: Iterable[Job], now: float) -> None:
-        before = {parent: set(index.members()) for parent, index in self._kids.items()}
+        before = {
+            node: {kid.node for kid in tree.kids.members()}
+            for node, tree in self._trees.items()
+            if tree.kids is not None
+        }
         joined: dict[Node, set[Node]] = {}
         for job in sorted(jobs, key=arrival_order):
-            for node in self._enqueue(job):
-                joined.setdefault(node[:-1], set()).add(node)
+            for tree in self._enqueue(job)[1]:
+                joined.setdefault(tree.node[:-1], set()).add(tree.node)
         for parent, nodes in sorted(joined.items()):
             lift_adopted(self.ctx.ledger, group_of(parent), before.get(parent, set()), nodes)
-        self.ctx.ledger.reset_backlog(range(1, self._depth + 1), self._pending)
+        pending = {node: t.pending for node, t in self._trees.items() if node}
+        self.ctx.ledger.reset_backlog(range(1, self._depth + 1), pending)
         self._reindex()
 
     def _reindex(self) -> None:
         """Every head and index afresh from the pending nodes, deepest first."""
-        children: dict[Node, list[Node]] = {}
-        for node in self._pending:
-            children.setdefault(node[:-1], []).append(node)
-        self._head_of.clear()
-        for leaf, queue in self._leaves.items():
-            entry = queue.head_entry()
-            assert entry is not None
-            self._head_of[leaf] = (entry[1], entry[2], entry[3])
+        children: dict[Node, list[_Tree]] = {}
+        for node, tree in self._trees.items():
+            if node:
+                children.setdefault(node[:-1], []).append(tree)
+        for tree in self._trees.values():
+            if tree.queue is not None:
+                entry = tree.queue.head_entry()
+                assert entry is not None
+                tree.head = (entry[1], entry[2], entry[3])
         for parent in sorted(children, key=len, reverse=True):
-            if parent not in self._kids:
-                self._open(parent)
-            kids = children[parent]
+            tree, kids = self._trees[parent], children[parent]
+            assert tree.kids is not None and tree.heads is not None
             if parent:
-                self._head_of[parent] = min(self._head_of[kid] for kid in kids)
-            self._heads[parent].reset(kids)
-            self._kids[parent].reset(kids)
+                tree.head = min(kid.head for kid in kids)
+            tree.heads.reset(kids)
+            tree.kids.reset(kids)
 
-    def _ordered(self, parent: Node) -> Iterator[Node]:
+    def _ordered(self, parent: Node) -> Iterator[_Tree]:
         """Backlogged children by counter; equal counters by earliest pending request.
 
         Lazily: the group of the least counter is found by one scan, and the other children
         are sorted only if the walk gets past that group (none of its jobs admissible).
         """
-        kids = list(self._children(parent))
+        kids = self._children(parent)
         if len(kids) <= 1:
             yield from kids  # an only child needs no counter
             return
-        counters = self.ctx.ledger.counters(kids)
+        counters = self.ctx.ledger.counters([kid.node for kid in kids])
         low = min(counters)
         pairs = list(zip(counters, kids, strict=True))
-        yield from self._by_head([n for c, n in pairs if c == low])
-        rest = sorted(pair for pair in pairs if pair[0] != low)
+        yield from self._by_head([t for c, t in pairs if c == low])
+        rest = sorted((pair for pair in pairs if pair[0] != low), key=lambda p: (p[0], p[1].head))
         for _, group in itertools.groupby(rest, key=lambda k: k[0]):
-            yield from self._by_head([n for _, n in group])
+            yield from self._by_head([t for _, t in group])
 
-    def _by_head(self, nodes: list[Node]) -> list[Node]:
+    def _by_head(self, trees: list[_Tree]) -> list[_Tree]:
         """Siblings of equal counter, by their earliest pending request (heads only if tied)."""
-        return nodes if len(nodes) == 1 else sorted(nodes, key=self._head)
+        return trees if len(trees) == 1 else sorted(trees, key=_head)
 
-    def _walk_leaves(self, parent: Node) -> Iterator[Node]:
+    def _walk_leaves(self, parent: Node) -> Iterator[_Tree]:
         """Backlogged leaves under `parent` in HMFS order."""
         for kid in self._ordered(parent):
-            if len(kid) == self._depth:
+            if kid.queue is not None:
                 yield kid
             else:
-                yield from self._walk_leaves(kid)
+                yield from self._walk_leaves(kid.node)
 
     def _walk(self, parent: Node, refuses: Refuses | None = None) -> Iterator[Job]:
         """Pending jobs in HMFS order (FCFS within a leaf), without those of models `refuses`
         names."""
         for leaf in self._walk_leaves(parent):
-            for _, job in self._leaves[leaf].candidates(refuses):
+            assert leaf.queue is not None
+            for _, job in leaf.queue.candidates(refuses):
                 yield job
 
-    def _descend(self) -> Node | None:
+    def _descend(self) -> _Tree | None:
         """The leaf whose turn it is: least (counter, head) at every level."""
-        node: Node = ()
-        while len(node) < self._depth:
-            least = self._kids[node].least()
+        tree = self._root
+        kids = tree.kids
+        while kids is not None:
+            least = kids.least()
             if least is None:
                 return None
-            node = least[1]
-        return node
+            tree = least[1]
+            kids = tree.kids
+        return tree
 
     def pop(self, now: float, admit: Admit) -> Job | None:
-        node = self._descend()
-        if node is None:
+        leaf = self._descend()
+        if leaf is None:
             return None
         if self._served is not None:
-            return self._pop_ordered(self._served, node, now, admit)
-        first = self._leaves[node].head()
+            return self._pop_ordered(self._served, leaf.node, now, admit)
+        assert leaf.queue is not None
+        first = leaf.queue.head()
         assert first is not None
         if admit(first):
             self._take(first.id, served=True, head=True)
@@ -253,7 +291,7 @@ class HmfsPolicy(Policy):
         job = served.pop(turn, now, admit)
         if job is None:
             for leaf in self._walk_leaves(()):
-                if leaf != turn and (job := served.pop(leaf, now, admit)) is not None:
+                if leaf.node != turn and (job := served.pop(leaf.node, now, admit)) is not None:
                     break
         if job is not None:
             self._take(job.id, served=True)
@@ -264,48 +302,42 @@ class HmfsPolicy(Policy):
         leaf = self._leaf_of.pop(job_id, None)
         if leaf is None:
             return None
-        queue = self._leaves[leaf]
+        queue = leaf.queue
+        assert queue is not None
         job = queue.pop_head() if head else queue.remove(job_id)
         assert job is not None
-        if not queue:
-            del self._leaves[leaf]
         if self._served is not None:
-            self._served.remove(leaf, job_id)
+            self._served.remove(leaf.node, job_id)
         gone = (job.arrival, job.seq, job.id)
         moved = True  # the node below lost its head: this one may have too
-        ledger, pending, head_of = self.ctx.ledger, self._pending, self._head_of
-        for depth in range(len(leaf), 0, -1):  # leaves first: parents' indices stay valid
-            node, parent = leaf[:depth], leaf[: depth - 1]
-            left = pending[node] - 1
+        ledger, trees = self.ctx.ledger, self._trees
+        tree, parent = leaf, leaf.parent
+        while parent is not None:  # leaves first: parents' indices stay valid
+            left = tree.pending = tree.pending - 1
             if not left:
-                del pending[node]
-                del head_of[node]
-                self._kids[parent].discard(node)
-                self._heads[parent].discard(node)
-                self._kids.pop(node, None)
-                self._heads.pop(node, None)
-                ledger.set_backlogged(node, False)
-            else:
-                pending[node] = left
-                if moved and head_of[node] == gone:
-                    head_of[node] = self._next_head(node)  # later: the parent's entry still
-                else:  # bounds it from below, so the parent's indices need no touch
-                    moved = False
+                del trees[tree.node]
+                assert parent.kids is not None and parent.heads is not None
+                parent.kids.discard(tree)
+                parent.heads.discard(tree)
+                ledger.set_backlogged(tree.node, False)
+            elif moved and tree.head == gone:
+                tree.head = self._next_head(tree)  # later: the parent's entry still bounds
+            else:  # it from below, so the parent's indices need no touch
+                moved = False
             if served:
-                group = self._groups.get(parent)
-                if group is None:
-                    group = self._groups[parent] = group_of(parent)
-                ledger.note_left(group, node)
+                ledger.note_left(tree.group, tree.node)
+            tree, parent = parent, parent.parent
         return job
 
-    def _next_head(self, node: Node) -> HeadKey:
-        if len(node) == self._depth:
-            entry = self._leaves[node].head_entry()
+    def _next_head(self, tree: _Tree) -> HeadKey:
+        if tree.queue is not None:
+            entry = tree.queue.head_entry()
             assert entry is not None
             return (entry[1], entry[2], entry[3])
-        least = self._heads[node].least()
+        assert tree.heads is not None
+        least = tree.heads.least()
         assert least is not None
-        return least[0]  # the key of `_heads` is a head
+        return least[0]  # the key of `heads` is a head
 
     def remove(self, job_id: str) -> Job | None:
         return self._take(job_id, served=False)
@@ -347,7 +379,8 @@ class HmfsPolicy(Policy):
         counter = self.ctx.ledger.counter
         return {
             "nodes": [
-                {"node": list(node), "counter": counter(node), "queued": count}
-                for node, count in sorted(self._pending.items())
+                {"node": list(node), "counter": counter(node), "queued": tree.pending}
+                for node, tree in sorted(self._trees.items())
+                if node
             ]
         }
