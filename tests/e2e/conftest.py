@@ -7,18 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from control_plane.gc_freeze import freeze_startup_heap
 from tests.support.cluster import Cluster
-
-
-@pytest.fixture(autouse=True)
-def _quiet_heap() -> None:
-    """The test process is the load generator: a full collection over the whole suite's heap
-    (about 850 MB by the time the e2e tests run) stalls all of its clients at once, which can
-    let the workers drain a queue the test keeps full — the likeliest reason a full-suite run
-    saw a flooding tenant's queue empty and the fast lane open mid-flood, which the test alone
-    never showed. Frozen before each test, as the services freeze their start-up heap."""
-    freeze_startup_heap()
 
 
 @pytest.fixture

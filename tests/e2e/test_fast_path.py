@@ -25,6 +25,10 @@ from tests.support.occupancy import peak_per_worker
 
 SEQS = 8
 BODY = {"model": "tiny-llama", "prompt": "hello", "max_tokens": 8, "ignore_eos": True}
+FLOOD_BODY = {**BODY, "max_tokens": 64}
+"""The flood's requests hold their slots 8 times longer, so its 24 clients keep the queue full
+even when the test process (their only driver) lags: with 8-token requests, suite runs on a
+loaded box saw the 16 queued drain during such a lag and the lane open mid-flood."""
 TIMING = {"X-Arbiter-Debug-Timing": "1"}
 
 
@@ -48,10 +52,11 @@ async def _client(
     key: str,
     count: int,
     out: list[tuple[int, str, dict[str, float]]],
+    body: dict[str, object] = BODY,
 ) -> None:
     headers = {"Authorization": f"Bearer {key}", **TIMING}
     for _ in range(count):
-        resp = await client.post(f"{url}/v1/completions", json=BODY, headers=headers)
+        resp = await client.post(f"{url}/v1/completions", json=body, headers=headers)
         stamps = parse_timing(resp.headers.get("X-Arbiter-Timing", ""))
         out.append((resp.status_code, resp.headers.get("X-Arbiter-Request-Id", ""), stamps))
 
@@ -64,7 +69,7 @@ async def _flood(
     out: list[tuple[int, str, dict[str, float]]],
 ) -> None:
     while not stop.is_set():
-        await _client(client, url, key, 1, out)
+        await _client(client, url, key, 1, out, FLOOD_BODY)
 
 
 def test_failover_with_the_fast_lane_loses_nothing_and_never_overcommits(cluster: Cluster) -> None:
