@@ -94,8 +94,6 @@ class HmfsPolicy(Policy):
         self._trees: dict[Node, _Tree] = {}
         """Every backlogged node (the root `()` always)."""
         self._leaf_of: dict[str, _Tree] = {}
-        self._groups: dict[Node, str] = {}
-        """`group_of(parent)` of every internal node seen so far."""
         self._plan: CounterPlan | None = None
         counter = ctx.ledger.counter  # the ledger lives as long as the context
 
@@ -114,11 +112,7 @@ class HmfsPolicy(Policy):
     # -- nodes ------------------------------------------------------------------------------
     def _grow(self, node: Node, parent: _Tree | None) -> _Tree:
         """A new backlogged `node` under `parent` (indices or queue empty, not yet filed)."""
-        group = ""
-        if parent is not None:
-            group = self._groups.get(parent.node) or self._groups.setdefault(
-                parent.node, group_of(parent.node)
-            )
+        group = group_of(parent.node) if parent is not None else ""
         tree = self._trees[node] = _Tree(node, parent, group)
         if len(node) < self._depth:
             tree.kids = LazyMinIndex(self._order_key)
