@@ -9,7 +9,7 @@ from typing import Any, ClassVar, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from control_plane.core.job import Job
-from control_plane.core.ledger import CounterPlan, Node, group_of, prefixes
+from control_plane.core.ledger import CounterCell, CounterPlan, Node, group_of, prefixes
 from control_plane.core.policy import (
     Admit,
     Policy,
@@ -41,13 +41,16 @@ _NO_HEAD: HeadKey = (float("inf"), 0, "")
 
 
 class _Tree:
-    """One backlogged node of the hierarchy (or the root): its pending count, its head, and —
-    internal — its backlogged children in two `LazyMinIndex`es, or — a leaf — its queue."""
+    """One backlogged node of the hierarchy (or the root): its pending count, its head, its
+    counter's cell in the ledger, and — internal — its backlogged children in two
+    `LazyMinIndex`es, or — a leaf — its queue."""
 
-    __slots__ = ("group", "head", "heads", "kids", "node", "parent", "pending", "queue")
+    __slots__ = ("cell", "group", "head", "heads", "kids", "node", "parent", "pending", "queue")
 
-    def __init__(self, node: Node, parent: _Tree | None, group: str) -> None:
+    def __init__(self, node: Node, parent: _Tree | None, group: str, cell: CounterCell) -> None:
         self.node = node
+        self.cell = cell
+        """The node's virtual counter in the ledger (read without a lookup by path)."""
         self.parent = parent
         self.group = group
         """`group_of(parent.node)`: the sibling group this node's counter is lifted in."""
@@ -76,12 +79,13 @@ class HmfsPolicy(Policy):
     grow with its number of applications or agents; with one app and one agent per tenant the
     order is VTC's. The leaf order never changes whose turn it is: counters and heads (the
     earliest arrival) are the same whatever `order` serves within the leaf.
-    Cost: each backlogged node is one `_Tree` holding its count and head; an internal one
-    keeps its backlogged children in two `LazyMinIndex`es (by `(counter, head)` and by head),
-    so push, pop, lift and charge are O(depth · log n); only a pop whose first choice `admit`
-    refuses walks on through the tree. With `order: kairos` the leaf's pick is a `kairos` pop
-    over its own agents (O(log n) when admissible), and the scores are re-read only when the
-    orchestrator recomputes them, on the periodic tick.
+    Cost: each backlogged node is one `_Tree` holding its count, head and counter cell (read
+    without hashing its path); an internal one keeps its backlogged children in two
+    `LazyMinIndex`es (by `(counter, head)` and by head), so push, pop, lift and charge are
+    O(depth · log n); only a pop whose first choice `admit` refuses walks on through the tree.
+    With `order: kairos` the leaf's pick is a `kairos` pop over its own agents (O(log n) when
+    admissible), and the scores are re-read only when the orchestrator recomputes them, on the
+    periodic tick.
     """
 
     name: ClassVar[str] = "hmfs"
@@ -95,11 +99,11 @@ class HmfsPolicy(Policy):
         """Every backlogged node (the root `()` always)."""
         self._leaf_of: dict[str, _Tree] = {}
         self._plan: CounterPlan | None = None
-        counter = ctx.ledger.counter  # the ledger lives as long as the context
 
         def order_key(tree: _Tree) -> Key:
             """`(counter, head)` of a backlogged node: the order of the descent."""
-            return (counter(tree.node), tree.head)
+            cell = tree.cell
+            return (cell.read() if cell.pending else cell.value, tree.head)
 
         self._order_key = order_key
         self._served = KairosLeaves(ctx) if self.params.order == "kairos" else None
@@ -113,7 +117,7 @@ class HmfsPolicy(Policy):
     def _grow(self, node: Node, parent: _Tree | None) -> _Tree:
         """A new backlogged `node` under `parent` (indices or queue empty, not yet filed)."""
         group = group_of(parent.node) if parent is not None else ""
-        tree = self._trees[node] = _Tree(node, parent, group)
+        tree = self._trees[node] = _Tree(node, parent, group, self.ctx.ledger.counter_cell(node))
         if len(node) < self._depth:
             tree.kids = LazyMinIndex(self._order_key)
             tree.heads = LazyMinIndex(_head)

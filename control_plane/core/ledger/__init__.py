@@ -13,7 +13,7 @@ May import: `control_plane.core.job` and `control_plane.core.windows` only.
 """
 
 from control_plane.core.ledger.accounts import Account
-from control_plane.core.ledger.counters import COUNTER_BACKLOG
+from control_plane.core.ledger.counters import COUNTER_BACKLOG, CounterCell
 from control_plane.core.ledger.ledger import Ledger
 from control_plane.core.ledger.records import Node, NodeStats, WindowStats, group_of, prefixes
 from control_plane.core.ledger.service import CounterPlan, OutputCharge, WeightTable
@@ -21,6 +21,7 @@ from control_plane.core.ledger.service import CounterPlan, OutputCharge, WeightT
 __all__ = [
     "COUNTER_BACKLOG",
     "Account",
+    "CounterCell",
     "CounterPlan",
     "Ledger",
     "Node",

@@ -44,6 +44,7 @@ class Ledger:
         self.counters = c.counters
         self.add_counter = c.add
         self.counter_sink = c.sink
+        self.counter_cell = c.cell
         self.lift = c.lift
         self.reset_backlog = c.reset_backlog
 
@@ -55,7 +56,7 @@ class Ledger:
     def nodes_at(self, depth: int) -> list[Node]:
         """Every node of that depth the ledger has seen (charged, counted or credited)."""
         self._counters.settle_all()
-        seen = self._service.nodes() | set(self._counters.values) | set(self._accounts.accounts)
+        seen = self._service.nodes() | self._counters.nodes() | set(self._accounts.accounts)
         return sorted(node for node in seen if len(node) == depth)
 
     # -- counter policies' memory -----------------------------------------------------------

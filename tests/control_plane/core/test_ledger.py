@@ -76,6 +76,24 @@ def test_counters_lift_only_upwards_and_remember_who_left_last() -> None:
     assert ledger.is_backlogged(("b",)) and ledger.is_backlogged(("a", "x"))
 
 
+def test_a_held_counter_cell_reads_exactly_what_the_ledger_reads() -> None:
+    ledger = Ledger()
+    cell = ledger.counter_cell(("a",))  # as HMFS holds one per backlogged node
+    assert cell.read() == 0.0 and not cell.known
+    assert ledger.nodes_at(1) == [] and ledger.snapshot()["counters"] == []
+    sink = ledger.counter_sink(("a",))
+    for amount in (0.1, 0.2, 0.3):
+        sink(amount)
+    assert cell.pending == [0.1, 0.2, 0.3]  # deferred until read
+    assert ledger.counter(("a",)) == (0.1 + 0.2) + 0.3 != 0.1 + (0.2 + 0.3)
+    assert not cell.pending and cell.known and cell.value == ledger.counter(("a",))
+    ledger.add_counter(("a",), 1.0)
+    ledger.lift(("a",), 10.0)
+    assert ledger.counter_cell(("a",)) is cell and cell.read() == 10.0
+    assert ledger.snapshot()["counters"] == [[["a"], 10.0]]
+    assert Ledger.from_snapshot(ledger.snapshot()).counter_cell(("a",)).read() == 10.0
+
+
 def test_snapshot_round_trips_through_json() -> None:
     ledger = Ledger(window_s=30.0, bucket_s=0.5)
     ledger.charge_input(PATH, 10, 10.0, now=1.0)
