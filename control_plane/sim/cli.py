@@ -151,12 +151,16 @@ def simulate_bench(
     policy: Annotated[list[str] | None, Opt("--policy", "-p")] = None,
     out: Annotated[Path, Opt(help="JSON file to write.")] = Path("out/sim-speed.json"),
     duration: Annotated[float | None, Opt(callback=positive, help="Override duration_s.")] = None,
+    split: Annotated[
+        bool, Opt("--split", help="Also print where each run's CPU went, phase by phase.")
+    ] = False,
 ) -> None:
     """Print simulated requests per CPU-minute and write them as JSON."""
     samples = speed_bench.measure(
         files or list(speed_bench.DEFAULT_SCENARIOS),
         policy or list(speed_bench.DEFAULT_POLICIES),
         duration,
+        split,
     )
     table = Table(title="simulator speed")
     for column in ("scenario", "policy", "requests", "cpu s", "requests / CPU-minute"):
@@ -172,8 +176,33 @@ def simulate_bench(
     doc = speed_bench.report(samples)
     Console().print(table)
     Console().print(f"total: {doc['total']['requests_per_cpu_minute']:,.0f} requests / CPU-minute")
+    if split:
+        _print_phases(samples)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
+
+
+def _print_phases(samples: list[speed_bench.SpeedSample]) -> None:
+    for sample in samples:
+        table = Table(title=f"{sample.scenario} / {sample.policy}: CPU by phase")
+        for column in ("phase", "cpu s", "ms / request", "µs / output token", "share"):
+            table.add_column(column, justify="right")
+        for row in speed_bench.phase_rows(sample):
+            table.add_row(
+                row["phase"],
+                f"{row['cpu_s']:.2f}",
+                _number(row["ms_per_request"], ".3f"),
+                _number(row["us_per_output_token"], ".2f"),
+                _number(row["share"], ".0%"),
+            )
+        Console().print(table)
+    Console().print(
+        f"(500,000 requests / CPU-minute leaves {60 / 500_000 * 1e3:.3f} ms per request)"
+    )
+
+
+def _number(value: float | None, spec: str) -> str:
+    return "—" if value is None else format(value, spec)
 
 
 def simulate_capacity(

@@ -65,8 +65,10 @@ def run_policy(
     speed: float = 1.0,
     gap_sample_s: float = 0.1,
     progress: Progress | None = None,
+    instrument: Callable[[Simulator], None] | None = None,
 ) -> PolicyRun:
-    """Simulate `scenario` under `policy`; `specs` defaults to the scenario's workload."""
+    """Simulate `scenario` under `policy`; `specs` defaults to the scenario's workload.
+    `instrument` sees the simulator before it runs (`arbiter sim speed --split` times it)."""
     plugins = plugins or PluginChoice()
     setup = build_setup(
         scenario,
@@ -82,6 +84,8 @@ def run_policy(
     advisor = SimAdvisor()
     workload = specs if specs is not None else build_workload(scenario)
     sim = Simulator(setup, workload, progress, advisor=advisor)
+    if instrument is not None:
+        instrument(sim)
     try:
         records = sim.run()
     finally:

@@ -12,6 +12,7 @@ from typer.testing import CliRunner
 
 from control_plane.sim import cli
 from control_plane.sim.cli_args import parse_keys, parse_params, parse_policies
+from control_plane.sim.phase_timer import PHASES
 from tests.control_plane.sim.builders import scenario_dict
 
 
@@ -94,6 +95,24 @@ def test_simulate_bench_prints_and_writes_the_speed(
     assert "requests / CPU-minute" in result.output
     data = json.loads(out.read_text())
     assert data["runs"][0]["requests"] > 50 and data["total"]["requests_per_cpu_minute"] > 0
+
+
+def test_simulate_bench_split_prints_and_writes_every_phase(
+    app: typer.Typer, scenario_file: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "speed.json"
+    args = ["speed", str(scenario_file), "-p", "vtc", "--split", "--out", str(out)]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert "tiny / vtc: CPU by phase" in result.output and "engine steps" in result.output
+    assert "0.120 ms per request" in result.output
+    run = json.loads(out.read_text())["runs"][0]
+    assert [row["phase"] for row in run["phases"]] == list(PHASES)
+    assert sum(row["cpu_s"] for row in run["phases"]) == pytest.approx(run["cpu_s"])
+    assert sum(row["share"] for row in run["phases"]) == pytest.approx(1.0)
+    plain = CliRunner().invoke(app, ["speed", str(scenario_file), "-p", "vtc", "--out", str(out)])
+    assert "CPU by phase" not in plain.output
+    assert json.loads(out.read_text())["runs"][0]["phases"] is None
 
 
 def test_simulate_bench_writes_under_out_by_default(
