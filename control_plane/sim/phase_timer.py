@@ -9,7 +9,8 @@ Rule: a phase is charged its calls' *exclusive* CPU time (`time.process_time`), 
 time of the wrapped calls nested inside them, so the phases never overlap and, with
 `loop and the rest` (the run's CPU minus every phase), add up to the run's CPU time. The
 wrappers themselves cost about 1.2 µs per call on the 2-core box (two clock reads), which
-lands in the phases they wrap: about 2 % of a `kairos-fair` run (≈ 14 wrapped calls per request).
+lands in the phases they wrap: about 1.5 % of a `kairos-fair` run, 12 wrapped calls per
+request (docs/performance.md, "Where a simulated request's CPU goes").
 """
 
 from __future__ import annotations
