@@ -33,6 +33,7 @@ from control_plane.core.job import Slo
 from control_plane.recorder import service as recorder_service
 from control_plane.recorder.service import GROUP, Recorder
 from control_plane.state import StateStores
+from control_plane.state.tasks import stop_tasks
 from storage.db import Database
 
 CLUSTER = "bench-recorder"
@@ -132,7 +133,7 @@ async def _round(
             if task.done():
                 task.result()
             if time.monotonic() > deadline:
-                task.cancel()
+                await stop_tasks([task])
                 raise RuntimeError(
                     f"the recorder left {left} of {events} events after {catch_up_s:.0f} s "
                     f"({recorder.written} rows written, {recorder.dead_lettered} dead-lettered; "
@@ -140,8 +141,7 @@ async def _round(
                 )
             await asyncio.sleep(0.01)
         cpu, wall = time.process_time() - cpu0, time.monotonic() - wall0
-        task.cancel()
-        await asyncio.gather(task, return_exceptions=True)
+        await stop_tasks([task])  # not cancel-and-wait: a cancellation can be lost
         if recorder.written != events:
             raise RuntimeError(f"recorded {recorder.written} of {events} events")
         return RecorderSample(batch, events, cpu, wall)

@@ -12,6 +12,7 @@ import pytest
 
 from control_plane.bench import recorder_bench
 from control_plane.bench.recorder_bench import measure, summary
+from control_plane.recorder.service import Recorder
 from storage.db import Database
 
 
@@ -49,3 +50,25 @@ def test_a_round_that_cannot_write_stops_and_says_why(tmp_path: Path) -> None:
     finally:
         db.dispose()
         redis.stop()
+
+
+@pytest.mark.timeout(120)
+def test_a_round_ends_when_the_recorder_loses_a_cancellation(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Python 3.11's `wait_for` can drop a cancellation that meets a Redis reply; the recorder
+    then runs on, and a round that only cancelled once would wait for it forever."""
+    real_run = Recorder.run
+    lost: list[bool] = []
+
+    async def run_losing_one_cancel(self: Recorder) -> None:
+        try:
+            await real_run(self)
+        except asyncio.CancelledError:
+            lost.append(True)
+            await real_run(self)  # as after a dropped cancellation: the loop runs on
+
+    monkeypatch.setattr(Recorder, "run", run_losing_one_cancel)
+    samples = measure([8], events=40, rounds=1, catch_up_s=60)
+    assert lost == [True]
+    assert [(s.batch, s.events) for s in samples] == [(8, 40)]
