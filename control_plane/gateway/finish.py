@@ -121,11 +121,12 @@ class Finisher:
         except StateUnavailable:
             log.warning("could not count the tokens of %s in Redis (usage undercounted)", flight.id)
 
-    async def release_orphan(self, grant: Grant) -> None:
+    async def release_orphan(self, grant: Grant, error: str = "client gone before grant") -> None:
         """A grant arrived for a request this gateway no longer serves: release it, marked
         with or after its event like every finish (marked first, the leader's in-flight
         audit could end it before the event arrived, writing a row an orphan never has)."""
-        published = self.d.reporter.emit(orphan_event(grant, time.time()), finish="aborted")
+        event = orphan_event(grant, time.time(), error)
+        published = self.d.reporter.emit(event, finish="aborted")
         self._mark_later(grant.request_id, "aborted", published)
 
     def _mark_later(self, request_id: str, status: str, published: asyncio.Future[bool]) -> None:

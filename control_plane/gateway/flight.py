@@ -111,13 +111,13 @@ class Flight:
         )
 
 
-def orphan_event(grant: Grant, now: float) -> Complete:
-    """The `complete` event of a grant nobody waited for (the client left first): the gateway
-    released it unserved."""
+def orphan_event(grant: Grant, now: float, error: str = "client gone before grant") -> Complete:
+    """The `complete` event of a grant nobody waited for (the client left first, or its submit
+    failed without an answer): the gateway released it unserved."""
     return Complete(
         id=grant.request_id,
         status="aborted",
-        error="client gone before grant",
+        error=error,
         orphan=True,
         worker=grant.worker_id,
         finished=now,

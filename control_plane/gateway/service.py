@@ -11,6 +11,7 @@ counted against its tenant's daily budget off the response path (`RedisDoorLimit
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 from collections.abc import AsyncIterator
@@ -22,6 +23,7 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 
 from control_plane.contracts.events import WorkerFailed
 from control_plane.contracts.grants import Grant
+from control_plane.gateway.abandon import SubmitAbandoner
 from control_plane.gateway.bounds import INT32_MAX
 from control_plane.gateway.deps import GatewayDeps, ModelEntry
 from control_plane.gateway.door import Body, build_flight
@@ -69,6 +71,11 @@ class Gateway:
         self.d = deps
         self._finisher = Finisher(deps)
         self.release_orphan = self._finisher.release_orphan
+        self._abandoner = SubmitAbandoner(
+            deps.requests,
+            deps.gateway_id,
+            functools.partial(self._finisher.release_orphan, error="submit failed"),
+        )
 
     @property
     def _waiter(self) -> GrantWaiter:
@@ -134,7 +141,7 @@ class Gateway:
     # -- door ------------------------------------------------------------------------------
 
     async def _submit(self, flight: Flight) -> None:
-        await submit_flight(self.d, self._waiter, flight)
+        await submit_flight(self.d, self._waiter, flight, self._abandoner.abandon)
 
     # -- waiting and opening the worker ----------------------------------------------------
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from dataclasses import replace
 
 from control_plane.contracts.grants import Grant
@@ -22,8 +23,12 @@ from control_plane.gateway.flight import Flight
 from control_plane.gateway.grants import GrantWaiter
 
 
-async def submit_flight(d: GatewayDeps, waiter: GrantWaiter, flight: Flight) -> None:
-    """Store `flight` in Redis (queued, or granted on the fast lane); raises the 429."""
+async def submit_flight(
+    d: GatewayDeps, waiter: GrantWaiter, flight: Flight, abandon: Callable[[str], None]
+) -> None:
+    """Store `flight` in Redis (queued, or granted on the fast lane); raises the 429. When the
+    submit call raises, Redis may still have run it (or may run it later): `abandon` is handed
+    the id so that what it did is undone off the response path (`gateway/abandon.py`)."""
     fut = waiter.expect(flight.id)
     flight.grant_future = fut
     # a copy: the envelope is what was submitted, whatever the flight's job becomes later
@@ -42,6 +47,7 @@ async def submit_flight(d: GatewayDeps, waiter: GrantWaiter, flight: Flight) -> 
         )
     except BaseException:
         waiter.forget(flight.id)
+        abandon(flight.id)
         raise
     flight.submitted_at = time.time()
     if result.grant is not None:

@@ -31,3 +31,17 @@ class SubmitResult:
     depth: int
     duplicate: bool = False
     grant: Grant | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Abandoned:
+    """Outcome of `RequestStore.abandon` (a submit that failed without an answer).
+
+    `outcome`: `absent` — the call never ran, and a tombstone now makes sure it never will;
+    `queued` — it ran and queued the request (the caller withdraws it); `taken` — it took a
+    fast-lane slot for the caller (`grant` set; the caller releases it); `other` — the request
+    is the leader's grant, ended, or not the caller's (nothing to do).
+    """
+
+    outcome: str
+    grant: Grant | None = None

@@ -19,7 +19,7 @@ from control_plane.state.client import check_client
 from control_plane.state.codec import dumps, str_map, text, time_arg
 from control_plane.state.errors import StaleLeader, guarded
 from control_plane.state.keys import KeySpace
-from control_plane.state.request_results import GrantOrder, SubmitResult
+from control_plane.state.request_results import Abandoned, GrantOrder, SubmitResult
 from control_plane.state.scripts import Command, ScriptArg, Scripts
 
 FINAL_STATUSES: Final = frozenset({"ok", "error", "aborted", "timeout"})
@@ -111,6 +111,19 @@ class RequestStore:
             duplicate=outcome == "duplicate",
             grant=fast_grant,
         )
+
+    @guarded
+    async def abandon(self, request_id: str, *, gateway_id: str, now: float) -> Abandoned:
+        """Make a `submit` that failed without an answer definite (`abandon.lua`): an unknown
+        id gets a tombstone, so the call cannot take effect later; a known one is reported."""
+        outcome, worker, url = await self._scripts.call(
+            "abandon",
+            [self._ks.request(request_id)],
+            [request_id, time_arg(now), gateway_id, self.retention_s],
+        )
+        state = text(outcome)
+        taken = Grant(request_id, text(worker), text(url), now) if state == "taken" else None
+        return Abandoned(state, taken)
 
     @guarded
     async def grant(

@@ -4,7 +4,7 @@ Regression: the leader used to lose its lease during the stall and never lead ag
 ignored their cancellation), while waiting requests hung without an answer and `/readyz` said
 ready. Now every request ends (served, or 503 + Retry-After in OpenAI's shape), `/readyz` says
 503 during the stall, a leader holds the lease again with a new fencing token within a bound,
-and new requests are served.
+and new requests are served; once everything has ended nothing is left in flight.
 """
 
 from __future__ import annotations
@@ -30,6 +30,8 @@ CLIENT_BOUND_S = 45.0
 PAUSE_S = 8.0
 SERVED_BEFORE_PAUSE = 8
 RELEAD_BOUND_S = 10.0
+IDLE_BOUND_S = 10.0
+"""How long after the last answer the requests may still be in flight in Redis."""
 
 
 async def _stream(client: httpx.AsyncClient, url: str, key: str, i: int) -> dict[str, Any]:
@@ -152,7 +154,20 @@ def test_redis_paused_under_streaming_load_hangs_nothing_and_a_leader_leads_agai
         assert _post(url, keys["a" if i % 2 else "b"]).status_code == 200
     assert httpx.get(f"{url}/readyz", timeout=5).status_code == 200
     assert [c.name for c in cluster.children if not c.alive()] == []
+    assert _in_flight_after(probe, cluster.cluster, IDLE_BOUND_S) == {}  # (e) no slot kept
     probe.close()
+
+
+def _in_flight_after(client: redis.Redis, cluster: str, bound_s: float) -> dict[str, str]:
+    """What is still in flight once every request has ended (polled: marks run off the
+    response path). A submit that timed out in the stall may still have run when Redis
+    resumed; whatever it queued or took must end too."""
+    deadline = time.monotonic() + bound_s
+    while True:
+        inflight: dict[str, str] = client.hgetall(f"arb:{{{cluster}}}:inflight")  # type: ignore[assignment]
+        if not inflight or time.monotonic() > deadline:
+            return inflight
+        time.sleep(0.2)
 
 
 def _post(url: str, key: str) -> httpx.Response:
@@ -180,3 +195,51 @@ def _outcome(result: dict[str, Any]) -> str:
     if status == 503 and '"error"' in body and '"code"' in body:
         return "503"
     return f"{status}: {body[:120]}"
+
+
+LOST_SUBMITS = 4
+LOST_BOUND_S = 16.0
+"""How long the submits sent into the pause may take to fail (the gateway's socket timeout is
+2 s); Redis stays paused until they have."""
+
+
+def test_a_submit_that_timed_out_in_a_stall_keeps_no_slot(
+    cluster: Cluster, redis_server: RedisServer
+) -> None:
+    """Fast-lane submits sent while Redis is paused time out (503), but Redis runs them when it
+    resumes, and each takes a lent slot. Nothing else tells the gateway of a take, so before
+    `abandon` those slots stayed in flight for as long as the gateway lived."""
+    keys = cluster.tenants(["a"])
+    cluster.start_worker(speed=4.0, max_num_seqs=8)
+    cluster.start_scheduler()
+    url = cluster.start_gateway()
+    probe = redis.Redis.from_url(redis_server.url, decode_responses=True, socket_timeout=5)
+    assert _post(url, keys["a"]).status_code == 200
+    lent = f"arb:{{{cluster.cluster}}}:lent:tiny-llama"
+    deadline = time.monotonic() + 10
+    while not probe.hgetall(lent):  # the lane is open: the leader has lent slots
+        assert time.monotonic() < deadline, "the leader lent no slot"
+        time.sleep(0.1)
+    assert redis_server.proc is not None
+    pid = redis_server.proc.pid
+
+    async def lost_submits() -> list[int]:
+        body = {"model": "tiny-llama", "prompt": "lost", "max_tokens": 4, "ignore_eos": True}
+        h = {"Authorization": f"Bearer {keys['a']}"}
+        async with httpx.AsyncClient(timeout=CLIENT_BOUND_S) as client:
+            sent = [
+                client.post(f"{url}/v1/completions", json=body, headers=h)
+                for _ in range(LOST_SUBMITS)
+            ]
+            return [r.status_code for r in await asyncio.gather(*sent)]
+
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        statuses = asyncio.run(asyncio.wait_for(lost_submits(), LOST_BOUND_S))
+    finally:
+        os.kill(pid, signal.SIGCONT)
+
+    assert statuses == [503] * LOST_SUBMITS, statuses
+    assert _post(url, keys["a"]).status_code == 200  # served again after recovery
+    assert _in_flight_after(probe, cluster.cluster, IDLE_BOUND_S) == {}
+    probe.close()

@@ -9,7 +9,11 @@
 -- arrival carries `worker` and `lent_by` (the lending leader's token, from KEYS[10]) so the
 -- leader converts the slot into this request. The worker with the most unused lent slots is
 -- taken (ties: the smallest id). Otherwise the request is queued as above.
--- Idempotent: a retried call for an id that already exists changes nothing.
+-- Idempotent: a retried call for an id that already exists changes nothing; it answers
+-- "duplicate", except for a request this gateway took from the lane and still holds in its first
+-- attempt: that retry (its first reply lost) is answered "granted" again, with the same worker,
+-- for no grant message will ever tell the gateway of a take. A tombstone (abandon.lua) has a
+-- seq of 0, so a submit that runs after it is a duplicate.
 --
 -- KEYS[1]  request hash            arb:{c}:req:<id>
 -- KEYS[2]  arrival counter         arb:{c}:seq
@@ -35,9 +39,14 @@
 --          seq = the request's arrival seq (0 when rejected); depth = tenant's queued count.
 
 local depth = tonumber(redis.call('HGET', KEYS[4], ARGV[2]) or '0')
-local existing = redis.call('HGET', KEYS[1], 'seq')
-if existing then
-  return {'duplicate', tonumber(existing), depth, '', ''}
+local existing = redis.call('HMGET', KEYS[1], 'seq', 'status', 'gateway', 'lent_by',
+  'attempts', 'worker', 'worker_url')
+if existing[1] then
+  if existing[2] == 'granted' and existing[3] == ARGV[3] and existing[4]
+      and existing[5] == '1' then
+    return {'granted', tonumber(existing[1]), depth, existing[6], existing[7] or ''}
+  end
+  return {'duplicate', tonumber(existing[1]), depth, '', ''}
 end
 
 if ARGV[9] == '1' and tonumber(redis.call('HGET', KEYS[6], ARGV[8]) or '0') <= 0 then

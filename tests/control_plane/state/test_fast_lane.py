@@ -4,7 +4,9 @@ What must hold: a gateway's submit takes a lent slot only while nothing of the m
 queued; slots are never taken twice nor beyond what was lent, whatever the concurrency and
 the number of gateway connections; a slot is either taken or reclaimed, never both; a deposed
 leader can neither lend nor reclaim; a new leader takes back every slot its predecessor lent;
-a repeated lend or reclaim (lost reply) is applied once.
+a repeated lend or reclaim (lost reply) is applied once; a repeated submit whose first run took
+a slot answers that take again; a submit that failed without an answer can be abandoned, so
+that it either never takes effect or is reported for the gateway to end.
 """
 
 from __future__ import annotations
@@ -200,6 +202,93 @@ async def test_a_repeated_call_is_applied_once(stores: StateStores, requests: Re
     assert first == again == {(MODEL, "w1"): 2}
     await stores.lending.lend(MODEL, loans, fencing_token=token, seq=3)
     assert await stores.lending.lent() == {MODEL: {"w1": 3}}
+
+
+async def test_a_repeated_submit_answers_its_take_again_and_takes_nothing_more(
+    stores: StateStores, requests: RequestStore
+) -> None:
+    """The first reply was lost (a connection reset, and the client sent the call again): the
+    gateway must learn its worker, for no grant message ever tells it of a take."""
+    token = await _leader(stores)
+    await stores.lending.lend(MODEL, [Loan("w1", "http://w1", 2)], fencing_token=token, seq=1)
+    await stores.arrivals.ensure_group()
+    first = await _submit(requests, "r1")
+
+    again = await _submit(requests, "r1")
+
+    assert first.grant is not None and again.grant is not None
+    assert (again.grant.worker_id, again.grant.worker_url, again.seq) == (
+        "w1",
+        "http://w1",
+        first.seq,
+    )
+    assert not again.duplicate
+    assert await stores.lending.lent() == {MODEL: {"w1": 1}}  # one slot taken, not two
+    assert await requests.inflight() == {"r1": "w1"}
+    assert [e.id for e in await stores.arrivals.read_entries("s1", block_ms=None)] == ["r1"]
+    other = await _submit(requests, "r1", gateway="gw2")  # not that gateway's call: a duplicate
+    assert other.duplicate and other.grant is None
+
+
+async def test_a_repeated_submit_of_a_queued_or_requeued_request_is_a_duplicate(
+    stores: StateStores, requests: RequestStore
+) -> None:
+    token = await _leader(stores)
+    assert (await _submit(requests, "q")).grant is None  # nothing lent: queued
+    assert (await _submit(requests, "q")).duplicate
+    await stores.lending.lend(MODEL, [Loan("w1", "http://w1", 1)], fencing_token=token, seq=1)
+    assert await requests.grant("q", worker_id="w2", worker_url="http://w2", now=NOW)
+    again = await _submit(requests, "q")  # the leader's grant: its message tells the gateway
+    assert again.duplicate and again.grant is None
+    taken = await _submit(requests, "t")
+    assert taken.grant is not None
+    assert await requests.requeue("t", now=NOW)  # its worker failed: back in the queue
+    assert await requests.grant("t", worker_id="w2", worker_url="http://w2", now=NOW)
+    requeued = await _submit(requests, "t")  # granted again, by the leader: a duplicate
+    assert requeued.duplicate and requeued.grant is None
+
+
+async def test_an_abandoned_submit_that_never_ran_can_never_take_effect(
+    stores: StateStores, requests: RequestStore
+) -> None:
+    token = await _leader(stores)
+    await stores.lending.lend(MODEL, [Loan("w1", "http://w1", 1)], fencing_token=token, seq=1)
+
+    result = await requests.abandon("r1", gateway_id="gw", now=NOW)
+    late = await _submit(requests, "r1")  # the call still in Redis's buffers runs now
+
+    assert (result.outcome, result.grant) == ("absent", None)
+    assert late.duplicate and late.grant is None
+    assert await stores.lending.lent() == {MODEL: {"w1": 1}}  # nothing taken
+    assert await requests.queued_ids() == [] and await requests.inflight() == {}
+    record = await requests.get("r1")
+    assert record is not None
+    assert (record.status, record.reason, record.gateway) == ("withdrawn", "submit_failed", "gw")
+    assert (await requests.abandon("r1", gateway_id="gw", now=NOW)).outcome == "other"
+
+
+async def test_an_abandoned_submit_that_ran_is_reported_for_its_gateway_to_end(
+    stores: StateStores, requests: RequestStore
+) -> None:
+    token = await _leader(stores)
+    await stores.lending.lend(MODEL, [Loan("w1", "http://w1", 1)], fencing_token=token, seq=1)
+    assert (await _submit(requests, "t")).grant is not None
+    assert (await _submit(requests, "q3")).grant is None  # no slot left: queued
+
+    taken = await requests.abandon("t", gateway_id="gw", now=NOW)
+    queued = await requests.abandon("q3", gateway_id="gw", now=NOW)
+    elsewhere = await requests.abandon("q3", gateway_id="gw2", now=NOW)
+
+    assert taken.outcome == "taken" and taken.grant is not None
+    assert (taken.grant.request_id, taken.grant.worker_id, taken.grant.worker_url) == (
+        "t",
+        "w1",
+        "http://w1",
+    )
+    assert (queued.outcome, queued.grant) == ("queued", None)
+    assert elsewhere.outcome == "other"
+    assert await requests.status("t") == "granted"  # reported only: the gateway ends it
+    assert await requests.status("q3") == "queued"
 
 
 async def test_a_lost_gateways_fast_request_is_released_like_any_granted_one(

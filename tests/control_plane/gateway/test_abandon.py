@@ -1,0 +1,181 @@
+"""A submit that failed without an answer, against a real redis-server and the real scripts:
+a fast-lane slot it took is released with its `complete` event, a request it queued is
+withdrawn, a call that never ran can never take effect later, and an outage only delays this.
+
+Before `abandon`, a take whose reply was lost held its worker's slot for as long as its gateway
+lived: no grant message tells a gateway of a take, so nothing ever ended it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+from collections.abc import AsyncIterator
+from types import SimpleNamespace
+from typing import Any, cast
+
+import pytest
+from redis.asyncio import Redis
+
+from control_plane.contracts.events import Complete, Withdrawn
+from control_plane.gateway.abandon import SubmitAbandoner
+from control_plane.gateway.deps import GatewayDeps
+from control_plane.gateway.finish import Finisher
+from control_plane.gateway.flight import Flight
+from control_plane.gateway.grants import GrantWaiter
+from control_plane.gateway.knobs import GatewayKnobs
+from control_plane.gateway.metrics import GatewayMetrics
+from control_plane.gateway.reporter import EventReporter
+from control_plane.gateway.submit import submit_flight
+from control_plane.settings import Settings
+from control_plane.state import KeySpace, StateStores, StateUnavailable, connect
+from control_plane.state.fast_lane import Loan
+from tests.control_plane.gateway.test_door import flight_of
+
+NOW = 1_700_000_000.0
+GATEWAY = "gw"
+
+
+class SubmitThenFail:
+    """The real request store, except that `submit` raises as a read timeout does: after the
+    real script ran (`ran`), or before it was sent. `abandon` fails its first `down` calls as an
+    unreachable Redis would."""
+
+    def __init__(self, store: Any, ran: bool, down: int = 0) -> None:
+        self._store = store
+        self.ran = ran
+        self.down = down
+        self.abandon_calls = 0
+
+    async def submit(self, *args: Any, **kwargs: Any) -> None:
+        if self.ran:
+            await self._store.submit(*args, **kwargs)
+        raise StateUnavailable("Timeout reading from the socket")
+
+    async def abandon(self, *args: Any, **kwargs: Any) -> Any:
+        self.abandon_calls += 1
+        if self.down:
+            self.down -= 1
+            raise StateUnavailable("Redis is down")
+        return await self._store.abandon(*args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+
+@pytest.fixture
+async def stores(redis_url: str) -> AsyncIterator[StateStores]:
+    client: Redis = connect(redis_url, client_name="abandon-tests")
+    yield StateStores.build(client, KeySpace("abandon"))
+    await client.aclose()
+
+
+async def _lend(stores: StateStores, slots: int) -> None:
+    assert await stores.lease.acquire("s1", 30.0, NOW, fresh=True)
+    token = stores.lease.token
+    assert token is not None
+    await stores.lending.lend("m", [Loan("w1", "http://w1", slots)], fencing_token=token, seq=1)
+
+
+async def _failed_submit(
+    stores: StateStores, ran: bool, down: int = 0, retry_s: float = 60.0
+) -> tuple[Flight, SubmitThenFail]:
+    """Submit one flight through `submit_flight` with a store that fails the call, and wait
+    until its abandonment (and what that started) has settled."""
+    flight = flight_of({"model": "m", "prompt": "hello"})
+    store = SubmitThenFail(stores.requests, ran, down)
+    reporter = EventReporter(stores.completions, interval=0.01)
+    deps = SimpleNamespace(
+        settings=Settings(),
+        knobs=GatewayKnobs(),
+        requests=store,
+        reporter=reporter,
+        metrics=GatewayMetrics(),
+        limits=None,
+        gateway_id=GATEWAY,
+    )
+    finisher = Finisher(cast(GatewayDeps, deps))
+    release = functools.partial(finisher.release_orphan, error="submit failed")
+    abandoner = SubmitAbandoner(cast(Any, store), GATEWAY, release, retry_s=retry_s)
+    waiter = GrantWaiter(stores.grants, GATEWAY, finisher.release_orphan)
+    flushing = asyncio.create_task(reporter.run())
+    try:
+        with pytest.raises(StateUnavailable):
+            await submit_flight(cast(GatewayDeps, deps), waiter, flight, abandoner.abandon)
+        await abandoner.settled()
+        await finisher.settled()
+    finally:
+        flushing.cancel()
+        await asyncio.gather(flushing, return_exceptions=True)
+    return flight, store
+
+
+async def _events(stores: StateStores) -> list[Any]:
+    return [e for _, e in await stores.events.read("recorder", "r", count=100, block_ms=None)]
+
+
+async def test_a_slot_taken_by_a_submit_whose_answer_was_lost_is_released(
+    stores: StateStores,
+) -> None:
+    await _lend(stores, 1)
+
+    flight, _ = await _failed_submit(stores, ran=True)
+
+    assert await stores.requests.status(flight.id) == "aborted"
+    assert await stores.requests.inflight() == {}  # the slot is the worker's again
+    events = [e for e in await _events(stores) if isinstance(e, Complete)]
+    assert [(e.id, e.orphan, e.error, e.worker) for e in events] == [
+        (flight.id, True, "submit failed", "w1")
+    ]
+
+
+async def test_a_request_queued_by_a_submit_whose_answer_was_lost_is_withdrawn(
+    stores: StateStores,
+) -> None:
+    flight, _ = await _failed_submit(stores, ran=True)  # nothing lent: the script queued it
+
+    record = await stores.requests.get(flight.id)
+    assert record is not None and (record.status, record.reason) == ("withdrawn", "submit_failed")
+    assert await stores.requests.queued_ids() == []
+    assert [e.id for e in await _events(stores) if isinstance(e, Withdrawn)] == [flight.id]
+
+
+async def test_a_submit_that_runs_after_it_was_abandoned_takes_nothing(
+    stores: StateStores,
+) -> None:
+    await _lend(stores, 1)
+
+    flight, store = await _failed_submit(stores, ran=False)
+    assert flight.envelope is not None
+    late = await stores.requests.submit(  # the call Redis still held runs now
+        flight.envelope, request_id=flight.id, tenant=flight.job.tenant, gateway_id=GATEWAY,
+        queue_cap=1000, now=NOW, fast=True,
+    )  # fmt: skip
+
+    assert late.duplicate and late.grant is None
+    assert await stores.lending.lent() == {"m": {"w1": 1}}  # the slot is still lent
+    assert await stores.requests.inflight() == {} and await stores.requests.queued_ids() == []
+    assert await _events(stores) == []
+    assert store.abandon_calls == 1
+
+
+async def test_an_outage_delays_the_abandon_and_loses_none(stores: StateStores) -> None:
+    await _lend(stores, 1)
+
+    flight, store = await _failed_submit(stores, ran=True, down=2)
+
+    assert store.abandon_calls == 3  # retried with backoff (0.25 s, then 0.5 s)
+    assert await stores.requests.status(flight.id) == "aborted"
+    assert await stores.requests.inflight() == {}
+
+
+async def test_an_abandon_redis_never_answers_is_given_up_with_a_warning(
+    stores: StateStores, caplog: pytest.LogCaptureFixture
+) -> None:
+    await _lend(stores, 1)
+
+    flight, store = await _failed_submit(stores, ran=True, down=1_000, retry_s=0.1)
+
+    assert store.abandon_calls == 1
+    assert "could not abandon 1 failed submits in Redis" in caplog.text
+    assert await stores.requests.inflight() == {flight.id: "w1"}  # left to the sweeper
