@@ -21,15 +21,20 @@ POLL_S = 0.01
 
 async def settle(redis_url: str, cluster: str, limit_s: float = 10.0) -> float:
     """Seconds until no events reader of `cluster` has anything left to consume; raises
-    `TimeoutError` after `limit_s` (a reader that is down or stuck)."""
+    `TimeoutError` after `limit_s` (a reader that is down or stuck).
+
+    The limit is checked between polls, not imposed by cancelling the loop: redis-py on
+    Python 3.11 can drop a cancellation (`control_plane/state/tasks.py`), and a dropped one
+    left this loop polling a stuck reader forever (it hung a CI run). One poll is bounded by
+    the client's socket timeout."""
     stores = StateStores.open(redis_url, cluster, multiplex=False)
     started = time.perf_counter()
     try:
-        async with asyncio.timeout(limit_s):
-            while True:  # polled: the readers are other processes, nothing here to wait on
-                if not any((await stores.events.unconsumed()).values()):
-                    break
-                await asyncio.sleep(POLL_S)
+        # polled: the readers are other processes, nothing here to wait on
+        while any((await stores.events.unconsumed()).values()):
+            if time.perf_counter() - started >= limit_s:
+                raise TimeoutError(f"an events reader of {cluster!r} is behind after {limit_s} s")
+            await asyncio.sleep(POLL_S)
     finally:
         await stores.aclose()
     return time.perf_counter() - started

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import time
 
 import pytest
 
 from control_plane.bench.overhead_settle import settle
 from control_plane.contracts.events import Progress
 from control_plane.state import StateStores
+from control_plane.state.events import EventStream
 
 CLUSTER = "settle"
 
@@ -40,4 +43,33 @@ async def test_settle_gives_up_when_a_reader_never_catches_up(redis_url: str) ->
     await stores.events.publish([Progress("r", 1, 1.0)])
     with pytest.raises(TimeoutError):
         await settle(redis_url, CLUSTER + "-stuck", limit_s=0.2)
+    await stores.aclose()
+
+
+async def test_settle_gives_up_even_when_a_poll_drops_its_cancellation(
+    redis_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """redis-py on Python 3.11 can return a command's result and drop the cancellation that
+    arrived with it (`control_plane/state/tasks.py`). A limit imposed by cancelling the loop
+    then never ends it: this hung a clean-clone CI run in the test above."""
+    stores = StateStores.open(redis_url, CLUSTER + "-dropped")
+    await stores.events.ensure_groups()
+    await stores.events.publish([Progress("r", 1, 1.0)])
+    real = EventStream.unconsumed
+    dropped: list[bool] = []
+
+    async def dropping(self: EventStream) -> dict[str, int]:
+        if dropped:
+            return await real(self)
+        with contextlib.suppress(asyncio.CancelledError):  # as `wait_for` may, on a reply
+            await asyncio.sleep(0.05)
+            return await real(self)
+        dropped.append(True)  # the first cancellation only: the outer guard still works
+        return await real(self)
+
+    monkeypatch.setattr(EventStream, "unconsumed", dropping)
+    started = time.perf_counter()
+    with pytest.raises(TimeoutError):
+        await asyncio.wait_for(settle(redis_url, CLUSTER + "-dropped", limit_s=0.2), 10.0)
+    assert time.perf_counter() - started < 2.0  # its own limit, not the outer guard
     await stores.aclose()
