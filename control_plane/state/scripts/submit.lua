@@ -39,14 +39,14 @@
 --          seq = the request's arrival seq (0 when rejected); depth = tenant's queued count.
 
 local depth = tonumber(redis.call('HGET', KEYS[4], ARGV[2]) or '0')
-local existing = redis.call('HMGET', KEYS[1], 'seq', 'status', 'gateway', 'lent_by',
-  'attempts', 'worker', 'worker_url')
-if existing[1] then
-  if existing[2] == 'granted' and existing[3] == ARGV[3] and existing[4]
-      and existing[5] == '1' then
-    return {'granted', tonumber(existing[1]), depth, existing[6], existing[7] or ''}
+local existing = redis.call('HGET', KEYS[1], 'seq')
+if existing then
+  local st = redis.call('HMGET', KEYS[1], 'status', 'gateway', 'lent_by', 'attempts', 'worker',
+    'worker_url')
+  if st[1] == 'granted' and st[2] == ARGV[3] and st[3] and st[4] == '1' then
+    return {'granted', tonumber(existing), depth, st[5], st[6] or ''}
   end
-  return {'duplicate', tonumber(existing[1]), depth, '', ''}
+  return {'duplicate', tonumber(existing), depth, '', ''}
 end
 
 if ARGV[9] == '1' and tonumber(redis.call('HGET', KEYS[6], ARGV[8]) or '0') <= 0 then
