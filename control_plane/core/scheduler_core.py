@@ -265,10 +265,21 @@ class SchedulerCore:
         """Replace the set of workers, keeping the in-flight bookkeeping of known ones."""
         fresh: dict[str, WorkerSlot] = {}
         for worker_id, probe in probes.items():
-            slot = self.workers.get(worker_id) or WorkerSlot(probe)
+            slot = self.workers.get(worker_id) or self._new_slot(worker_id, probe)
             slot.probe = probe
             fresh[worker_id] = slot
         self.workers = fresh
+
+    def _new_slot(self, worker_id: str, probe: WorkerProbe) -> WorkerSlot:
+        """A slot for a worker id the core does not know, holding what the core still counts
+        running there (a worker removed and registered again while its requests run), lest it
+        be granted up to its capacity on top of them."""
+        slot = WorkerSlot(probe)
+        for run in self.running.values():
+            if run.worker == worker_id:
+                job = run.job
+                slot.hold(job.id, run.reserved, job.n_in if job.n_out == 0 else None)
+        return slot
 
     # -- decisions --------------------------------------------------------------------------
     def decide(self, now: float, limit: int | None = None) -> list[Decision]:

@@ -34,6 +34,24 @@ def test_respects_capacity_and_frees_on_completion() -> None:
     assert [d.job.id for d in core.decide(11.0)] == ["j2"]
 
 
+def test_a_worker_registered_again_still_counts_what_runs_on_it() -> None:
+    """Removed (not drained) and registered again under the same id while its requests run:
+    the new slot holds them, so nothing is granted on top of a full worker."""
+    core = _core()
+    for i in range(4):
+        core.arrive(_job(i, "a", float(i)), None, float(i))
+    assert [d.job.id for d in core.decide(10.0)] == ["j0", "j1"]
+    entry = WorkerEntry(id="w1", url="http://w1", model="m", max_num_seqs=2)
+
+    sync_workers(core, [])  # removed: its slot is gone, its requests still run
+    sync_workers(core, [entry])  # registered again
+    observe(core, "w1", WorkerSample(True, 0.0, models={"m": 2048}))
+
+    assert core.decide(11.0) == []  # full: j0 and j1 still hold both seats
+    core.complete("j0", Outcome("ok", 10, 20), 12.0)
+    assert [d.job.id for d in core.decide(12.0)] == ["j2"]
+
+
 def test_progress_is_cumulative_and_idempotent() -> None:
     core = _core()
     core.arrive(_job(0, "a", 0.0), None, 0.0)
