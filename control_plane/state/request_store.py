@@ -22,7 +22,8 @@ from control_plane.state.request_results import Abandoned, GrantOrder, SubmitRes
 from control_plane.state.scripts import Command, ScriptArg, Scripts
 
 FINAL_STATUSES: Final = frozenset({"ok", "error", "aborted", "timeout"})
-"""Statuses `finish` accepts; `withdrawn` is set only by `withdraw`."""
+"""Statuses `finish` accepts; `withdrawn` is set only by the scripts that take a request out of
+the queue (`withdraw`, `release_lost`) and by `abandon`'s tombstone."""
 _GRANT_CHUNK: Final = 256
 """Grants per script call: long enough to amortise the round trip, short enough that Redis
 is never held for long by one call."""
