@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from control_plane.core.ledger import Node
+from control_plane.core.node_views import node_counts
 from control_plane.core.scheduler_core import SchedulerCore
 from control_plane.policies.safi import safi_scores
 
@@ -47,7 +48,7 @@ def node_fairness(
     earliest queued request (0 when none waits).
     """
     ledger = core.ctx.ledger
-    counts = {tuple(c["path"]): (c["queued"], c["inflight"]) for c in core.node_counts()}
+    counts = {tuple(c["path"]): (c["queued"], c["inflight"]) for c in node_counts(core)}
     oldest: dict[Node, float] = {}
     for job in core.pending.values():
         for depth in (1, 2, 3):

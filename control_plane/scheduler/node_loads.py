@@ -13,6 +13,7 @@ from collections import defaultdict
 
 from control_plane.contracts.checkpoints import NodeCount
 from control_plane.core.entitlement import DEFAULT_TOLERANCE, Claim, judge
+from control_plane.core.node_views import node_counts
 from control_plane.core.scheduler_core import SchedulerCore
 
 Node = tuple[str, ...]
@@ -38,7 +39,7 @@ def node_loads(
     sorted by path. A node is backlogged when its oldest queued request has waited at least
     `wait_threshold_s`, or the p95 wait of its requests dispatched in the window did."""
     ledger, watch = core.ctx.ledger, core.watch
-    counts = {tuple(c["path"]): (c["queued"], c["inflight"]) for c in core.node_counts()}
+    counts = {tuple(c["path"]): (c["queued"], c["inflight"]) for c in node_counts(core)}
     if watch is not None:
         watch.prune(now)
     nodes: set[Node] = set(counts)

@@ -7,6 +7,7 @@ from typing import cast
 from control_plane.contracts.checkpoints import LiveView, PolicyState, WorkerLive
 from control_plane.contracts.knobs import JsonValue
 from control_plane.core.entitlement import DEFAULT_TOLERANCE
+from control_plane.core.node_views import tenant_view
 from control_plane.core.scheduler_core import SchedulerCore
 from control_plane.scheduler.autopilot import state as controller_state
 from control_plane.scheduler.node_loads import DEFAULT_WAIT_THRESHOLD_S, node_loads
@@ -48,7 +49,7 @@ def live_view(core: SchedulerCore, holder: str, now: float) -> LiveView:
         placement=core.dispatcher.placement.snapshot(),
         queue_depth=len(core.pending),
         inflight=len(core.running),
-        tenants=core.tenant_view(now),
+        tenants=tenant_view(core, now),
         nodes=node_loads(core, now, DEFAULT_TOLERANCE, DEFAULT_WAIT_THRESHOLD_S),
         weights={"/".join(node): w for node, w in sorted(core.ctx.weights.table.items())},
         workers=workers,
