@@ -1,18 +1,24 @@
 """What the leader checkpoints to Redis: its state for a successor, and the live view.
 
-Wire format: unchanged from the previous release (one JSON document per checkpoint name,
-`ledger` and `live`). The parts a plug-in defines (the ledger's and the dispatcher's snapshots,
-a policy's or admission's own view) stay JSON: their owner reads them back.
+Wire format: the previous release's (one JSON document per checkpoint name, `ledger` and
+`live`), with one optional field added to `ledger`: `events_applied_to` (absent: `0-0`). The
+parts a plug-in defines (the ledger's and the dispatcher's snapshots, a policy's or
+admission's own view) stay JSON: their owner reads them back.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from control_plane.contracts.fields import ContractError, Fields
 from control_plane.contracts.knobs import JsonValue
+
+NO_EVENT = "0-0"
+"""Before every stream id Redis generates (a checkpoint that reflects no event yet)."""
+STREAM_ID = re.compile(r"[0-9]+-[0-9]+")
 
 
 class CheckpointError(ContractError):
@@ -29,6 +35,9 @@ class LeaderState:
     running_n_out: Mapping[str, int] = field(default_factory=dict)
     controller: JsonValue = None
     """The meta-controller's params and state when the policy is `auto` (else None)."""
+    events_applied_to: str = NO_EVENT
+    """The id of the last `events` entry the checkpointed state reflects: a successor that
+    claims its predecessor's unacknowledged events finds the ones up to here charged already."""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -36,6 +45,7 @@ class LeaderState:
             "dispatcher": self.dispatcher,
             "running_n_out": dict(self.running_n_out),
             "controller": self.controller,
+            "events_applied_to": self.events_applied_to,
         }
 
 
@@ -50,7 +60,14 @@ def decode_leader_state(data: object) -> LeaderState:
         dispatcher=f.data.get("dispatcher"),
         running_n_out={str(k): n_out.integer(str(k), 0) for k in n_out.data},
         controller=f.data.get("controller"),
+        events_applied_to=_stream_id(f.text("events_applied_to", NO_EVENT)),
     )
+
+
+def _stream_id(value: str) -> str:
+    if not STREAM_ID.fullmatch(value):
+        raise CheckpointError(f"events_applied_to: expected a stream id `ms-seq`, got {value!r}")
+    return value
 
 
 @dataclass(frozen=True, slots=True)

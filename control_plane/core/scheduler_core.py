@@ -293,6 +293,14 @@ class SchedulerCore:
                 self.watch.dispatched(d.job.path, now, now - d.job.arrival)
         return decisions
 
+    def disown(self, job_id: str) -> Job | None:
+        """A request adopted running whose end the restored ledger already charged (its
+        `complete` was applied before the checkpoint): its slot is freed, nothing charged."""
+        run = self.running.pop(job_id, None)
+        if run is not None:
+            self._release(run)
+        return None if run is None else run.job
+
     def undo(self, decision: Decision) -> None:
         """The grant was refused (the request left meanwhile): forget it."""
         run = self.running.pop(decision.job.id, None)

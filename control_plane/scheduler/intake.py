@@ -4,25 +4,52 @@ Rule: fast-lane takes are adopted first (already granted: `LendingDesk.adopt`), 
 submissions are queued with the envelope they carry, then re-queues are read from their hash
 (the worker that failed them is marked, atomically with the re-queue). A take and the
 re-queue of the same request arrive in that order on the stream, so they are applied in it.
-A first submission of a request the core already runs is stale and skipped: a new leader's
-rebuild found it queued in Redis before its arrival was read, and granted it (queueing it
-again would free its slot in the core while its worker serves it: an over-commit); it is
-checked after the batch's last await. A re-queue is applied only if its record, read from
-Redis, still says `queued`; that read waits until no cycle's grants are being written, so a
-request a cycle granted since (the rebuild found it re-queued) reads `granted` and is kept
-running, never `queued` from before its grant landed.
+
+First submissions at or before the tail a new leader's rebuild read with the queue and the
+in-flight map (`Rebuilt`) are skipped: the rebuild holds their effect, as a queued request
+or as one gone from the queue (granted, and maybe completed since; withdrawn; timed out).
+Applying one would queue its request again — charged, and granted a second time or refused.
+A first submission of a request the core already runs is skipped in any case (checked after
+the batch's last await: its slot must not be freed while its worker serves it). Fast-lane
+takes at or before the tail are the predecessor's, which `LendingDesk.adopt` ignores.
+
+A re-queue, before the tail or after it, is applied only if its record, read from Redis,
+still says `queued`; that read waits until no cycle's grants are being written, so a request
+a cycle granted since reads `granted` and is kept running, never `queued` from before its
+grant landed. (Its failed worker is marked either way; marking it again is harmless.)
+
+Guarantee: the batch is applied whole or not at all. Its only read comes before anything is
+applied, so a Redis outage during it leaves the core untouched and `ArrivalsIntake` applies the
+same batch again (the stream's entries were acknowledged as they were read: dropping the batch
+would leave its requests queued in Redis and unknown to the leader).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
+from dataclasses import dataclass, field
 
 from control_plane.core.scheduler_core import SchedulerCore
-from control_plane.scheduler.entries import arrive_each, dead_letter_all
+from control_plane.scheduler.entries import Failure, arrive_each, dead_letter_all
 from control_plane.scheduler.lending import LendingDesk
 from control_plane.state import StateStores
 from control_plane.state.arrivals import Arrival
+from control_plane.state.inflight_view import NO_ENTRY
+from control_plane.state.trimming import parse_id
+
+BATCH = 512
+"""Arrivals read per call."""
+
+
+@dataclass(frozen=True, slots=True)
+class Taken:
+    """What one batch did: requests it announced (takes adopted or queued), and the entries
+    that could not be applied (to be dead-lettered)."""
+
+    announced: int
+    failed: list[Failure] = field(default_factory=list)
 
 
 async def take_in(
@@ -32,28 +59,65 @@ async def take_in(
     arrivals: list[Arrival],
     now: float,
     deciding: asyncio.Lock | None = None,
-) -> int:
-    """Apply one batch; → how many requests it announced. Failures are dead-lettered.
+    rebuilt_to: str = NO_ENTRY,
+) -> Taken:
+    """Apply one batch (see the module docstring); raises only before applying anything.
 
     `deciding` is the lock the dispatch loop holds from a cycle's decisions until their
-    grants are written; the re-queues' records are read under it (see the module docstring).
+    grants are written; the re-queues' records are read under it. `rebuilt_to` is the
+    rebuild's `arrivals_tail`.
     """
-    takes = [a for a in arrivals if a.worker is not None]
-    failed = desk.adopt(core, takes, now)
+    if rebuilt_to != NO_ENTRY:
+        seen = parse_id(rebuilt_to)
+        arrivals = [a for a in arrivals if not _first(a) or parse_id(a.entry_id) > seen]
     requeued = [a.id for a in arrivals if a.envelope is None]
     again = []
     if requeued:
         async with deciding or contextlib.nullcontext():
             again = await stores.requests.load_many(requeued)
+    # nothing below awaits: the dispatch loop cannot grant in between
+    takes = [a for a in arrivals if a.worker is not None]
+    failed = desk.adopt(core, takes, now)
     for record in again:
         if record.prev_worker:
             core.worker_failed(record.prev_worker, now)
-    records = [  # read after the await: the dispatch loop may have granted meanwhile
-        (a.entry_id, a.record())
-        for a in arrivals
-        if a.envelope and a.worker is None and a.id not in core.running
-    ]
+    records = [(a.entry_id, a.record()) for a in arrivals if _first(a) and a.id not in core.running]
     records += [(f"request {r.id}", r) for r in again]
     failed += arrive_each(core, records, now)
-    await dead_letter_all(stores.dead_letters, "arrivals", failed)
-    return len(takes) + len(records)
+    return Taken(len(takes) + len(records), failed)
+
+
+def _first(arrival: Arrival) -> bool:
+    """A first submission: it carries its envelope and was not taken on the fast lane."""
+    return arrival.envelope is not None and arrival.worker is None
+
+
+class ArrivalsIntake:
+    """One leader term's reader of `arrivals`: reads a batch, applies it with `take_in`, then
+    dead-letters what failed. A batch whose read of re-queues raised (Redis outage) is kept
+    and applied on the next `step`, before anything new is read."""
+
+    def __init__(self, stores: StateStores, consumer: str, rebuilt_to: str) -> None:
+        self._stores = stores
+        self._consumer = consumer
+        self._rebuilt_to = rebuilt_to
+        self._unapplied: list[Arrival] = []
+
+    async def step(
+        self, core: SchedulerCore, desk: LendingDesk, deciding: asyncio.Lock
+    ) -> Taken | None:
+        """Take in the next batch (waiting up to a second for one); None when none came."""
+        if not self._unapplied:
+            self._unapplied = await self._stores.arrivals.read_entries(
+                self._consumer, count=BATCH, block_ms=1000
+            )
+        batch = self._unapplied
+        if not batch:
+            return None
+        now = time.time()
+        taken = await take_in(core, self._stores, desk, batch, now, deciding, self._rebuilt_to)
+        self._unapplied = []
+        if parse_id(batch[-1].entry_id) > parse_id(self._rebuilt_to):
+            self._rebuilt_to = NO_ENTRY  # past the rebuild's tail: nothing more to skip
+        await dead_letter_all(self._stores.dead_letters, "arrivals", taken.failed)
+        return taken

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 from control_plane.admission.registry import build_admission
 from control_plane.contracts.checkpoints import LeaderState
@@ -112,9 +113,21 @@ def _restore(core: SchedulerCore, saved: JsonValue) -> None:
         log.warning("could not restore the previous leader's dispatcher state; starting fresh")
 
 
+@dataclass(frozen=True, slots=True)
+class Rebuilt:
+    """A new leader's core, and the `arrivals` entry its queue and in-flight map were read at
+    (`TakeoverView`): the first submissions up to it are in the core already (as queued, in
+    flight, or gone) and are skipped."""
+
+    core: SchedulerCore
+    arrivals_tail: str
+    events_checkpointed: str
+    """The last `events` entry the restored checkpoint reflects (`LeaderState`)."""
+
+
 async def rebuild(
     stores: StateStores, default_policy: str, now: float, failure_cooldown_s: float = 5.0
-) -> SchedulerCore:
+) -> Rebuilt:
     """Ledger from the checkpoint, knobs, workers, in-flight and queued requests from Redis."""
     saved = await stores.checkpoints.load_leader() or LeaderState()
     ledger = Ledger() if saved.ledger is None else Ledger.from_snapshot(dict(saved.ledger))
@@ -126,20 +139,19 @@ async def rebuild(
         log.warning("could not restore what the previous leader had learnt; starting fresh")
     sync_workers(core, await stores.workers.list())
     n_out_seen = saved.running_n_out
-    inflight = await stores.requests.inflight()
-    for record in await stores.requests.load_many(list(inflight)):
+    view = await stores.requests.takeover_view()
+    for record in await stores.requests.load_many(list(view.inflight)):
         parsed = job_from_record(record)
         if parsed is not None:
             job, _ = parsed
             job.n_out = int(n_out_seen.get(job.id, 0))
-            core.adopt_running(job, inflight[job.id], now)
+            core.adopt_running(job, view.inflight[job.id], now)
     _restore(core, saved.dispatcher)
-    queued = [p for r in await stores.requests.load_queued() if (p := job_from_record(r))]
-    core.adopt_pending(queued, now)
+    core.adopt_pending([p for r in view.queued if (p := job_from_record(r))], now)
     log.info(
         "rebuilt: %d queued, %d in flight, %d workers",
         len(core.pending),
         len(core.running),
         len(core.workers),
     )
-    return core
+    return Rebuilt(core, view.arrivals_tail, saved.events_applied_to)

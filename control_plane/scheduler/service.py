@@ -32,11 +32,12 @@ from control_plane.scheduler.entries import apply_each, apply_event, dead_letter
 from control_plane.scheduler.fairness_view import DEFAULT_SAFI_ALPHA, node_fairness
 from control_plane.scheduler.granting import grant
 from control_plane.scheduler.history import HistoryTap
-from control_plane.scheduler.intake import take_in
+from control_plane.scheduler.intake import ArrivalsIntake
 from control_plane.scheduler.knob_changes import apply_knob
 from control_plane.scheduler.leader import LeaderTerm, keep_lease, wait_for_lease
 from control_plane.scheduler.lending import LendingDesk, open_desk
 from control_plane.scheduler.metrics import SchedulerMetrics, Snapshot
+from control_plane.scheduler.orphans import disown_charged
 from control_plane.scheduler.pacing import EventPacer
 from control_plane.scheduler.rebuild import rebuild
 from control_plane.scheduler.scrape import scrape
@@ -86,6 +87,8 @@ class SchedulerService:
         self._pacer = EventPacer(settings.leader_events_gap_s)
         self._deciding = asyncio.Lock()
         """Held from a cycle's decisions until their grants are written (see `take_in`)."""
+        self._intake = ArrivalsIntake(stores, holder, NO_ENTRY)
+        """This term's reader of `arrivals` (replaced on every takeover)."""
 
     @property
     def leading(self) -> bool:
@@ -150,10 +153,12 @@ class SchedulerService:
         assert self.term is not None  # no slot stays lent before `inflight` is read:
         self.desk = await open_desk(self.stores.lending, self.term.token, self.settings)
         now = time.time()
-        self.core = await rebuild(
+        rebuilt = await rebuild(
             self.stores, self.settings.policy, now, self.settings.worker_failure_cooldown_s
         )
-        await self._claim_orphan_events()
+        self.core = rebuilt.core
+        self._intake = ArrivalsIntake(self.stores, self.holder, rebuilt.arrivals_tail)
+        await self._claim_orphan_events(rebuilt.events_checkpointed)
         self._applied_to = await self.stores.inflight.delivered(GROUP)
 
     def _loops(self) -> list[Callable[[], Awaitable[None]]]:
@@ -173,14 +178,9 @@ class SchedulerService:
     # -- inputs -----------------------------------------------------------------------------
     async def _arrivals_loop(self) -> None:
         while True:
-            arrivals = await self.stores.arrivals.read_entries(
-                self.holder, count=512, block_ms=1000
-            )
-            if arrivals:
-                n = await take_in(
-                    self._core, self.stores, self._desk, arrivals, time.time(), self._deciding
-                )
-                self.metrics.arrivals.inc(n)
+            taken = await self._intake.step(self._core, self._desk, self._deciding)
+            if taken is not None:
+                self.metrics.arrivals.inc(taken.announced)
                 self._dirty.set()
                 if self._core.pending:
                     self._pacer.wake()
@@ -199,12 +199,13 @@ class SchedulerService:
                 self._dirty.set()
                 await self._pacer.pause(bool(self._core.pending))
 
-    async def _claim_orphan_events(self) -> None:
-        """Events a dead leader read but never acknowledged are applied now."""
+    async def _claim_orphan_events(self, checkpointed: str) -> None:
+        """Events a dead leader read but never acknowledged are applied now — but a completion
+        its checkpoint already reflects only frees its slot (`orphans.py`)."""
         mine = await self.stores.events.pending_for(GROUP, self.holder)
         theirs = await self.stores.events.claim(GROUP, self.holder, min_idle_ms=0, count=100_000)
         entries = mine + theirs
-        await self._apply_events(entries)
+        await self._apply_events(disown_charged(self._core, entries, checkpointed))
         await self.stores.events.ack(GROUP, [eid for eid, _ in entries])
         self._applied = []  # a previous term's: re-applied above, as "mine"
 
@@ -270,6 +271,7 @@ class SchedulerService:
             dispatcher=core.dispatcher.snapshot(),
             running_n_out={i: r.job.n_out for i, r in core.running.items()},
             controller=controller_snapshot(core),
+            events_applied_to=self._applied_to,
         )
         saved = await self.stores.checkpoints.save_leader(state, fencing_token=self.fencing_token)
         if not saved:

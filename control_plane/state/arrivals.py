@@ -48,8 +48,9 @@ class ArrivalsConsumer:
 
     Entries are acknowledged as they are read (XREADGROUP NOACK): the `queued` ZSET, not this
     stream, is the durable truth, and a new leader rebuilds from it. A leader therefore calls
-    `ensure_group()`, then `RequestStore.load_queued()`, then loops on `read()`, and ignores ids
-    it already knows. A group lost with Redis' data is re-created on the next read.
+    `ensure_group()`, then `RequestStore.takeover_view()`, then loops on `read()`, and skips
+    the first submissions at or before the view's `arrivals_tail` (the rebuild holds their
+    effect). A group lost with Redis' data is re-created on the next read.
     An entry `read_entries` cannot parse is handed to the dead-letter stream and skipped.
     """
 

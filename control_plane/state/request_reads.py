@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Collection
+from dataclasses import dataclass
 from typing import Final
 
 from redis.asyncio import Redis
@@ -10,10 +11,24 @@ from redis.asyncio import Redis
 from control_plane.contracts.requests import RequestRecord, decode_record
 from control_plane.state.codec import str_map, text
 from control_plane.state.errors import guarded
+from control_plane.state.inflight_view import NO_ENTRY
 from control_plane.state.keys import KeySpace
 
 LOAD_CHUNK: Final = 500
 """Requests read (or marked) per pipeline."""
+
+
+@dataclass(frozen=True, slots=True)
+class TakeoverView:
+    """What a new leader rebuilds from, read in one transaction: the in-flight map (request id
+    → worker), the queued requests' records in arrival order, and the id of the `arrivals`
+    stream's last entry (`NO_ENTRY` for an empty stream). No request is in both; every arrival
+    at or before `arrivals_tail` announced a request whose state then is what the view shows
+    (queued, in flight, or gone from both)."""
+
+    inflight: dict[str, str]
+    queued: list[RequestRecord]
+    arrivals_tail: str
 
 
 class RequestReads:
@@ -88,12 +103,26 @@ class RequestReads:
 
     @guarded
     async def load_queued(self) -> list[RequestRecord]:
-        """Records of every queued request in arrival order (a new leader's rebuild).
+        """Records of every queued request in arrival order (the admin's live view)."""
+        return await self._still_queued(await self.queued_ids())
 
-        A request granted or withdrawn between the two reads is left out.
+    @guarded
+    async def takeover_view(self) -> TakeoverView:
+        """The in-flight map, the queue and the arrivals' tail (see `TakeoverView`).
+
+        A request withdrawn between the transaction and its record's read is left out.
         """
-        records = await self.load_many(await self.queued_ids())
-        return [r for r in records if r.status == "queued"]
+        pipe = self._redis.pipeline(transaction=True)
+        pipe.hgetall(self._ks.inflight)
+        pipe.zrange(self._ks.queued, 0, -1)
+        pipe.xrevrange(self._ks.arrivals, count=1)
+        inflight, ids, last = await pipe.execute()
+        queued = await self._still_queued([text(i) for i in ids])
+        tail = text(last[0][0]) if last else NO_ENTRY
+        return TakeoverView(str_map(inflight), queued, tail)
+
+    async def _still_queued(self, request_ids: list[str]) -> list[RequestRecord]:
+        return [r for r in await self.load_many(request_ids) if r.status == "queued"]
 
     @guarded
     async def depth(self) -> int:

@@ -52,7 +52,7 @@ class Harness:
         assert token is not None
         desk = LendingDesk(stores.lending, token, enabled=True, per_worker=per_worker)
         await desk.take_over()
-        core = await rebuild(stores, "vtc", NOW)
+        core = (await rebuild(stores, "vtc", NOW)).core
         for w in WORKERS:
             observe(core, w.id, WorkerSample(True, NOW, models={"m": 4096}))
         return cls(stores, core, desk)

@@ -33,7 +33,7 @@ async def service(redis_url: str) -> AsyncIterator[SchedulerService]:
     await stores.events.ensure_groups()
     await stores.arrivals.ensure_group()
     svc = SchedulerService(Settings(redis_url=redis_url, cluster="poison"), stores, "s1")
-    svc.core = await rebuild(stores, "vtc", NOW)
+    svc.core = (await rebuild(stores, "vtc", NOW)).core
     svc.desk = LendingDesk(stores.lending, 0, enabled=False, per_worker=1)
     yield svc
     await svc.http.aclose()

@@ -31,7 +31,7 @@ async def _submit(stores: StateStores, i: int, tenant: str) -> None:
 
 
 async def _leader(stores: StateStores) -> SchedulerCore:
-    core = await rebuild(stores, "vtc", 100.0)
+    core = (await rebuild(stores, "vtc", 100.0)).core
     observe(core, "w1", WorkerSample(True, 100.0, models={"m": 4096}))
     return core
 

@@ -84,7 +84,7 @@ async def _core_deciding(stores: StateStores, ids: list[str]) -> SchedulerCore:
     """A leader's core that has decided `ids` (running there, not yet granted in Redis)."""
     for i, rid in enumerate(ids):
         await _submit(stores, rid, float(i))
-    core = await rebuild(stores, "fcfs", NOW)
+    core = (await rebuild(stores, "fcfs", NOW)).core
     observe(core, "w1", WorkerSample(True, NOW, models={"m": 4096}))
     assert [d.job.id for d in core.decide(NOW)] == ids
     return core
@@ -194,7 +194,7 @@ async def test_a_request_withdrawn_while_its_grant_is_written_is_left_to_the_ref
     """Its client leaves between the decision and the grant: Redis says `withdrawn` (a final
     status) and the grant will be refused, which takes it out of the core."""
     await _submit(stores, "left", 0.0)
-    core = await rebuild(stores, "fcfs", NOW)
+    core = (await rebuild(stores, "fcfs", NOW)).core
     observe(core, "w1", WorkerSample(True, NOW, models={"m": 4096}))
     [decision] = core.decide(NOW)
     assert await stores.requests.withdraw("left", now=NOW, reason="client_disconnected")

@@ -138,7 +138,7 @@ async def _leader_with_two_running(stores: StateStores) -> SchedulerCore:
     for i in range(4):
         await _submit(stores, _job(f"d{i}", "a", float(i)), "gw-dead")
     await _submit(stores, _job("ok0", "b", 9.0), "gw-ok")
-    core = await rebuild(stores, "fcfs", NOW)
+    core = (await rebuild(stores, "fcfs", NOW)).core
     observe(core, "w1", WorkerSample(True, NOW, models={"m": 4096}))
     for d in core.decide(NOW):
         assert await stores.requests.grant(d.job.id, worker_id="w1", worker_url="u", now=NOW)

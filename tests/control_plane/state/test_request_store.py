@@ -229,6 +229,25 @@ async def test_load_queued_returns_records_in_arrival_order(requests: RequestSto
     assert [r.id for r in await requests.load_many(["r3", "nope", "r1"])] == ["r3", "r1"]
 
 
+async def test_the_takeover_view_shows_queue_flight_and_arrivals_at_one_moment(
+    requests: RequestStore, redis: Redis, keyspace: KeySpace
+) -> None:
+    assert (await requests.takeover_view()).arrivals_tail == "0-0"  # no stream yet
+    for rid in ("r0", "r1", "r2", "r3"):
+        await submit(requests, rid)
+    assert await requests.grant("r1", worker_id="w1", worker_url="u1", now=NOW)
+    assert await requests.grant("r2", worker_id="w2", worker_url="u2", now=NOW)
+    assert await requests.requeue("r2", now=NOW)  # back in the queue, out of flight
+    assert await requests.withdraw("r3", now=NOW, reason="client_disconnected")
+
+    view = await requests.takeover_view()
+
+    assert view.inflight == {"r1": "w1"}
+    assert [r.id for r in view.queued] == ["r0", "r2"]
+    [(last, _)] = await redis.xrevrange(keyspace.arrivals, count=1)
+    assert view.arrivals_tail == last  # the re-queue of r2 was the last announced
+
+
 async def test_grant_is_fenced_by_the_latest_lease_token(
     requests: RequestStore, redis: Redis, keyspace: KeySpace
 ) -> None:
