@@ -22,6 +22,15 @@ _OUTAGE: tuple[type[BaseException], ...] = (
     ConnectionError,
     TimeoutError,
 )
+OUTAGE_SQLSTATES = frozenset({"25006", "42501", "40001", "40P01", "55P03"})
+"""PostgreSQL refusals that meet every row alike until the server or an operator changes:
+read-only transaction (a standby after a fail-over, a server set read-only when its disk
+fills), privilege revoked, serialization failure, deadlock, lock not available. psycopg
+raises some of them as `InternalError` or `ProgrammingError`, not `OperationalError`."""
+OUTAGE_SQLSTATE_CLASSES = frozenset({"08", "53", "57", "58"})
+"""Whole classes: connection exception, insufficient resources, operator intervention,
+system error."""
+PROBE_ID = "__arbiter_write_probe__"
 
 
 @contextmanager
@@ -38,11 +47,18 @@ def classified() -> Iterator[None]:
     except _OUTAGE as exc:
         raise StorageUnavailable(f"{type(exc).__name__}: {exc}") from exc
     except sa_exc.DBAPIError as exc:
-        if exc.connection_invalidated:
-            raise StorageUnavailable(f"{type(exc).__name__}: {exc}") from exc
+        if exc.connection_invalidated or _outage_state(exc):
+            raise StorageUnavailable(_short(exc)) from exc
         raise RowsRejected(_short(exc)) from exc
     except Exception as exc:  # DataError, IntegrityError, OverflowError, InvalidValueError …
         raise RowsRejected(_short(exc)) from exc
+
+
+def _outage_state(exc: sa_exc.DBAPIError) -> bool:
+    state = getattr(exc.orig, "sqlstate", None)
+    if not isinstance(state, str):
+        return False
+    return state in OUTAGE_SQLSTATES or state[:2] in OUTAGE_SQLSTATE_CLASSES
 
 
 def _short(exc: BaseException) -> str:
@@ -61,14 +77,23 @@ def write_requests(db: Database, rows: Sequence[RequestRecord]) -> int:
 
 
 def probe_writes(db: Database) -> None:
-    """A write transaction that reads the request table and writes nothing; raises
-    `StorageUnavailable` unless the database is reachable, writable and migrated — so a
-    refused row is told apart from a database that refuses everything."""
+    """Insert a well-formed request row (and its rollups) and roll it back; raises
+    `StorageUnavailable` unless the database is reachable, migrated and takes writes — so a
+    refused row is told apart from a database that refuses everything (a read-only server
+    answers reads)."""
+    probe = RequestRecord(id=PROBE_ID, tenant=PROBE_ID, arrival=0.0, status="ok")
     try:
         with db.repos() as repos:
-            repos.requests.count(since=float("inf"))
+            repos.requests.insert_many([probe])
+            raise _ProbeDone
+    except _ProbeDone:
+        return
     except Exception as exc:
-        raise StorageUnavailable(f"database probe failed: {type(exc).__name__}: {exc}") from exc
+        raise StorageUnavailable(f"database probe failed: {_short(exc)}") from exc
+
+
+class _ProbeDone(Exception):
+    """Raised inside the probe's transaction so that `Database.repos` rolls it back."""
 
 
 @dataclass(frozen=True, slots=True)

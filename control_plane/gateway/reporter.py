@@ -234,16 +234,21 @@ def encodable(value: T) -> T:
 def _fallbacks(event: Event) -> list[Callable[[], Event]]:
     """How to make `event`, then a copy with its text made encodable (a lone surrogate
     cannot be sent as UTF-8), then, for a completion, a bare one: enough for the scheduler
-    to free the request's slot and charge its tokens, the rest left to the gateway's log."""
+    to free the request's slot and charge its tokens and, with its sender and arrival, for
+    the recorder to write its row; the rest is left to the gateway's log. Last, a bare one
+    without its sender (the recorder dead-letters it: no row can be made)."""
     attempts: list[Callable[[], Event]] = [lambda: event, lambda: encodable(event)]
     if isinstance(event, Complete):
         complete = event
-        attempts.append(lambda: _bare(complete))
+        attempts.append(lambda: _bare(complete, encodable(complete)))
+        attempts.append(lambda: _bare(complete, None))
     return attempts
 
 
-def _bare(event: Complete) -> Complete:
+def _bare(event: Complete, kept: Complete | None) -> Complete:
+    log.error("completion of %s could not be sent whole; sending it bare: %r", event.id, event)
     return Complete(
         id=event.id, status=event.status, finished=event.finished, n_in=event.n_in,
         n_out=event.n_out, error="its completion event could not be sent: see the gateway log",
+        sender=kept.sender if kept else None, arrival=kept.arrival if kept else None,
     )  # fmt: skip

@@ -14,14 +14,17 @@ def _opt_ms(seconds: float | None) -> float | None:
 
 
 def request_row(event: Complete, policy: str | None) -> RequestRecord | None:
-    """The SQL row for a `complete` event; None for events that describe no request.
+    """The SQL row for a `complete` event; None for an orphan (a grant nobody was served by).
 
-    Raises ValueError for an event that describes a request but cannot make a row (no
-    arrival time), so the recorder dead-letters it instead of writing a wrong row.
+    Raises ValueError for an event that describes a request but cannot make a row (no sender,
+    as in a completion sent bare; no arrival time), so the recorder dead-letters it instead
+    of writing a wrong row or none without a trace.
     """
     sender = event.sender
-    if event.orphan or sender is None:
+    if event.orphan:
         return None
+    if sender is None:
+        raise ValueError("sender: required for a request row")
     if event.arrival is None:
         raise ValueError("arrival: required for a request row")
     slo = sender.slo

@@ -183,19 +183,21 @@ class Recorder:
 
     async def _write_audit(self, switches: list[tuple[str, PolicySwitched]]) -> None:
         """Audit rows for the controller's switches: retried through an outage, dead-lettered
-        when the database refuses them."""
+        when the database refuses them while it takes other writes (`probe_writes`)."""
         if not switches:
             return
         drafts = [audit_draft(e) for _, e in switches]
         backoff = 0.5
         while True:
             try:
-                await asyncio.to_thread(write_audit, self.db, drafts)
-                return
-            except RowsRejected as exc:
-                for entry_id, event in switches:
-                    await self._dead_letter("write", entry_id, encode(event), str(exc))
-                return
+                try:
+                    await asyncio.to_thread(write_audit, self.db, drafts)
+                    return
+                except RowsRejected as exc:  # the rows, or a database that refuses all?
+                    await asyncio.to_thread(probe_writes, self.db)
+                    for entry_id, event in switches:
+                        await self._dead_letter("write", entry_id, encode(event), str(exc))
+                    return
             except StorageUnavailable as exc:
                 log.warning("recorder: audit write failed (%s); retrying in %.1fs", exc, backoff)
                 await asyncio.sleep(backoff)

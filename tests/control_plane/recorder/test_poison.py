@@ -111,7 +111,14 @@ async def test_an_event_that_cannot_be_converted_is_dead_lettered(
 ) -> None:
     await publish(
         stores,
-        [complete("bad", arrival=None), complete("ok1"), complete("bad2", n_in="many")],
+        [
+            complete("bad", arrival=None),
+            complete("ok1"),
+            complete("bad2", n_in="many"),
+            # a completion sent bare, without its sender: no row can be made, and it must not
+            # vanish without a trace (before: acknowledged as if it were an orphan)
+            {"type": "complete", "id": "bare", "status": "ok", "finished": NOW, "n_in": 1},
+        ],
     )
     async with recording(stores, db) as recorder:
         await eventually(lambda: asyncio.to_thread(lambda: ids_in(db) == {"ok1"}))
@@ -120,9 +127,10 @@ async def test_an_event_that_cannot_be_converted_is_dead_lettered(
         kinds = sorted((x.kind, x.reason) for x in letters.values())
         assert kinds == [
             ("convert", "ValueError: arrival: required for a request row"),
+            ("convert", "ValueError: sender: required for a request row"),
             ("decode", "not a valid event: n_in: expected an integer, got str"),
         ]
-        assert recorder.metrics.dead_letters.labels("recorder", "convert")._value.get() == 1
+        assert recorder.metrics.dead_letters.labels("recorder", "convert")._value.get() == 2
 
 
 async def test_an_entry_that_is_not_an_event_is_dead_lettered(
@@ -173,6 +181,45 @@ async def test_an_unreachable_database_dead_letters_nothing(stores: StateStores)
         assert await stores.dead_letters.list() == []
         assert await stores.events.pending_count(GROUP) == 2
         assert recorder.written == 0
+    db.dispose()
+
+
+SWITCH = {
+    "type": "policy_switched",
+    "id": "switch-1",
+    "t": NOW,
+    "old": "fcfs",
+    "new": "edf",
+    "reason": "deadlines",
+    "selector": "rules",
+}
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("db_url", ["postgres"], indirect=True)
+async def test_a_read_only_database_dead_letters_nothing(stores: StateStores, db_url: str) -> None:
+    """A PostgreSQL that answers reads and refuses every write (a standby after a fail-over,
+    a managed server set read-only as its disk fills: SQLSTATE 25006, which psycopg raises as
+    `InternalError`) is an outage, not rows at fault: nothing is dead-lettered or
+    acknowledged, the controller's audit row included; on a writable database every row is
+    written and only the poison pill is set aside. Before, every row was split off, refused
+    alone, passed a read-only probe and was dead-lettered."""
+    await asyncio.to_thread(lambda: Database(db_url).migrate())
+    await publish(stores, [SWITCH, complete("a"), complete("p", tier=2**63), complete("b")])
+    read_only = Database(f"{db_url}%20-cdefault_transaction_read_only%3Don")
+    async with recording(stores, read_only) as recorder:
+        await asyncio.sleep(2.5)  # several failed attempts
+        assert await stores.dead_letters.list() == []
+        assert await stores.events.pending_count(GROUP) == 4
+        assert recorder.written == 0
+    read_only.dispose()
+    db = Database(db_url)
+    async with recording(stores, db) as recorder:
+        await eventually(lambda: asyncio.to_thread(lambda: ids_in(db) == {"a", "b"}), 30)
+        await eventually(lambda: _pending_zero(stores))
+        assert [x.fields["id"] for x in await stores.dead_letters.list()] == ["p"]
+    with db.reader() as r:
+        assert [e.action for e in r.audit.list(action="policy.switch")] == ["policy.switch"]
     db.dispose()
 
 

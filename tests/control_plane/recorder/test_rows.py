@@ -56,6 +56,8 @@ def test_met_slo_and_orphans() -> None:
     ok = request_row(_event(slo={"ttft_s": 5.0}), None)
     assert ok is not None and not ok.slo_violated
     assert request_row(Complete("x", "aborted", finished=1.0, orphan=True), None) is None
+    with pytest.raises(ValueError, match=r"^sender: required"):  # dead-lettered, not skipped
+        request_row(Complete("x", "ok", finished=1.0, n_in=3), None)
 
 
 def test_a_controller_switch_becomes_an_audit_entry() -> None:
