@@ -106,7 +106,8 @@ def gateway(
         int | None, Opt(help="Also serve on this port of its own (health, one process).")
     ] = None,
     id_prefix: Annotated[
-        str | None, Opt(help="Gateway id = PREFIX-<random>, fresh at every start.")
+        str | None,
+        Opt(help="Gateway id = PREFIX-<random>, fresh at every start (ARBITER_GATEWAY_ID)."),
     ] = None,
 ) -> None:
     """Serve the tenant API (OpenAI-compatible), the admin API and /metrics."""
@@ -124,8 +125,11 @@ def gateway(
     from control_plane.api.app import create_app
     from control_plane.gateway.serving import PortUnavailable, serve
 
-    if id_prefix:
-        settings = settings.model_copy(update={"gateway_id": f"{id_prefix}-{os.urandom(4).hex()}"})
+    # a fresh id at every start, also under a fixed ARBITER_GATEWAY_ID (compose, a pod's
+    # name): a restarted process is a new replica, so the leader releases what the dead one held
+    prefix = id_prefix or settings.gateway_id
+    if prefix:
+        settings = settings.model_copy(update={"gateway_id": f"{prefix}-{os.urandom(4).hex()}"})
     try:
         app = create_app(settings, freeze_heap=True)
         serve(app, settings, reuse_port=reuse_port, status_port=status_port)

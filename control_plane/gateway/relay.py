@@ -128,6 +128,11 @@ class Relay:
             for data in payloads:
                 yield self._parsed(data)
 
+    async def collect(self, chat: bool) -> None:
+        """Read the whole answer, its text into the stats (a non-streamed answer)."""
+        async for chunk in self.chunks():
+            collect_piece(chunk, self._stats, chat)
+
     async def stream(self) -> AsyncIterator[bytes]:
         """The client's SSE bytes, one piece per read of the worker's connection. A plain
         content chunk (no usage, finish reason or error in it) is forwarded unchanged and

@@ -24,7 +24,6 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from control_plane.contracts.events import WorkerFailed
 from control_plane.contracts.grants import Grant
 from control_plane.gateway.abandon import SubmitAbandoner
-from control_plane.gateway.bounds import INT32_MAX
 from control_plane.gateway.deps import GatewayDeps, ModelEntry
 from control_plane.gateway.door import Body, build_flight
 from control_plane.gateway.errors import ApiError, unavailable
@@ -51,12 +50,12 @@ from control_plane.gateway.relay import (
     Relay,
     StreamBroken,
     aggregate,
-    collect_piece,
     error_event,
 )
-from control_plane.gateway.submit import submit_flight
+from control_plane.gateway.submit import resubmit_if_lost, submit_flight
 from control_plane.gateway.tags import RequestTags, read_tags
 from control_plane.state.errors import StateUnavailable
+from control_plane.state.tasks import stop_tasks
 
 log = logging.getLogger(__name__)
 NO_LEADER_RETRY_AFTER_S = 2
@@ -105,7 +104,7 @@ class Gateway:
                 media_type="text/event-stream",
                 headers=flight.response_headers(),
             )
-        return await self._collect(flight, relay)
+        return await self._collect(flight, relay, request)
 
     async def serve_images(
         self, request: Request, body: ImageGenerationRequest, tenant_name: str
@@ -211,7 +210,7 @@ class Gateway:
                 )
                 if done or loop.time() >= deadline:
                     break
-                await self._resubmit_if_lost(flight)
+                await resubmit_if_lost(self.d, flight)
         finally:
             outage.cancel()
         if fut in done:
@@ -224,8 +223,13 @@ class Gateway:
         try:
             withdrawn = await self.d.requests.withdraw(flight.id, now=time.time(), reason=reason)
         except StateUnavailable:
-            # still queued in Redis: a late grant finds no waiter and is released as an orphan
+            # still queued in Redis: a late grant finds no waiter and is released as an orphan;
+            # one the reader delivered during the call has no other way back
             self._waiter.forget(flight.id)
+            if fut.done() and not fut.cancelled():
+                await self._finisher.release_orphan(
+                    fut.result(), error=f"{reason}; Redis unavailable"
+                )
             raise self._no_leader() if reason == "no_leader" else unavailable() from None
         if withdrawn:
             self._waiter.forget(flight.id)
@@ -238,30 +242,10 @@ class Gateway:
             raise self._no_leader()
         grant = fut.result()
         flight.grant, flight.granted_at = grant, time.time()
-        if reason == "queue_timeout":
-            return grant  # the client is still here: serve it
+        if reason != "client_disconnected":
+            return grant  # the client is still here (timed out, or no leader seen): serve it
         await self._finisher.finish(flight, "aborted", reason)  # the client left: release the slot
         return Response(status_code=499)
-
-    async def _resubmit_if_lost(self, flight: Flight) -> None:
-        """Submit a waiting request again when Redis no longer knows it (a restarted Redis
-        lost the last writes before it died). Safe: with no record there is no grant either
-        (a grant and its record change in one script), and only this gateway contacts a
-        worker for it. Its place in the queue is lost; outages are left to the leader watch."""
-        try:
-            if await self.d.requests.status(flight.id) is not None or flight.envelope is None:
-                return
-            await self.d.requests.submit(
-                flight.envelope,
-                request_id=flight.id,
-                tenant=flight.job.tenant,
-                gateway_id=self.d.gateway_id,
-                queue_cap=INT32_MAX,  # accepted once already: the door's cap does not apply
-                now=time.time(),
-            )
-        except StateUnavailable:
-            return
-        log.warning("request %s was lost by Redis while queued; submitted again", flight.id)
 
     async def _worker_failed(self, flight: Flight, grant: Grant, why: str) -> Response | None:
         """Requeue once (keeping its place); None means: wait for the next grant."""
@@ -324,17 +308,28 @@ class Gateway:
             tail.append(DONE)
             yield FinalPiece(b"".join(tail))
 
-    async def _collect(self, flight: Flight, relay: Relay) -> Response:
+    async def _collect(self, flight: Flight, relay: Relay, request: Request) -> Response:
+        """The whole answer in one body; a client that leaves first frees the worker (`aborted`)."""
         status, error = "error", None
+        collecting = asyncio.ensure_future(relay.collect(flight.chat))
+        left = asyncio.ensure_future(_wait_disconnect(request))
         try:
-            async for chunk in relay.chunks():
-                collect_piece(chunk, flight.stats, flight.chat)
-            status = "ok"
+            await asyncio.wait({collecting, left}, return_when=asyncio.FIRST_COMPLETED)
+            if not collecting.done():
+                status, error = "aborted", "client disconnected"
+            else:
+                collecting.result()
+                status = "ok"
         except (StreamBroken, WorkerUnreachable) as exc:
-            error = f"worker failed mid-answer: {exc}"
+            status, error = "error", f"worker failed mid-answer: {exc}"
+            worker = flight.grant.worker_id if flight.grant else None
+            self.d.reporter.emit(WorkerFailed(flight.id, worker, str(exc), time.time()))
         finally:
+            await stop_tasks([left, collecting])
             await relay.close()
             await self._finisher.finish(flight, status, error)
+        if status == "aborted":
+            return Response(status_code=499)
         if error is not None:
             raise ApiError(502, f"The worker failed while answering: {error}", code="worker_failed")
         body = aggregate(

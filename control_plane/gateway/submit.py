@@ -6,21 +6,27 @@ invariant 1). The script tries the fast lane first: when nothing of the request'
 queued and the leader has lent a slot of one of its workers, the script grants it at once
 and the future is resolved here with that grant — no scheduler round trip. Otherwise the
 request is queued, unless its tenant already has its cap queued (429 `queue_full`).
+A waiting request that Redis no longer knows is submitted again (`resubmit_if_lost`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import Callable
 from dataclasses import replace
 
 from control_plane.contracts.grants import Grant
 from control_plane.contracts.requests import Envelope
+from control_plane.gateway.bounds import INT32_MAX
 from control_plane.gateway.deps import GatewayDeps
 from control_plane.gateway.errors import ApiError
 from control_plane.gateway.flight import Flight
 from control_plane.gateway.grants import GrantWaiter
+from control_plane.state.errors import StateUnavailable
+
+log = logging.getLogger(__name__)
 
 
 async def submit_flight(
@@ -71,3 +77,24 @@ def _granted(grant: Grant) -> asyncio.Future[Grant]:
     fut: asyncio.Future[Grant] = asyncio.get_running_loop().create_future()
     fut.set_result(grant)
     return fut
+
+
+async def resubmit_if_lost(d: GatewayDeps, flight: Flight) -> None:
+    """Submit a waiting request again when Redis no longer knows it (a restarted Redis
+    lost the last writes before it died). Safe: with no record there is no grant either
+    (a grant and its record change in one script), and only this gateway contacts a
+    worker for it. Its place in the queue is lost; outages are left to the leader watch."""
+    try:
+        if await d.requests.status(flight.id) is not None or flight.envelope is None:
+            return
+        await d.requests.submit(
+            flight.envelope,
+            request_id=flight.id,
+            tenant=flight.job.tenant,
+            gateway_id=d.gateway_id,
+            queue_cap=INT32_MAX,  # accepted once already: the door's cap does not apply
+            now=time.time(),
+        )
+    except StateUnavailable:
+        return
+    log.warning("request %s was lost by Redis while queued; submitted again", flight.id)

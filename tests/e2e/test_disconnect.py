@@ -87,3 +87,31 @@ async def _queue_empty(cluster: Cluster) -> bool:
 
 async def _idle(worker: str) -> bool:
     return await _running(worker) == 0
+
+
+def test_a_collected_answer_is_aborted_when_its_client_leaves(cluster: Cluster) -> None:
+    """`stream: false`: the gateway collects the whole answer before it sends anything. A
+    client that leaves meanwhile frees the worker at once (before, the worker generated the
+    whole answer for nobody and the request was recorded `ok`)."""
+    keys = cluster.tenants(["t"])
+    cluster.start_worker(speed=1.0, max_num_seqs=1)
+    worker = cluster.workers[0]["url"]
+    cluster.start_scheduler()
+    url = cluster.start_gateway()
+    h = {"Authorization": f"Bearer {keys['t']}"}
+
+    async def scenario() -> float:
+        async with httpx.AsyncClient(timeout=60) as client:
+            collected = asyncio.create_task(
+                client.post(f"{url}/v1/completions", json={**LONG, "stream": False}, headers=h)
+            )
+            await _wait(lambda: _busy(worker), 10)
+            collected.cancel()  # the client goes away while its answer is being collected
+            return await _wait(lambda: _idle(worker), 1.0)
+
+    aborted = asyncio.run(scenario())
+    print(f"\ncollected answer aborted after {aborted:.2f}s")
+
+
+async def _busy(worker: str) -> bool:
+    return await _running(worker) == 1

@@ -1,6 +1,7 @@
 -- requeue: put a granted request back in the queue at its ORIGINAL place (its arrival seq),
 -- when its worker died before the first token. Allowed while attempts < max attempts.
--- Idempotent: a retried call (same `now`) for a request it already re-queued returns 1.
+-- Idempotent: a retried call (same `now`) for a request it already re-queued returns 1, also
+-- when the leader has granted it again meanwhile (`requeued_at` survives the grant).
 --
 -- KEYS[1]  request hash            arb:{c}:req:<id>
 -- KEYS[2]  queued ZSET             arb:{c}:queued
@@ -16,7 +17,7 @@
 
 local st = redis.call('HMGET', KEYS[1], 'status', 'tenant', 'seq', 'attempts', 'requeued_at',
   'worker', 'model')
-if st[1] == 'queued' and st[5] == ARGV[2] then
+if st[5] == ARGV[2] then
   return 1
 end
 if st[1] ~= 'granted' then

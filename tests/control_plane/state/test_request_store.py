@@ -182,6 +182,28 @@ async def test_requeue_is_idempotent_and_only_for_granted(requests: RequestStore
     assert not await requests.requeue("missing", now=NOW)
 
 
+async def test_a_retried_requeue_still_answers_after_the_request_was_granted_again(
+    requests: RequestStore,
+) -> None:
+    """The first call ran but its reply was lost (a reset); by the time the multiplexer resends
+    it the leader has granted the request again. The resend must answer 1, as its first run
+    did — a 0 would make the gateway fail a request whose retry is under way."""
+    await submit(requests, "r1")
+    assert await requests.grant("r1", worker_id="w1", worker_url="u1", now=NOW)
+    assert await requests.requeue("r1", now=NOW + 1)
+    assert await requests.grant("r1", worker_id="w2", worker_url="u2", now=NOW + 2)
+
+    assert await requests.requeue("r1", now=NOW + 1)
+
+    record = await requests.get("r1")
+    assert record is not None and (record.status, record.worker, record.attempts) == (
+        "granted",
+        "w2",
+        2,
+    )
+    assert await requests.inflight() == {"r1": "w2"}
+
+
 async def test_finish_is_final_idempotent_and_expires(
     requests: RequestStore, redis: Redis, keyspace: KeySpace
 ) -> None:

@@ -6,6 +6,7 @@ a killed process comes back under a fresh id, and SIGTERM stops them all."""
 from __future__ import annotations
 
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -227,3 +228,42 @@ def _zombie(pid: int) -> bool:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(") ", 1)[1].startswith("Z")
     except OSError:
         return True
+
+
+def test_a_single_gateway_with_a_fixed_id_is_a_new_replica_at_every_start(
+    redis_url: str, tmp_path: Path
+) -> None:
+    """`ARBITER_GATEWAY_ID` fixed (compose's `gateway-1`, a pod's name) and one process: a
+    restart must not come back under its predecessor's id — the leader's sweeper releases
+    what a replica held only once its liveness has expired, and a successor beating under the
+    same id would keep the dead process's granted requests in flight for ever."""
+    db_url = f"sqlite:///{tmp_path / 'arbiter.db'}"
+    db = Database(db_url)
+    db.migrate()
+    db.dispose()
+    port = free_port()
+    env = {
+        "ARBITER_REDIS_URL": redis_url,
+        "ARBITER_DATABASE_URL": db_url,
+        "ARBITER_CLUSTER": "gw-single",
+        "ARBITER_GATEWAY_ID": "edge",
+        "PYTHONUNBUFFERED": "1",
+    }
+    url = f"http://127.0.0.1:{port}"
+    ids = []
+    for start in range(2):
+        child = Child(
+            "gateway",
+            [sys.executable, *ARBITER, "gateway", "--port", str(port)],
+            tmp_path / f"gateway-{start}.log",
+            env,
+        )
+        child.start()
+        try:
+            seen = _ids(url, 90, 1)
+            assert len(seen) == 1, child.tail()
+            ids += seen
+        finally:
+            child.stop(grace_s=20)
+    assert all(re.fullmatch(r"edge-[0-9a-f]{8}", i) for i in ids), ids
+    assert ids[0] != ids[1]
