@@ -177,7 +177,12 @@ class Relay:
             self._on_tokens(counted, time.time())
 
     def _parsed(self, data: bytes) -> dict[str, Any]:
-        chunk: dict[str, Any] = orjson.loads(data)
+        try:
+            chunk = orjson.loads(data)
+        except orjson.JSONDecodeError as exc:  # a worker's fault, not the client's leaving
+            raise self._failure(f"the worker sent a chunk that is not JSON: {exc}") from None
+        if not isinstance(chunk, dict):
+            raise self._failure("the worker sent a chunk that is not a JSON object")
         if "error" in chunk and "choices" not in chunk:
             raise self._failure(str(chunk["error"]))
         self._account(chunk)

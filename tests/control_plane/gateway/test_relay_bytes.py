@@ -70,6 +70,14 @@ async def test_an_error_chunk_after_the_first_token_breaks_the_stream() -> None:
         await _relay(_sse(TOKEN, ERROR), want_usage=False)
 
 
+@pytest.mark.parametrize("bad", [b'{"usage": oops}', b'["usage"]'])
+async def test_a_chunk_that_is_not_a_json_object_breaks_the_stream(bad: bytes) -> None:
+    """A worker's malformed chunk is the worker failing (an SSE error event, status `error`),
+    not an exception that ends the stream as if the client had left."""
+    with pytest.raises(StreamBroken, match=r"not a JSON object|not JSON"):
+        await _relay(_sse(TOKEN, bad), want_usage=False)
+
+
 def test_continuous_usage_is_asked_of_the_worker_only_for_a_client_that_asked() -> None:
     plain = upstream_payload({"model": "m", "stream": True}, None)
     assert plain["stream_options"] == {"include_usage": True}
