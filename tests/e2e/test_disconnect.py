@@ -43,13 +43,17 @@ async def _wait(predicate_coro: object, limit_s: float) -> float:
     raise AssertionError(f"condition not met within {limit_s}s")
 
 
-def test_disconnects(cluster: Cluster) -> None:
+def _one_slot(cluster: Cluster) -> tuple[str, str, dict[str, str]]:
+    """A worker with one slot, a scheduler and a gateway: (worker URL, gateway URL, headers)."""
     keys = cluster.tenants(["t"])
     cluster.start_worker(speed=1.0, max_num_seqs=1)
-    worker = cluster.workers[0]["url"]
     cluster.start_scheduler()
     url = cluster.start_gateway()
-    h = {"Authorization": f"Bearer {keys['t']}"}
+    return cluster.workers[0]["url"], url, {"Authorization": f"Bearer {keys['t']}"}
+
+
+def test_disconnects(cluster: Cluster) -> None:
+    worker, url, h = _one_slot(cluster)
 
     async def scenario() -> tuple[float, float]:
         async with httpx.AsyncClient(timeout=60) as holder:
@@ -93,12 +97,7 @@ def test_a_collected_answer_is_aborted_when_its_client_leaves(cluster: Cluster) 
     """`stream: false`: the gateway collects the whole answer before it sends anything. A
     client that leaves meanwhile frees the worker at once (before, the worker generated the
     whole answer for nobody and the request was recorded `ok`)."""
-    keys = cluster.tenants(["t"])
-    cluster.start_worker(speed=1.0, max_num_seqs=1)
-    worker = cluster.workers[0]["url"]
-    cluster.start_scheduler()
-    url = cluster.start_gateway()
-    h = {"Authorization": f"Bearer {keys['t']}"}
+    worker, url, h = _one_slot(cluster)
 
     async def scenario() -> float:
         async with httpx.AsyncClient(timeout=60) as client:

@@ -63,6 +63,22 @@ class SubmitThenFail:
         return getattr(self._store, name)
 
 
+def gateway_deps(store: Any, reporter: EventReporter, **extra: Any) -> GatewayDeps:
+    """What a gateway's finishing and submitting read of its dependencies, over `store`."""
+    deps = SimpleNamespace(
+        settings=Settings(),
+        knobs=GatewayKnobs(),
+        requests=store,
+        reporter=reporter,
+        metrics=GatewayMetrics(),
+        limits=None,
+        gateway_id=GATEWAY,
+    )
+    for name, value in extra.items():
+        setattr(deps, name, value)
+    return cast(GatewayDeps, deps)
+
+
 @pytest.fixture
 async def stores(redis_url: str) -> AsyncIterator[StateStores]:
     client: Redis = connect(redis_url, client_name="abandon-tests")
@@ -85,23 +101,15 @@ async def _failed_submit(
     flight = flight_of({"model": "m", "prompt": "hello"})
     store = SubmitThenFail(stores.requests, ran, down)
     reporter = EventReporter(stores.completions, interval=0.01)
-    deps = SimpleNamespace(
-        settings=Settings(),
-        knobs=GatewayKnobs(),
-        requests=store,
-        reporter=reporter,
-        metrics=GatewayMetrics(),
-        limits=None,
-        gateway_id=GATEWAY,
-    )
-    finisher = Finisher(cast(GatewayDeps, deps))
+    deps = gateway_deps(store, reporter)
+    finisher = Finisher(deps)
     release = functools.partial(finisher.release_orphan, error="submit failed")
     abandoner = SubmitAbandoner(cast(Any, store), GATEWAY, release, retry_s=retry_s)
     waiter = GrantWaiter(stores.grants, GATEWAY, finisher.release_orphan)
     flushing = asyncio.create_task(reporter.run())
     try:
         with pytest.raises(StateUnavailable):
-            await submit_flight(cast(GatewayDeps, deps), waiter, flight, abandoner.abandon)
+            await submit_flight(deps, waiter, flight, abandoner.abandon)
         await abandoner.settled()
         await finisher.settled()
     finally:

@@ -8,29 +8,25 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 from dataclasses import replace
-from types import SimpleNamespace
-from typing import Any, cast
+from typing import Any
 
 import pytest
 from redis.asyncio import Redis
 
 from control_plane.contracts.grants import Grant
 from control_plane.contracts.requests import Envelope
-from control_plane.gateway.deps import GatewayDeps
 from control_plane.gateway.errors import ApiError
 from control_plane.gateway.flight import Flight
 from control_plane.gateway.grants import GrantWaiter
-from control_plane.gateway.knobs import GatewayKnobs
-from control_plane.gateway.metrics import GatewayMetrics
 from control_plane.gateway.reporter import EventReporter
 from control_plane.gateway.service import Gateway
 from control_plane.settings import Settings
 from control_plane.state import KeySpace, StateStores, StateUnavailable, connect
 from control_plane.state.tasks import stop_tasks
+from tests.control_plane.gateway.test_abandon import GATEWAY, gateway_deps
 from tests.control_plane.gateway.test_door import flight_of
 
 NOW = 1_700_000_000.0
-GATEWAY = "gw"
 
 
 class GrantedDuringWithdraw:
@@ -54,6 +50,11 @@ class GrantedDuringWithdraw:
         return getattr(self._store, name)
 
 
+async def _never_leaves() -> None:
+    """A client's disconnect that never comes."""
+    await asyncio.Event().wait()
+
+
 @pytest.fixture
 async def stores(redis_url: str) -> AsyncIterator[StateStores]:
     client: Redis = connect(redis_url, client_name="await-grant-tests")
@@ -69,17 +70,8 @@ async def _wait(stores: StateStores, fail: bool, no_leader: bool) -> tuple[Any, 
     waiter = GrantWaiter(stores.grants, GATEWAY, lambda grant: asyncio.sleep(0))
     flight.grant_future = fut = waiter.expect(flight.id)
     store = GrantedDuringWithdraw(stores.requests, fut, fail)
-    deps = SimpleNamespace(
-        settings=Settings(queue_timeout_s=0.2),
-        knobs=GatewayKnobs(),
-        requests=store,
-        reporter=reporter,
-        metrics=GatewayMetrics(),
-        limits=None,
-        gateway_id=GATEWAY,
-        waiter=waiter,
-    )
-    gateway = Gateway(cast(GatewayDeps, deps))
+    deps = gateway_deps(store, reporter, settings=Settings(queue_timeout_s=0.2), waiter=waiter)
+    gateway = Gateway(deps)
     submitted = await stores.requests.submit(
         Envelope(replace(flight.job), flight.node.weights(), GATEWAY),
         request_id=flight.id,
@@ -91,7 +83,7 @@ async def _wait(stores: StateStores, fail: bool, no_leader: bool) -> tuple[Any, 
     assert submitted.accepted
     if no_leader:
         waiter.no_leader.set()
-    client = asyncio.create_task(asyncio.Event().wait())  # a client that never leaves
+    client = asyncio.create_task(_never_leaves())
     tasks = [asyncio.create_task(waiter.run()), asyncio.create_task(reporter.run())]
     try:
         try:

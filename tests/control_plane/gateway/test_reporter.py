@@ -289,38 +289,6 @@ async def test_a_completion_that_cannot_be_sent_goes_bare(
         await stores.aclose()
 
 
-class OnlyBare:
-    """The real sink, except that a completion that is not bare cannot be sent (as if one of
-    its timings could not be encoded)."""
-
-    def __init__(self, stores: StateStores) -> None:
-        self.stores = stores
-
-    async def publish(
-        self, events: Sequence[Event], finished: Sequence[tuple[str, str]], *, now: float
-    ) -> bool:
-        if any(isinstance(e, Complete) and "gateway log" not in (e.error or "") for e in events):
-            raise TypeError("cannot be encoded (test)")
-        return await self.stores.completions.publish(events, finished, now=now)
-
-
-async def test_a_bare_completion_keeps_its_sender_and_arrival(redis_url: str) -> None:
-    """So the recorder can still write the request's row (before, a bare completion had no
-    sender: no row, and nothing said so)."""
-    stores = StateStores.open(redis_url, "rep-bare-sender")
-    try:
-        reporter = EventReporter(OnlyBare(stores))
-        event = dataclasses.replace(_complete("r1"), arrival=1.5)
-        reporter.emit(event, finish="error")
-        await reporter.flush()
-        entries = await stores.redis.xrange(stores.keyspace.events)
-        sent = json.loads(entries[0][1]["data"])
-        assert (sent["tenant"], sent["arrival"]) == ("acme", 1.5)
-        assert "gateway log" in sent["error"]
-    finally:
-        await stores.aclose()
-
-
 async def test_a_flush_cancelled_midway_keeps_what_it_had_not_sent(redis_url: str) -> None:
     stores = StateStores.open(redis_url, "rep-cancel")
     try:

@@ -143,21 +143,28 @@ def test_a_group_on_a_taken_port_says_so_in_one_line() -> None:
 # -- a real group ------------------------------------------------------------------------------
 
 
-@pytest.fixture
-def group(redis_url: str, tmp_path: Path) -> Iterator[tuple[Child, str]]:
+def _gateway_env(redis_url: str, tmp_path: Path, cluster: str) -> dict[str, str]:
+    """A gateway's environment (id prefix `edge`) over a freshly migrated SQLite database."""
     db_url = f"sqlite:///{tmp_path / 'arbiter.db'}"
     db = Database(db_url)
     db.migrate()
     db.dispose()
-    port = free_port()
-    env = {
+    return {
         "ARBITER_REDIS_URL": redis_url,
         "ARBITER_DATABASE_URL": db_url,
-        "ARBITER_ADMIN_TOKEN": "group-admin-token",
-        "ARBITER_CLUSTER": "gw-group",
+        "ARBITER_CLUSTER": cluster,
         "ARBITER_GATEWAY_ID": "edge",
-        GATEWAYS_ENV: "2",
         "PYTHONUNBUFFERED": "1",
+    }
+
+
+@pytest.fixture
+def group(redis_url: str, tmp_path: Path) -> Iterator[tuple[Child, str]]:
+    port = free_port()
+    env = {
+        **_gateway_env(redis_url, tmp_path, "gw-group"),
+        "ARBITER_ADMIN_TOKEN": "group-admin-token",
+        GATEWAYS_ENV: "2",
     }
     parent = Child(
         "gateways",
@@ -237,20 +244,10 @@ def test_a_single_gateway_with_a_fixed_id_is_a_new_replica_at_every_start(
     restart must not come back under its predecessor's id — the leader's sweeper releases
     what a replica held only once its liveness has expired, and a successor beating under the
     same id would keep the dead process's granted requests in flight for ever."""
-    db_url = f"sqlite:///{tmp_path / 'arbiter.db'}"
-    db = Database(db_url)
-    db.migrate()
-    db.dispose()
+    env = _gateway_env(redis_url, tmp_path, "gw-single")
     port = free_port()
-    env = {
-        "ARBITER_REDIS_URL": redis_url,
-        "ARBITER_DATABASE_URL": db_url,
-        "ARBITER_CLUSTER": "gw-single",
-        "ARBITER_GATEWAY_ID": "edge",
-        "PYTHONUNBUFFERED": "1",
-    }
     url = f"http://127.0.0.1:{port}"
-    ids = []
+    ids: list[str] = []
     for start in range(2):
         child = Child(
             "gateway",
