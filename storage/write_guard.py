@@ -22,11 +22,12 @@ _OUTAGE: tuple[type[BaseException], ...] = (
     ConnectionError,
     TimeoutError,
 )
-OUTAGE_SQLSTATES = frozenset({"25006", "42501", "40001", "40P01", "55P03"})
+OUTAGE_SQLSTATES = frozenset({"25006", "40001", "40P01", "55P03"})
 """PostgreSQL refusals that meet every row alike until the server or an operator changes:
 read-only transaction (a standby after a fail-over, a server set read-only when its disk
-fills), privilege revoked, serialization failure, deadlock, lock not available. psycopg
-raises some of them as `InternalError` or `ProgrammingError`, not `OperationalError`."""
+fills; psycopg raises it as `InternalError`, not `OperationalError`), serialization failure,
+deadlock, lock not available. Not 42501 (insufficient privilege): a row-level security policy
+refuses single rows with it; a revoked privilege fails the probe (`probe_writes`) instead."""
 OUTAGE_SQLSTATE_CLASSES = frozenset({"08", "53", "57", "58"})
 """Whole classes: connection exception, insufficient resources, operator intervention,
 system error."""

@@ -131,7 +131,10 @@ class Relay:
     async def collect(self, chat: bool) -> None:
         """Read the whole answer, its text into the stats (a non-streamed answer)."""
         async for chunk in self.chunks():
-            collect_piece(chunk, self._stats, chat)
+            try:
+                collect_piece(chunk, self._stats, chat)
+            except (TypeError, AttributeError, ValueError) as exc:
+                raise self._failure(f"the worker sent a malformed chunk: {exc!r}") from None
 
     async def stream(self) -> AsyncIterator[bytes]:
         """The client's SSE bytes, one piece per read of the worker's connection. A plain
@@ -185,7 +188,10 @@ class Relay:
             raise self._failure("the worker sent a chunk that is not a JSON object")
         if "error" in chunk and "choices" not in chunk:
             raise self._failure(str(chunk["error"]))
-        self._account(chunk)
+        try:
+            self._account(chunk)
+        except (TypeError, AttributeError, ValueError) as exc:  # fields of the wrong type
+            raise self._failure(f"the worker sent a malformed chunk: {exc!r}") from None
         return chunk
 
     async def close(self) -> None:

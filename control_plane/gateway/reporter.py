@@ -250,5 +250,9 @@ def _bare(event: Complete, kept: Complete | None) -> Complete:
     return Complete(
         id=event.id, status=event.status, finished=event.finished, n_in=event.n_in,
         n_out=event.n_out, error="its completion event could not be sent: see the gateway log",
-        sender=kept.sender if kept else None, arrival=kept.arrival if kept else None,
+        orphan=event.orphan, sender=kept.sender if kept else None,
+        arrival=kept.arrival if kept else None, worker=kept.worker if kept else None,
+        dispatched=kept.dispatched if kept else None,
+        first_token=kept.first_token if kept else None,
+        attempts=kept.attempts if kept else 0, images=kept.images if kept else None,
     )  # fmt: skip

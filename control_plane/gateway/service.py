@@ -352,8 +352,8 @@ class Gateway:
 def _in_hand(flight: Flight) -> bool:
     """The grant came with the submit (the fast lane) and the worker answers as it goes (not
     an image generation, which is raced against the client's disconnect): nothing to wait for
-    before the worker, so no disconnect watcher (a streamed answer's relay has its own; a
-    collected one never had one while collecting)."""
+    before the worker, so no disconnect watcher before it (a streamed answer's relay has its
+    own; a collected one is raced against the disconnect in `_collect`)."""
     fut = flight.grant_future
     return fut is not None and fut.done() and flight.read_timeout_s is None
 

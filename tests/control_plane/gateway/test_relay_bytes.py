@@ -70,11 +70,21 @@ async def test_an_error_chunk_after_the_first_token_breaks_the_stream() -> None:
         await _relay(_sse(TOKEN, ERROR), want_usage=False)
 
 
-@pytest.mark.parametrize("bad", [b'{"usage": oops}', b'["usage"]'])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        b'{"usage": oops}',
+        b'["usage"]',
+        b'{"usage": 5}',
+        b'{"usage": {"prompt_tokens": "x"}}',
+        b'{"choices": 5, "usage": null}',
+        b'{"choices": ["x"], "usage": null}',
+    ],
+)
 async def test_a_chunk_that_is_not_a_json_object_breaks_the_stream(bad: bytes) -> None:
     """A worker's malformed chunk is the worker failing (an SSE error event, status `error`),
     not an exception that ends the stream as if the client had left."""
-    with pytest.raises(StreamBroken, match=r"not a JSON object|not JSON"):
+    with pytest.raises(StreamBroken, match=r"not a JSON object|not JSON|malformed chunk"):
         await _relay(_sse(TOKEN, bad), want_usage=False)
 
 
