@@ -6,7 +6,11 @@ starts transactions late). A transaction begins DEFERRED unless the engine carri
 execution option `sqlite_begin="IMMEDIATE"` — used for every transaction that may write, so
 the write lock is taken at BEGIN (waiting up to the busy timeout) instead of failing with
 SQLITE_BUSY when a read snapshot must be upgraded after another writer committed.
-PostgreSQL is used through psycopg 3; the option is ignored there.
+PostgreSQL is used through psycopg 3; the option is ignored there. Its connections give up
+on a server that does not answer: a connect waits at most `PG_CONNECT_TIMEOUT_S`, and TCP
+keepalives plus a user timeout end a connection whose peer vanished (a half-open socket after a
+fail-over or a network cut) in about half a minute instead of the OS's two hours, so a
+recorder's write fails, and is retried, rather than hanging. The URL's own values win.
 """
 
 from __future__ import annotations
@@ -22,6 +26,10 @@ from sqlalchemy.orm import Session, sessionmaker
 from storage import json_codec
 
 SQLITE_BUSY_TIMEOUT_MS = 10_000
+PG_CONNECT_TIMEOUT_S = 10
+PG_KEEPALIVES = {"keepalives": 1, "keepalives_idle": 10, "keepalives_interval": 5}
+PG_KEEPALIVES_COUNT = 3
+PG_TCP_USER_TIMEOUT_MS = 30_000
 
 
 def normalize_url(url: str) -> str:
@@ -43,11 +51,23 @@ def create_engine_for(url: str, *, echo: bool = False) -> Engine:
     }
     if backend == "postgresql":
         options["pool_pre_ping"] = True
+        options["connect_args"] = _pg_timeouts(set(make_url(url).query))
     engine = create_engine(url, **options)
     if backend == "sqlite":
         event.listen(engine, "connect", _sqlite_pragmas)
         event.listen(engine, "begin", _sqlite_begin)
     return engine
+
+
+def _pg_timeouts(given: set[str]) -> dict[str, Any]:
+    """libpq's connection timeouts, except those the URL sets itself."""
+    defaults: dict[str, Any] = {
+        "connect_timeout": PG_CONNECT_TIMEOUT_S,
+        **PG_KEEPALIVES,
+        "keepalives_count": PG_KEEPALIVES_COUNT,
+        "tcp_user_timeout": PG_TCP_USER_TIMEOUT_MS,
+    }
+    return {name: value for name, value in defaults.items() if name not in given}
 
 
 def writer_engine(engine: Engine) -> Engine:

@@ -210,14 +210,7 @@ class Recorder:
         self, kind: str, entry_id: str, event: dict[str, Any], reason: str
     ) -> None:
         log.error("recorder: event %s dead-lettered (%s): %s", entry_id, kind, reason)
-        await self.stores.dead_letters.add(
-            consumer=GROUP,
-            kind=kind,
-            reason=reason,
-            source="events",
-            entry_id=entry_id,
-            fields=event,
-        )
+        await self.stores.events.set_aside(GROUP, entry_id, kind=kind, reason=reason, fields=event)
         self.dead_lettered += 1
         self.metrics.dead_letters.labels(GROUP, kind).inc()
 

@@ -46,7 +46,9 @@ class DeadLetters:
 
     Bounded: the stream keeps about the newest `maxlen` entries (XADD MAXLEN ~), and a counter
     per `consumer:kind` (never trimmed) says how many there ever were. The append and the count
-    are one transaction, so the count never misses an entry that was kept.
+    are one transaction, so the count never misses an entry that was kept; with `acking`, the
+    consumer's acknowledgement of the entry is in the same transaction, so an entry replayed
+    after a crash (or a failed acknowledgement) is never set aside twice.
     """
 
     def __init__(self, redis: Redis, keyspace: KeySpace, *, maxlen: int = MAXLEN) -> None:
@@ -65,8 +67,10 @@ class DeadLetters:
         entry_id: str,
         fields: Any,
         now: float | None = None,
+        acking: tuple[str, str] | None = None,
     ) -> str:
-        """Keep one entry that `consumer` gave up on; returns its dead-letter id."""
+        """Keep one entry that `consumer` gave up on; returns its dead-letter id. `acking`:
+        (stream key, group) whose acknowledgement of `entry_id` commits with it."""
         entry: dict[Any, Any] = {
             "at": repr(time.time() if now is None else now),
             "consumer": consumer,
@@ -79,7 +83,9 @@ class DeadLetters:
         pipe = self._redis.pipeline(transaction=True)
         pipe.xadd(self._ks.dead_letters, entry, maxlen=self.maxlen, approximate=True)
         pipe.hincrby(self._ks.dead_letter_counts, f"{consumer}:{kind}", 1)
-        new_id, _ = await pipe.execute()
+        if acking is not None:
+            pipe.xack(acking[0], acking[1], entry_id)
+        new_id = (await pipe.execute())[0]
         return str(new_id)
 
     @guarded

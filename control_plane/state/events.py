@@ -245,20 +245,26 @@ class EventStream:
         summary = await self._redis.xpending(self._stream, group)
         return int(summary["pending"])
 
+    async def set_aside(
+        self, group: str, entry_id: str, *, kind: str, reason: str, fields: Any
+    ) -> str:
+        """Dead-letter one entry `group` gives up on and acknowledge it for `group`, in one
+        transaction: a replay (after a crash or a failed `ack`) cannot set it aside twice."""
+        return await self._dead.add(
+            consumer=group,
+            kind=kind,
+            reason=reason,
+            source="events",
+            entry_id=entry_id,
+            fields=fields,
+            acking=(self._stream, group),
+        )
+
     async def _screen(self, group: str, entries: list[StreamEntry]) -> list[EventEntry]:
         """The decoded events; the others are dead-lettered and acknowledged for `group`."""
         good, bad = _decode(entries)
         for entry_id, fields, reason in bad:
-            await self._dead.add(
-                consumer=group,
-                kind="decode",
-                reason=reason,
-                source="events",
-                entry_id=entry_id,
-                fields=fields,
-            )
-        if bad:
-            await self._redis.xack(self._stream, group, *(entry_id for entry_id, _, _ in bad))
+            await self.set_aside(group, entry_id, kind="decode", reason=reason, fields=fields)
         return good
 
     async def _group_read(

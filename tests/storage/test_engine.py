@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 import subprocess
 import sys
 import threading
@@ -79,3 +80,51 @@ def test_sqlite_writers_queue_and_readers_never_wait(tmp_path: Path) -> None:
         assert [t.name for t in r.tenants.list_tenants()] == ["first", "second"]
         assert r.session.execute(text("SELECT count(*) FROM tenants")).scalar() == 2
     db.dispose()
+
+
+def test_a_postgresql_server_that_never_answers_fails_the_connect(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A listener that takes the TCP connection and never answers (a hung server, a half-open
+    fail-over address): the connect gives up by the engine's own timeout instead of hanging a
+    recorder's write for good."""
+    import storage.engine
+
+    monkeypatch.setattr(storage.engine, "PG_CONNECT_TIMEOUT_S", 1, raising=False)
+    silent = socket.create_server(("127.0.0.1", 0))
+    port = silent.getsockname()[1]
+    engine = create_engine_for(f"postgresql+psycopg://postgres@127.0.0.1:{port}/none")
+    outcome: list[BaseException] = []
+
+    def connect() -> None:
+        try:
+            engine.connect().close()
+        except Exception as exc:
+            outcome.append(exc)
+
+    began = time.monotonic()
+    attempt = threading.Thread(target=connect, daemon=True)
+    attempt.start()
+    attempt.join(timeout=8)
+    hung = attempt.is_alive()
+    silent.close()  # resets a connection still waiting, so a hung attempt ends too
+    attempt.join(timeout=5)
+    engine.dispose()
+    assert not hung, "the connect to a silent server did not give up"
+    assert outcome and time.monotonic() - began < 8
+
+
+@pytest.mark.postgres
+def test_postgresql_connections_carry_timeouts_the_url_can_override() -> None:
+    from tests.conftest import PG_URL
+
+    for url, connect_timeout in ((PG_URL, "10"), (f"{PG_URL}?connect_timeout=3", "3")):
+        engine = create_engine_for(url)
+        try:
+            with engine.connect() as conn:
+                params = conn.connection.dbapi_connection.info.get_parameters()  # type: ignore[union-attr]
+        finally:
+            engine.dispose()
+        assert params["connect_timeout"] == connect_timeout
+        assert params["tcp_user_timeout"] == "30000"
+        assert (params["keepalives"], params["keepalives_idle"]) == ("1", "10")

@@ -20,7 +20,7 @@ import pytest
 from redis.asyncio import Redis
 
 from control_plane.recorder.service import GROUP, Recorder
-from control_plane.state import StateStores
+from control_plane.state import StateStores, StateUnavailable
 from control_plane.state.tasks import stop_tasks
 from storage.db import Database
 
@@ -104,6 +104,32 @@ async def test_out_of_range_priority_is_dead_lettered_and_the_rest_is_written(
         assert recorder.metrics.dead_letters.labels("recorder", "write")._value.get() == 2
         assert recorder.dead_lettered == 2
         assert recorder.written == 11
+
+
+async def test_a_replayed_batch_does_not_dead_letter_its_poison_pill_twice(
+    stores: StateStores, db: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The batch's acknowledgement fails once (Redis gone for a moment, or the recorder dies
+    there), so the batch is read again from the pending list: its rows are written again
+    (ignored, same ids) and its poison pill must not be set aside a second time. Before, the
+    dead letter and the acknowledgement were two writes and the replay added a second one."""
+    await publish(stores, [complete("a"), complete("p", tier=2**63), complete("b")])
+    real_ack = stores.events.ack
+    failures = [StateUnavailable("redis unavailable: injected")]
+
+    async def ack_failing_once(group: str, ids: list[str]) -> int:
+        if failures:
+            raise failures.pop()
+        return await real_ack(group, ids)
+
+    monkeypatch.setattr(stores.events, "ack", ack_failing_once)
+    async with recording(stores, db) as recorder:
+        await eventually(lambda: asyncio.to_thread(lambda: ids_in(db) == {"a", "b"}))
+        await eventually(lambda: _pending_zero(stores))
+        assert not failures, "the acknowledgement never failed: the test proves nothing"
+        assert [x.fields["id"] for x in await stores.dead_letters.list()] == ["p"]
+        assert await stores.dead_letters.counts() == {"recorder:write": 1}
+        assert recorder.dead_lettered == 1
 
 
 async def test_an_event_that_cannot_be_converted_is_dead_lettered(
