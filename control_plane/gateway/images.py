@@ -25,6 +25,7 @@ import orjson
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr
 
+from control_plane.contracts.events import WorkerFailed
 from control_plane.gateway.deps import GatewayDeps, ModelEntry
 from control_plane.gateway.door import door_job, slo_for
 from control_plane.gateway.errors import ApiError
@@ -161,11 +162,20 @@ async def read_images(flight: Flight, resp: aiohttp.ClientResponse) -> dict[str,
     return body
 
 
-async def answer_images(flight: Flight, resp: aiohttp.ClientResponse, finish: Finish) -> Response:
-    """Relay the worker's answer to an image request and finish its flight."""
+async def answer_images(
+    flight: Flight,
+    resp: aiohttp.ClientResponse,
+    finish: Finish,
+    emit: Callable[[WorkerFailed], object],
+) -> Response:
+    """Relay the worker's answer to an image request and finish its flight; a worker that
+    fails the answer is reported (`emit`) as after a failed text answer, so the scheduler
+    rests it for its cool-down."""
     try:
         body = await read_images(flight, resp)
     except (aiohttp.ClientError, OSError, ValueError) as exc:
+        worker = flight.grant.worker_id if flight.grant else None
+        emit(WorkerFailed(flight.id, worker, str(exc), time.time()))
         await finish(flight, "error", f"worker failed mid-answer: {exc}")
         raise ApiError(
             502, f"The worker failed while answering: {exc}", code="worker_failed"

@@ -116,7 +116,7 @@ class Gateway:
         resp = await self._queue_and_open(request, flight)
         if isinstance(resp, Response):
             return resp
-        return await answer_images(flight, resp, self._finisher.finish)
+        return await answer_images(flight, resp, self._finisher.finish, self.d.reporter.emit)
 
     async def _door(
         self, request: Request, model_name: str, metadata: dict[str, Any] | None, tenant: str

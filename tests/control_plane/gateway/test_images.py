@@ -9,10 +9,13 @@ from typing import Any
 import orjson
 import pytest
 
+from control_plane.contracts.events import WorkerFailed
+from control_plane.contracts.grants import Grant
 from control_plane.gateway.deps import ModelEntry
 from control_plane.gateway.errors import ApiError
 from control_plane.gateway.images import (
     ImageGenerationRequest,
+    answer_images,
     build_image_flight,
     read_images,
     refuse_image_model,
@@ -83,3 +86,21 @@ async def test_usage_replaces_the_estimate_unless_it_is_not_a_sane_count() -> No
     assert event.images == 1 and event.n_out == 60
     with pytest.raises(ValueError):
         await read_images(flight({"prompt": "a"}), _Resp({"usage": {}}))  # type: ignore[arg-type]
+
+
+async def test_a_worker_that_fails_the_answer_is_reported_failed() -> None:
+    """As after a failed text answer: the scheduler must rest the worker (`WorkerFailed`), and
+    the request ends `error` with a 502 naming the worker's failure."""
+    f = flight({"prompt": "a cat"})
+    f.grant = Grant(f.id, "w7", "http://w7", 0.0)
+    emitted: list[WorkerFailed] = []
+    ended: list[tuple[str, str | None]] = []
+
+    async def finish(_: Any, status: str, error: str | None) -> None:
+        ended.append((status, error))
+
+    with pytest.raises(ApiError) as refused:
+        await answer_images(f, _Resp({"no": "data"}), finish, emitted.append)  # type: ignore[arg-type]
+    assert refused.value.status == 502 and refused.value.code == "worker_failed"
+    assert [(e.id, e.worker) for e in emitted] == [(f.id, "w7")]
+    assert [status for status, _ in ended] == ["error"]
