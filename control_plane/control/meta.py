@@ -202,7 +202,8 @@ class MetaController:
                 view = self.views.long(now, queued)
                 return self._switch(core, "fcfs", "emergency bypass", view, now)
             return None
-        cleared = short.violation_rate < g.bypass_clear
+        # no end in the window is no evidence of recovery (the rate of nothing reads 0)
+        cleared = short.completions > 0 and short.violation_rate < g.bypass_clear
         if cleared or now >= self._bypass_until:
             back, self._bypass_from = self._bypass_from, None
             self._next_at = now + self.period_s

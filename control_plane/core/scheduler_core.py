@@ -207,8 +207,15 @@ class SchedulerCore:
         """A queued request gave up waiting (the queue timeout): withdrawn, and an end the
         controller counts (a violation when the request carries an SLO)."""
         job = self.withdraw(job_id)
-        if job is not None and self.controller is not None:
-            self._guarded(self.controller.on_finish, job, Outcome("timeout", job.n_in, 0), now)
+        if job is None:
+            return None
+        outcome = Outcome("timeout", job.n_in, 0)
+        # the fairness windows (SAFI) count it as the report does: never served, violated
+        self.dispatcher.policy.ctx.ledger.record_completion(
+            job.path, outcome.violated(job.slo), now
+        )
+        if self.controller is not None:
+            self._guarded(self.controller.on_finish, job, outcome, now)
         return job
 
     def progress(self, job_id: str, n_out: int, now: float) -> None:

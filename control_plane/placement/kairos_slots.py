@@ -14,6 +14,10 @@ from control_plane.core.policy import PolicyContext
 from control_plane.core.worker_view import WorkerView
 from control_plane.placement.slots import Curve, SlotLedger, curve
 
+IDLE_TOKENS = 0.5
+"""A ledger whose peak is below this many tokens is idle: the float residue of curves
+added and removed is not a request."""
+
 
 class KairosSlotsParams(BaseModel):
     model_config = ConfigDict(extra="forbid")
@@ -86,8 +90,10 @@ class KairosSlotsPlacement(Placement):
         if self._cooling(worker, now):
             return False
         ledger = self._ledger(worker.id, now)
-        # a request predicted larger than a whole worker still goes to an idle one
-        return ledger.peak() == 0.0 or self.peak_with(job, worker, now) <= worker.kv_tokens
+        # a request predicted larger than a whole worker still goes to an idle one; idle is
+        # under half a token, since adding and removing fractional curves leaves float residue
+        idle = ledger.peak() < IDLE_TOKENS
+        return idle or self.peak_with(job, worker, now) <= worker.kv_tokens
 
     def choose(self, job: Job, workers: Sequence[WorkerView], now: float) -> WorkerView:
         return min(workers, key=lambda w: (self.peak_with(job, w, now), w.id))

@@ -268,14 +268,17 @@ class Orchestrator:
 
     def single_call_mode(self, key: AgentKey) -> float | None:
         """The most likely single-call latency of `key` (the argmax of a Gaussian KDE over
-        its window, scipy), None before `MIN_KDE` samples; recomputed once the count seen
-        has grown by a quarter since the last time."""
+        its window, scipy), None before `MIN_KDE` samples; recomputed once a quarter of the
+        window (or, while it fills, of the count seen) has been replaced since the last time,
+        so a changed latency shows within a window however long the agent has run."""
         stats = self.agents.get(key)
         if stats is None or len(stats.single.values) < MIN_KDE:
             return None
         cached = self._modes.get(key)
-        if cached is not None and stats.single.seen < cached[0] * 1.25:
-            return cached[1]
+        if cached is not None:
+            step = max(1, min(cached[0], stats.single.window) // 4)
+            if stats.single.seen < cached[0] + step:
+                return cached[1]
         mode = kde_mode(stats.single.array())
         self._modes[key] = (stats.single.seen, mode)
         return mode

@@ -139,7 +139,8 @@ def test_rollback_compares_p99_ttft_from_a_floor(
     assert ctl.switches[-1].reason.startswith("rollback") is rolled
 
 
-def test_the_emergency_bypass_runs_fcfs_for_at_most_one_period() -> None:
+def in_bypass() -> tuple[MetaController, SchedulerCore]:
+    """sjf, then 20 arrivals that all end violating while the queue grows: bypass at 3 s."""
     ctl = build_controller({"initial": "sjf", "period_s": 10.0}, unset)
     core = core_with(ctl)
     core.switch_policy(build_policy("sjf", core.ctx), 0.0)
@@ -149,6 +150,11 @@ def test_the_emergency_bypass_runs_fcfs_for_at_most_one_period() -> None:
         core.arrive(job(f"b{k}", slo=SLO), None, 1.0 + 0.1 * k)
         end(core, k, 1.0 + 0.1 * k, violated=True)
     core.tick(3.0)
+    return ctl, core
+
+
+def test_the_emergency_bypass_runs_fcfs_for_at_most_one_period() -> None:
+    ctl, core = in_bypass()
     assert core.dispatcher.policy.name == "fcfs" and ctl.switches[-1].reason == "emergency bypass"
     for k in range(20, 40):
         core.arrive(job(f"b{k}", slo=SLO), None, 3.0 + 0.5 * k)
@@ -156,6 +162,21 @@ def test_the_emergency_bypass_runs_fcfs_for_at_most_one_period() -> None:
     core.tick(13.0)
     assert ctl.switches[-1].reason == "bypass ended after one period"
     assert core.dispatcher.policy.name == "sjf"
+
+
+def test_the_bypass_does_not_clear_while_nothing_ends() -> None:
+    """An empty window is no evidence of recovery: with the queue still growing and nothing
+    ending, fcfs stays until the period is over. Before, the rate of no ends (0) read as
+    cleared and the old policy came back 5 s into the overload."""
+    ctl, core = in_bypass()
+    assert ctl.switches[-1].reason == "emergency bypass"
+    for k in range(20, 30):  # arrivals keep coming, nothing ends
+        core.arrive(job(f"b{k}", slo=SLO), None, 3.0 + 0.5 * (k - 20))
+        core.tick(3.0 + 0.5 * (k - 20))
+    core.tick(9.0)  # 6 s after the bypass: the short window holds no end
+    assert core.dispatcher.policy.name == "fcfs" and len(ctl.switches) == 1
+    core.tick(13.0)
+    assert ctl.switches[-1].reason == "bypass ended after one period"
 
 
 def test_guards_off_means_no_bypass_and_params_are_validated() -> None:

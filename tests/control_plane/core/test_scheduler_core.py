@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from control_plane.contracts.knobs import PluginChoice
 from control_plane.contracts.workers import WorkerEntry, WorkerSample
-from control_plane.core.job import Job, Outcome
+from control_plane.core.job import Job, Outcome, Slo
 from control_plane.core.ledger import Ledger
 from control_plane.core.scheduler_core import SchedulerCore
 from control_plane.policies.registry import build_policy
@@ -111,3 +111,18 @@ def test_policy_switch_keeps_pending_jobs() -> None:
     assert core.dispatcher.policy.name == "fcfs"
     assert {d.job.id for d in core.decide(6.0)} == {"j0", "j1"}
     assert set(core.pending) == {"j2", "j3", "j4"}
+
+
+def test_a_queue_timeout_counts_in_the_fairness_windows_as_a_violation() -> None:
+    """A request that timed out in the queue was never served: SAFI's windows (ExFairS's
+    `SLO_i`) count it violated, as the report does; before, they never saw it, so a client
+    whose requests all timed out looked the best served."""
+    core = _core("exfairs")
+    for i in range(3):
+        core.arrive(Job(f"t{i}", "a", 0.0, 10, 20, model="m", seq=i, slo=Slo(e2e_s=5.0)), None, 0.0)
+    for i in range(3):
+        assert core.time_out(f"t{i}", 30.0) is not None
+    window = core.ctx.ledger.window(("a",), 30.0)
+    assert (window.completed, window.violations) == (3.0, 3.0)
+    assert core.time_out("t0", 31.0) is None  # gone: counted once
+    assert core.ctx.ledger.window(("a",), 31.0).violations == 3.0

@@ -117,3 +117,18 @@ def test_a_request_larger_than_a_worker_still_goes_to_an_idle_one() -> None:
     assert p.fits(huge, worker("w", kv=1000), 0.0)
     p.on_dispatch(huge, worker("w", kv=1000), 0.0)
     assert not p.fits(job("next", n_in=10), worker("w", kv=1000), 1.0)
+
+
+def test_a_worker_whose_requests_all_ended_is_idle_despite_float_residue() -> None:
+    """Overlapping fractional curves added and removed leave ~1e-12 in future slots; the worker
+    is still idle and takes a request predicted larger than itself (before: refused until
+    the residue's slots passed, holding the model's queue behind it)."""
+    p = placement()
+    w = worker("w", kv=100_000)
+    jobs = [job(f"j{k}", n_in=1000 + 37 * k, max_tokens=333) for k in range(12)]
+    for k, j in enumerate(jobs):
+        p.on_dispatch(j, w, 0.013 * k)
+    for k, j in enumerate(jobs):
+        p.on_finish(j, Outcome("ok", j.n_in, 3), 0.2 + 0.017 * k)
+    assert p._ledgers["w"].peak() < 1e-6
+    assert p.fits(job("big", n_in=99_000, max_tokens=2048), w, 0.5)

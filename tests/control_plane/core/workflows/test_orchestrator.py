@@ -190,3 +190,19 @@ def test_a_tick_closes_what_one_walk_over_every_workflow_closes(seed: int) -> No
     assert {a: g.to_json() for a, g in fast.graphs.items()} == {
         a: g.to_json() for a, g in slow.graphs.items()
     }
+
+
+def test_the_single_call_mode_follows_a_changed_latency_after_a_long_run() -> None:
+    """After 4,000 calls near 2 s the agent's calls take 20 s: once a window's worth of them
+    replaced the old ones, the mode (the KV dispatcher's predicted call time) says so. Before,
+    it was recomputed only when the count seen grew by a quarter (1,000 more calls here)."""
+    orch = Orchestrator()
+    key = ("acme", "qa", "writer")
+    stats = orch._stats(key)
+    for k in range(4000):
+        stats.single.add(2.0 + 0.01 * (k % 7))
+    assert orch.single_call_mode(key) == pytest.approx(2.03, abs=0.05)
+    for k in range(stats.single.window + 10):
+        stats.single.add(20.0 + 0.1 * (k % 7))
+    mode = orch.single_call_mode(key)
+    assert mode is not None and mode > 15.0
