@@ -16,8 +16,9 @@ shipped scenarios' answers, as clients that cannot know the length set it."""
 class RequestSpec:
     """One request of the workload: who, when, how long, which model, which targets.
 
-    `n_out` is the true output length (engine only); `max_tokens` the client's cap, what the
-    scheduler sees (None: the client asked for exactly `n_out`).
+    `n_out` is the true output length (engine only, at most the cap: an answer is cut there);
+    `max_tokens` the client's cap, what the scheduler sees (None: `DEFAULT_MAX_TOKENS`, what a
+    client that sets none gets — never the true length).
     """
 
     id: str
@@ -40,10 +41,14 @@ class RequestSpec:
     """The call whose end releases this one; its `arrival` is set then (end + `think_s`)."""
     think_s: float = 0.0
 
+    def __post_init__(self) -> None:
+        if self.n_out > self.cap:
+            raise ValueError(f"request {self.id}: n_out {self.n_out} exceeds its cap {self.cap}")
+
     @property
     def cap(self) -> int:
-        """The `max_tokens` the client sends (at least `n_out`)."""
-        return self.n_out if self.max_tokens is None else max(self.n_out, self.max_tokens)
+        """The `max_tokens` the client sends."""
+        return DEFAULT_MAX_TOKENS if self.max_tokens is None else self.max_tokens
 
     def record(self, unit_factor: float) -> RequestRecord:
         """A fresh record of this request, as the simulator and the live bench both keep it."""

@@ -102,7 +102,8 @@ def test_every_arrival_ends_exactly_once_even_under_overload() -> None:
     assert charged == pytest.approx(sum(r.service() for r in records))
     stats = [ledger.stats((t,)) for t in ("a", "b")]
     finished = sum(s.completed for s in stats if s is not None)
-    assert finished == sum(r.status in ("ok", "aborted") for r in records)
+    # every end counts in the fairness windows, a queue timeout too (never served: violated)
+    assert finished == sum(r.status in ("ok", "aborted", "timeout") for r in records)
     for r in records:
         assert r.finished is not None
         if r.status == "ok":

@@ -8,6 +8,8 @@ import pytest
 import yaml
 from pydantic import ValidationError
 
+from control_plane.core.job import Slo
+from control_plane.sim.request_spec import DEFAULT_MAX_TOKENS, RequestSpec
 from control_plane.sim.scenario import (
     SCENARIOS_DIR,
     list_scenarios,
@@ -138,7 +140,26 @@ def test_prompts_are_cut_to_fit_the_model_context() -> None:
         workload=[{"tenant": "a", "class": "big", "arrival": {"process": "poisson", "rate": 1}}],
     )
     specs = build_workload(scenario)
-    assert specs and all(s.n_in + s.n_out == 8192 for s in specs)  # llama3 max_model_len
+    # llama3's max_model_len 8192: the prompt keeps one token of room, the cap is what is left
+    assert specs and {(s.n_in, s.cap, s.n_out) for s in specs} == {(8191, 1, 1)}
+
+
+def test_a_prompt_cut_to_the_context_does_not_reveal_the_answer_s_length() -> None:
+    """The prompt is cut by what the client knows, the cap to the room after it; the answer is
+    cut at the cap. Before, the prompt was cut to leave exactly the true answer's room, so the
+    cap (what the scheduler sees) was the true length."""
+    scenario = tiny(
+        classes={
+            "long": {
+                "prompt": {"dist": "fixed", "value": 8000},
+                "output": {"dist": "uniform", "low": 200, "high": 400},
+            }
+        },
+        workload=[{"tenant": "a", "class": "long", "arrival": {"process": "poisson", "rate": 1}}],
+    )
+    specs = build_workload(scenario)
+    assert len(specs) > 5
+    assert {(s.n_in, s.cap, s.n_out) for s in specs} == {(8000, 192, 192)}
 
 
 def test_the_documented_example_is_a_valid_scenario() -> None:
@@ -148,3 +169,10 @@ def test_the_documented_example_is_a_valid_scenario() -> None:
     specs = build_workload(scenario.with_overrides(duration_s=20))
     assert {s.tenant for s in specs} == {"acme", "solo"}
     assert {s.cls for s in specs if s.tenant == "solo"} == {"chat", "docs"}
+
+
+def test_a_spec_without_a_cap_sends_the_client_default_never_its_true_length() -> None:
+    spec = RequestSpec("r", 0.0, "t", "a", "g", "m", None, None, 10, 37, Slo(), 0)
+    assert spec.cap == DEFAULT_MAX_TOKENS
+    with pytest.raises(ValueError, match="exceeds its cap"):
+        RequestSpec("r", 0.0, "t", "a", "g", "m", None, None, 10, 37, Slo(), 0, max_tokens=20)
