@@ -6,9 +6,10 @@ overhead per message. An image part counts as its model's image-token rule says
 the model one, else 8 tokens. Image URLs must be `data:` URLs, or `http(s)` URLs on a host the
 operator allows (`ARBITER_IMAGE_HOSTS`; counted as the rule's largest image, since the gateway
 does not fetch them); anything else — another scheme or host, an image that cannot be read or
-is too large — is a 400 naming the part. Token-id prompts count exactly. The estimate only
-orders and prices the queue; the charge for input is corrected to the worker's
-`usage.prompt_tokens` when the request completes.
+is too large — is a 400 naming the part, as is a part of another type (audio, video,
+embeddings: nothing here serves them, and vLLM would fetch their URLs). Token-id prompts count
+exactly. The estimate orders and prices the queue and is what the scheduler charges for the
+input; the request's SQL row records the worker's `usage.prompt_tokens`.
 """
 
 from __future__ import annotations
@@ -29,6 +30,9 @@ from workers.engine.vision import (
 _CHARS_PER_TOKEN = 4
 _MESSAGE_OVERHEAD = 4
 _IMAGE_PART = 8
+IMAGE_PARTS = frozenset({"image_url", "input_image"})
+"""The image part types vLLM reads (`input_image` carries its URL as a plain string); both
+pass the same checks, so neither fetches a host the operator did not allow."""
 
 
 def text_tokens(text: str) -> int:
@@ -44,8 +48,14 @@ class ImageCounter:
         self.hosts = frozenset(h.lower() for h in hosts)
 
     def __call__(self, part: dict[str, Any], param: str) -> int:
-        if part.get("type") != "image_url":
-            return _IMAGE_PART
+        if part.get("type") not in IMAGE_PARTS:  # vLLM would fetch an audio or video URL
+            raise ApiError(
+                400,
+                f"Unsupported content part type {str(part.get('type'))[:40]!r}: this "
+                "deployment accepts text, image_url and input_image parts.",
+                param=f"{param}.type",
+                code="invalid_content_part",
+            )
         image = part.get("image_url")
         url = image.get("url") if isinstance(image, dict) else image
         param = f"{param}.image_url"

@@ -19,20 +19,24 @@ from control_plane.contracts.workers import WorkerSample
 _GAUGES = {
     "vllm:num_requests_running": "running",
     "vllm:num_requests_waiting": "waiting",
-    "vllm:kv_cache_usage_perc": "kv_usage",
-    "vllm:gpu_cache_usage_perc": "kv_usage",
     "vllm:num_preemptions_total": "preemptions_total",
 }
+_KV_USAGE = ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc")
+"""The KV-cache fraction in use, by its current name and the one before vLLM 0.10 (versions in
+between export both, with the same value)."""
 
 
 def parse_metrics(text: str) -> dict[str, float | int | None]:
-    """Sum vLLM's load metrics over label sets; KV capacity from `cache_config_info`.
+    """Sum vLLM's load metrics over label sets (one per engine of a data-parallel server); the
+    KV fraction is the engines' mean, read under its current name when present, else the old
+    one; KV capacity from `cache_config_info`.
 
     A line scan rather than prometheus-client's full parser: the scheduler scrapes every
     worker twice a second and needs five series out of hundreds (histogram buckets dominate);
     the full parser cost ~10 % of the scheduler's CPU under load.
     """
     out: dict[str, float | int | None] = {}
+    kv: dict[str, list[float]] = {name: [] for name in _KV_USAGE}
     for line in text.splitlines():
         if not line.startswith("vllm:"):
             continue
@@ -42,11 +46,16 @@ def parse_metrics(text: str) -> dict[str, float | int | None]:
         key = _GAUGES.get(name)
         if key is not None:
             out[key] = float(out.get(key) or 0.0) + float(line[space + 1 :])
+        elif name in kv:
+            kv[name].append(float(line[space + 1 :]))
         elif name == "vllm:cache_config_info":
             labels = _labels(line[brace + 1 : line.rfind("}")])
             blocks, size = labels.get("num_gpu_blocks"), labels.get("block_size")
             if blocks and size and blocks.isdigit() and size.isdigit():
                 out["kv_tokens"] = int(blocks) * int(size)
+    usage = kv[_KV_USAGE[0]] or kv[_KV_USAGE[1]]
+    if usage:
+        out["kv_usage"] = sum(usage) / len(usage)
     return out
 
 

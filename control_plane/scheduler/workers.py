@@ -1,6 +1,7 @@
 """The live scheduler's probe of a worker: its registry record plus the last scrape.
 
-Rule: a worker is healthy only while its last scrape succeeded; its KV capacity is the scraped
+Rule: a worker is healthy only while its last scrape succeeded and, when it lists its models,
+lists the one it is registered for; its KV capacity is the scraped
 one, else the registry's; its model is the registry's, else the first one it serves. A
 preemption is dated by the first scrape that shows the counter risen (the simulator dates it
 by the engine step), so admission's and placement's preemption cool-downs work live too.
@@ -42,13 +43,17 @@ class ScrapedWorker:
         model = rec.model or ""
         if not model and sample and sample.models:
             model = next(iter(sample.models))
+        # a worker that no longer serves its registered model (redeployed under another name,
+        # a typo at registration) would fail every request sent to it at once and, emptied by
+        # those failures, draw the most traffic: not healthy until it serves the model again
+        serves = not (rec.model and sample and sample.models and rec.model not in sample.models)
         return WorkerView(
             id=rec.id,
             url=rec.url or "",
             model=model,
             max_num_seqs=rec.max_num_seqs or DEFAULT_MAX_NUM_SEQS,
             kv_tokens=kv_tokens,
-            healthy=bool(sample and sample.healthy),
+            healthy=bool(sample and sample.healthy) and serves,
             draining=not rec.active,
             inflight=inflight,
             inflight_tokens=inflight_tokens,

@@ -124,14 +124,17 @@ def _prompt_tokens(kind: Kind, body: dict[str, Any], rule: ImageTokenRule | None
         except (ChatFormatError, ImageError) as exc:
             raise invalid_field("messages", "value_error", str(exc), messages) from None
     prompt = body.get("prompt")
-    if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], str):
-        prompt = prompt[0]
+    if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], (str, list)):
+        prompt = prompt[0]  # one prompt in a batch of one: a string or token ids, as vLLM
     if isinstance(prompt, str):
         return count_tokens(prompt, bos=body.get("add_special_tokens", True) is not False)
     if isinstance(prompt, list) and prompt and all(type(t) is int for t in prompt):
         return len(prompt)
     raise invalid_field(
-        "prompt", "value_error", "prompt must be a string, a one-string list or token ids", prompt
+        "prompt",
+        "value_error",
+        "prompt must be a string, token ids, or a list of one of either",
+        prompt,
     )
 
 
@@ -239,8 +242,8 @@ def parse_generation(
     stream, include_usage, continuous = _stream_flags(body)
     body_id = body.get("request_id")
     priority = _int(body, "priority", 0) or 0
-    if priority_header is not None and priority_header.lstrip("-").isdigit():
-        priority = int(priority_header)  # vLLM's X-Vllm-Priority header wins over the body
+    if priority_header is not None:
+        priority = _header_priority(priority_header, priority)
     return GenerationRequest(
         kind=kind,
         n_in=n_in,
@@ -265,3 +268,14 @@ __all__ = [
     "load_json_object",
     "parse_generation",
 ]
+
+
+def _header_priority(header: str, body_priority: int) -> int:
+    """vLLM's `X-Vllm-Priority` header wins over the body when it is a decimal integer; any
+    other value is ignored, as before (`"--1"` and `"²"` once passed a digit check and then
+    failed `int`, a 500)."""
+    text = header.strip()
+    digits = text[1:] if text[:1] in "+-" else text
+    if not (digits.isascii() and digits.isdigit()):
+        return body_priority
+    return int(text)

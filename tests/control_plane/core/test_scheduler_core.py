@@ -126,3 +126,14 @@ def test_a_queue_timeout_counts_in_the_fairness_windows_as_a_violation() -> None
     assert (window.completed, window.violations) == (3.0, 3.0)
     assert core.time_out("t0", 31.0) is None  # gone: counted once
     assert core.ctx.ledger.window(("a",), 31.0).violations == 3.0
+
+
+def test_a_worker_that_no_longer_serves_its_registered_model_gets_nothing() -> None:
+    """Registered for `m`, redeployed serving `other`: every request it got would fail at once
+    (404), so it is not healthy while its scrape lists no `m`; it is again once it does."""
+    core = _core()
+    core.arrive(_job(0, "a", 0.0), None, 0.0)
+    observe(core, "w1", WorkerSample(True, 1.0, models={"other": 2048}))
+    assert core.decide(1.0) == []
+    observe(core, "w1", WorkerSample(True, 2.0, models={"m": 2048}))
+    assert [d.job.id for d in core.decide(2.0)] == ["j0"]

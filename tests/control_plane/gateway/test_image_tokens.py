@@ -71,3 +71,41 @@ def test_a_part_without_a_url_is_refused() -> None:
     )
     with pytest.raises(ApiError, match=r"image_url\.url"):
         estimate_prompt_tokens(body, QWEN)
+
+
+BOMB = "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAANrAAADawCAIAAAAruWI+AAAAAElFTkSuQmCC"
+"""A PNG header claiming 14000 × 14000 pixels: Pillow refuses it as a decompression bomb."""
+
+
+def test_an_image_whose_header_claims_a_huge_size_is_a_400_not_a_500() -> None:
+    with pytest.raises(ApiError, match="cannot be read") as err:
+        estimate_prompt_tokens(chat(BOMB), QWEN)
+    assert err.value.status == 400 and err.value.code == "invalid_image"
+
+
+def parts(*content: dict[str, Any]) -> ChatCompletionRequest:
+    return ChatCompletionRequest.model_validate(
+        {"model": "vl", "messages": [{"role": "user", "content": list(content)}]}
+    )
+
+
+def test_an_input_image_part_passes_the_same_checks_as_image_url() -> None:
+    """vLLM reads `input_image` (its URL a plain string) as it reads `image_url`; before, the
+    gateway counted it as 8 tokens and let any URL through to the worker."""
+    metadata = {"type": "input_image", "image_url": "http://169.254.169.254/x.png"}
+    with pytest.raises(ApiError, match="data: URLs") as err:
+        estimate_prompt_tokens(parts(metadata), QWEN)
+    assert err.value.param == "messages[0].content[0].image_url"
+    with pytest.raises(ApiError, match="cannot be read"):
+        estimate_prompt_tokens(parts({"type": "input_image", "image_url": BOMB}), QWEN)
+    counted = estimate_prompt_tokens(
+        parts({"type": "input_image", "image_url": data_url(448, 448)}), QWEN
+    )
+    assert counted == estimate_prompt_tokens(parts()) + image_tokens(QWEN, 448, 448)
+
+
+@pytest.mark.parametrize("kind", ["audio_url", "video_url", "image_embeds", "input_audio", None])
+def test_a_part_of_another_type_is_a_400_naming_its_type(kind: str | None) -> None:
+    with pytest.raises(ApiError, match="Unsupported content part type") as err:
+        estimate_prompt_tokens(parts({"type": kind, "audio_url": {"url": "http://x/a.wav"}}))
+    assert err.value.status == 400 and err.value.param == "messages[0].content[0].type"

@@ -100,6 +100,22 @@ def test_parse_sums_label_sets_and_reads_capacity() -> None:
     assert parse_metrics(text) == {"running": 5.0, "kv_usage": 0.5, "kv_tokens": 1600}
 
 
+def test_the_kv_fraction_is_counted_once_per_name_and_averaged_over_engines() -> None:
+    """vLLM 0.9 exports the KV fraction under both names, and a data-parallel server one series
+    per engine: a fraction is not a count, so 0.5 everywhere is 0.5 (before: 1.5, and a worker
+    half full refused by `capacity` admission's 0.95)."""
+    text = "\n".join(
+        [
+            'vllm:kv_cache_usage_perc{engine="0",model_name="m"} 0.5',
+            'vllm:gpu_cache_usage_perc{engine="0",model_name="m"} 0.5',
+            'vllm:kv_cache_usage_perc{engine="1",model_name="m"} 0.3',
+        ]
+    )
+    assert parse_metrics(text) == {"kv_usage": pytest.approx(0.4)}
+    old_only = 'vllm:gpu_cache_usage_perc{engine="0",model_name="m"} 0.25'
+    assert parse_metrics(old_only) == {"kv_usage": 0.25}
+
+
 @pytest.mark.parametrize(
     "url", ["http://127.0.0.1:9", "http://w1..local:8000", f"http://{'a' * 64}.example:8000", ""]
 )

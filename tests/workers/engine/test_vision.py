@@ -72,3 +72,11 @@ def test_data_urls_are_measured_from_the_header() -> None:
             data_url_tokens(QWEN, bad)
     with pytest.raises(ImageError, match="larger than"):
         decode_data_url(data_url(448, 448), max_bytes=100)
+
+
+def test_a_header_claiming_a_decompression_bomb_is_an_image_error() -> None:
+    """Pillow raises its own `DecompressionBombError` (neither OSError nor ValueError) for a
+    header over its pixel limit; before, it escaped as a 500 at the gateway and the worker."""
+    header = base64.b64decode("iVBORw0KGgoAAAANSUhEUgAANrAAADawCAIAAAAruWI+AAAAAElFTkSuQmCC")
+    with pytest.raises(ImageError, match="DecompressionBombError"):
+        image_size(header)
