@@ -21,6 +21,8 @@ from typing import Any
 import aiohttp
 import orjson
 
+from control_plane.gateway.collected import Collected
+from control_plane.gateway.collected import aggregate as collected_body
 from control_plane.gateway.errors import error_body
 from control_plane.gateway.proxy import WorkerUnreachable
 
@@ -49,8 +51,7 @@ class StreamStats:
     first_token_at: float | None = None
     finished_at: float | None = None
     finish_reason: str | None = None
-    role: str = "assistant"
-    pieces: list[str] = field(default_factory=list)
+    collected: Collected = field(default_factory=Collected)
     last_chunk: dict[str, Any] | None = None
 
 
@@ -250,47 +251,22 @@ def error_event(message: str, code: str = "worker_failed") -> bytes:
 
 
 def collect_piece(chunk: dict[str, Any], stats: StreamStats, chat: bool) -> None:
-    """Accumulate text for a non-streamed answer."""
-    for choice in chunk.get("choices") or ():
-        if chat:
-            delta = choice.get("delta") or {}
-            if delta.get("role"):
-                stats.role = delta["role"]
-            if delta.get("content"):
-                stats.pieces.append(delta["content"])
-        elif choice.get("text"):
-            stats.pieces.append(choice["text"])
+    """Accumulate a non-streamed answer (`collected.py`)."""
+    stats.collected.add(chunk, chat)
 
 
 def aggregate(stats: StreamStats, *, chat: bool, request_id: str, model: str) -> dict[str, Any]:
     """One OpenAI-shaped (chat.)completion body from the relayed stream."""
-    base = stats.last_chunk or {}
-    n_in = stats.n_in or 0
-    usage = {
-        "prompt_tokens": n_in,
-        "completion_tokens": stats.n_out,
-        "total_tokens": n_in + stats.n_out,
-    }
-    text = "".join(stats.pieces)
-    if chat:
-        choice: dict[str, Any] = {
-            "index": 0,
-            "message": {"role": stats.role, "content": text},
-            "logprobs": None,
-            "finish_reason": stats.finish_reason,
-        }
-        obj = "chat.completion"
-    else:
-        choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": stats.finish_reason}
-        obj = "text_completion"
-    return {
-        "id": base.get("id", request_id),
-        "object": obj,
-        "created": base.get("created", int(time.time())),
-        "model": base.get("model", model),
-        "choices": [choice],
-        "usage": usage,
-    }
+    return collected_body(
+        stats.collected,
+        chat=chat,
+        request_id=request_id,
+        model=model,
+        n_in=stats.n_in or 0,
+        n_out=stats.n_out,
+        finish_reason=stats.finish_reason,
+        last_chunk=stats.last_chunk,
+    )
 
 
 def _has_text(choice: Any) -> bool:
