@@ -28,11 +28,12 @@ from control_plane.admin.reports import (
     fairness_report,
     parse_time,
 )
-from control_plane.core.cli_errors import positive
+from control_plane.core.cli_errors import in_range
 from control_plane.settings import SettingsError, load_settings
 from storage.db import Database
 from storage.errors import InvalidValueError, StorageError
 from storage.records import Level
+from storage.repos.fields import MAX_WEIGHT, MIN_WEIGHT
 
 DbUrl = Annotated[
     str | None,
@@ -40,7 +41,12 @@ DbUrl = Annotated[
 ]
 ReasonOpt = Annotated[str, typer.Option("--reason", help="Why (kept in the audit log).")]
 Weight = Annotated[
-    float | None, typer.Option("--weight", callback=positive, help="Fair-share weight (> 0).")
+    float | None,
+    typer.Option(
+        "--weight",
+        callback=in_range(MIN_WEIGHT, MAX_WEIGHT),
+        help=f"Fair-share weight ({MIN_WEIGHT:g} … {MAX_WEIGHT:g}).",
+    ),
 ]
 Tier = Annotated[int | None, typer.Option("--tier", min=0, help="Priority tier (0 = most urgent).")]
 SloTtft = Annotated[float | None, typer.Option("--slo-ttft-ms", help="Default TTFT target.")]

@@ -11,7 +11,7 @@ to name the flag themselves. Anything else is a bug and keeps its traceback.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -69,3 +69,14 @@ def positive(value: float | None) -> float | None:
     if value is not None and not (math.isfinite(value) and value > 0):
         raise typer.BadParameter(f"must be a finite number > 0, got {value}")
     return value
+
+
+def in_range(low: float, high: float) -> Callable[[float | None], float | None]:
+    """Typer callback: a number from `low` to `high` (or unset), else a usage error."""
+
+    def check(value: float | None) -> float | None:
+        if value is not None and not low <= value <= high:
+            raise typer.BadParameter(f"must be a number from {low:g} to {high:g}, got {value}")
+        return value
+
+    return check

@@ -14,6 +14,8 @@ from typing import Annotated
 
 from pydantic import Field, StringConstraints
 
+from storage.repos.fields import MAX_WEIGHT, MIN_WEIGHT
+
 INT32_MAX = 2**31 - 1
 """Largest value of a SQL INTEGER column (PostgreSQL's is 32-bit)."""
 INT64_MAX = 2**63 - 1
@@ -24,7 +26,6 @@ MAX_SLO_MS = 86_400_000.0
 """An SLO target longer than a day is a mistake, not a target."""
 MAX_EPOCH_S = 1e11
 """Epoch seconds (around the year 5000): beyond it dates do not even print."""
-MAX_WEIGHT = 1e6
 MAX_RATE = 1e6
 """Requests per second."""
 
@@ -45,6 +46,6 @@ PositiveInt32 = Annotated[int, Field(strict=True, ge=1, le=INT32_MAX)]
 Int64 = Annotated[int, Field(strict=True, ge=0, le=INT64_MAX)]
 Tier = Annotated[int, Field(strict=True, ge=0, le=MAX_TIER)]
 Millis = Annotated[float, Field(strict=True, gt=0, le=MAX_SLO_MS, allow_inf_nan=False)]
-Weight = Annotated[float, Field(strict=True, gt=0, le=MAX_WEIGHT, allow_inf_nan=False)]
+Weight = Annotated[float, Field(strict=True, ge=MIN_WEIGHT, le=MAX_WEIGHT, allow_inf_nan=False)]
 Epoch = Annotated[float, Field(ge=0, le=MAX_EPOCH_S, allow_inf_nan=False)]
 Rate = Annotated[float, Field(strict=True, gt=0, le=MAX_RATE, allow_inf_nan=False)]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from control_plane.admission.registry import build_admission
 from control_plane.contracts.checkpoints import LeaderState
@@ -125,12 +126,22 @@ class Rebuilt:
     """The last `events` entry the restored checkpoint reflects (`LeaderState`)."""
 
 
+def _restored_ledger(snapshot: Mapping[str, Any]) -> Ledger:
+    """The predecessor's ledger; a snapshot that cannot be restored is logged and replaced by
+    an empty ledger, since a leader that cannot take over would stop all scheduling."""
+    try:
+        return Ledger.from_snapshot(dict(snapshot))
+    except (KeyError, ValueError, TypeError, OverflowError, AttributeError):
+        log.exception("the previous leader's ledger cannot be restored; starting a fresh one")
+        return Ledger()
+
+
 async def rebuild(
     stores: StateStores, default_policy: str, now: float, failure_cooldown_s: float = 5.0
 ) -> Rebuilt:
     """Ledger from the checkpoint, knobs, workers, in-flight and queued requests from Redis."""
     saved = await stores.checkpoints.load_leader() or LeaderState()
-    ledger = Ledger() if saved.ledger is None else Ledger.from_snapshot(dict(saved.ledger))
+    ledger = Ledger() if saved.ledger is None else _restored_ledger(saved.ledger)
     knobs = await stores.knobs.get_all()
     core = build_core(knobs, ledger, default_policy, failure_cooldown_s, saved)
     try:  # before in-flight jobs are labelled

@@ -28,6 +28,7 @@ from control_plane.sim.distributions import LengthDist
 from control_plane.sim.traces import Trace
 from control_plane.sim.workflow_spec import WorkflowTemplate
 from control_plane.sim.yaml_file import ScenarioError, describe, read_yaml
+from storage.repos.fields import MAX_WEIGHT, MIN_WEIGHT
 from workers.engine.profile import LatencyProfile, load_profile
 
 SCENARIOS_DIR = Path(__file__).resolve().parents[2] / "scenarios"
@@ -63,7 +64,7 @@ def merge_slo(*levels: SloSpec | None) -> Slo:
 
 class AgentSpec(_Strict):
     name: str = Field(min_length=1)
-    weight: float = Field(1.0, gt=0)
+    weight: float = Field(1.0, ge=MIN_WEIGHT, le=MAX_WEIGHT)
     slo: SloSpec | None = None
     count: int = Field(1, ge=1)
     """`count > 1` expands into agents `name-0` … `name-(count-1)` with the same settings."""
@@ -74,7 +75,7 @@ class AgentSpec(_Strict):
 
 class AppSpec(_Strict):
     name: str = Field(min_length=1)
-    weight: float = Field(1.0, gt=0)
+    weight: float = Field(1.0, ge=MIN_WEIGHT, le=MAX_WEIGHT)
     slo: SloSpec | None = None
     agents: list[AgentSpec] = Field(default_factory=lambda: [AgentSpec(name="default")])
 
@@ -87,7 +88,7 @@ class AppSpec(_Strict):
 
 class TenantSpec(_Strict):
     name: str = Field(min_length=1)
-    weight: float = Field(1.0, gt=0)
+    weight: float = Field(1.0, ge=MIN_WEIGHT, le=MAX_WEIGHT)
     tier: int = 0
     slo: SloSpec | None = None
     queue_cap: int | None = Field(None, gt=0)

@@ -8,6 +8,11 @@ from typing import Any, Final, TypedDict
 
 from storage.errors import InvalidValueError
 
+MIN_WEIGHT: Final = 1e-6
+MAX_WEIGHT: Final = 1e6
+"""A fair-share weight's range: policies charge `cost / weight`, so a weight near zero would
+drive a counter to infinity (which no checkpoint can hold) and one near infinity to nothing."""
+
 
 class AppFields(TypedDict, total=False):
     """Settable fields of an application (all optional; unset = default or inherited)."""
@@ -60,8 +65,10 @@ def check_fields(
 
 def _check_one(name: str, value: Any) -> None:
     if name == "weight":
-        if not _is_number(value) or not value > 0 or not math.isfinite(value):
-            raise InvalidValueError(f"weight must be a finite number > 0, got {value!r}")
+        if not _is_number(value) or not MIN_WEIGHT <= value <= MAX_WEIGHT:
+            raise InvalidValueError(
+                f"weight must be a number from {MIN_WEIGHT:g} to {MAX_WEIGHT:g}, got {value!r}"
+            )
     elif name in _POSITIVE_OR_NONE:
         if value is not None and (not _is_number(value) or not 0 < value < math.inf):
             raise InvalidValueError(f"{name} must be a number > 0 or null, got {value!r}")

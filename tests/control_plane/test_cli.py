@@ -140,6 +140,8 @@ def test_bad_operator_input_is_one_line_naming_the_field_and_exit_2(
         (["up", "--speed", "0"], "--speed"),
         (["up", "--workers", "0"], "--workers"),
         (["admin", "tenants", "create", "t", "--weight", "0"], "--weight"),
+        (["admin", "tenants", "create", "t", "--weight", "1e-306"], "--weight"),
+        (["admin", "tenants", "update", "t", "--weight", "1e9"], "--weight"),
     ],
 )
 def test_out_of_range_flags_are_usage_errors(

@@ -57,6 +57,8 @@ def test_invalid_values_are_refused(db: Database) -> None:
             {"weight": -1.0},
             {"weight": float("inf")},
             {"weight": True},
+            {"weight": 1e-306},  # cost / weight would be infinite: no checkpoint holds that
+            {"weight": 1e7},
             {"priority_tier": -1},
             {"priority_tier": None},
             {"slo_ttft_ms": 0},

@@ -94,3 +94,25 @@ async def test_a_new_leader_keeps_the_controller_and_what_was_learnt(redis_url: 
     svc.apply_knob("policy", PluginChoice("auto", params))  # the knob replayed: kept as is
     assert new.controller.selector.snapshot() == {"stats": {"sof": {"wfq": [9.0, 1.0]}}}
     await stores.aclose()
+
+
+async def test_a_ledger_that_cannot_be_restored_does_not_stop_the_takeover(
+    redis_url: str,
+) -> None:
+    """An infinite counter (a weight near zero divides a charge) is saved as null; restoring
+    it raised, the scheduler task died, and every standby that took the lease did the same.
+    Now the successor logs it and starts from an empty ledger."""
+    stores = StateStores.open(redis_url, "inf")
+    await stores.workers.upsert(WORKER)
+    await _submit(stores, 0, "a")
+    old = await _leader(stores)
+    old.ctx.ledger.add_counter(("a",), float("inf"))
+    svc = SchedulerService(Settings(redis_url=redis_url, cluster="inf"), stores, "old")
+    svc.core = old
+    await svc.checkpoint()
+
+    new = await _leader(stores)
+    assert set(new.pending) == {"j0"}
+    assert new.ctx.ledger.counter(("a",)) == 0.0
+    assert [d.job.id for d in new.decide(101.0)] == ["j0"]
+    await stores.aclose()

@@ -147,3 +147,7 @@ async def test_weight_change_reaches_the_scheduler_knob(api: AdminApi) -> None:
     assert await api.stores.knobs.get("weights") == NodeWeights({})
     bad = await api.client.put("/admin/weights/a/b/c/d", json={"weight": 1, "reason": "r"})
     assert bad.status_code == 422
+    for weight in (1e-306, 2e6):  # a tiny weight made a counter infinite, and every takeover fail
+        await api.client.post("/admin/tenants", json={"name": "tiny", "reason": "r"})
+        bad = await api.client.put("/admin/weights/tiny", json={"weight": weight, "reason": "r"})
+        assert bad.status_code == 422 and "weight" in bad.text
