@@ -35,10 +35,22 @@ def auto_step(start: int, end: int) -> int:
     return MINUTE
 
 
-def check_step(step: int) -> int:
-    """A series step must be one of the rollup resolutions."""
+MAX_POINTS: Final = 20_000
+"""The most windows a report's series may have: two weeks of minutes, two years of hours, half
+a century of days. Beyond it one request would build millions of points on a shared worker thread."""
+
+
+def check_step(step: int, start: int, end: int) -> int:
+    """A series step must be one of the rollup resolutions and give at most `MAX_POINTS`
+    windows over whole-minute [start, end)."""
     if step not in WINDOWS:
         raise InvalidValueError(f"step must be one of {WINDOWS} seconds, got {step}")
+    points = math.ceil(end / step) - math.floor(start / step)
+    if points > MAX_POINTS:
+        raise InvalidValueError(
+            f"a {step} s step over this period gives {points} windows, more than {MAX_POINTS}: "
+            "shorten the period or take a larger step"
+        )
     return step
 
 

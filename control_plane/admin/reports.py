@@ -33,7 +33,12 @@ def parse_time(text: str) -> float:
         parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
         if parsed.tzinfo is None:
             parsed = parsed.replace(tzinfo=UTC)
-        return parsed.timestamp()
+        try:
+            number = parsed.timestamp()
+        except (OverflowError, OSError):  # beyond what the platform's time can hold
+            raise ValueError(
+                f"not a time in 0..{MAX_EPOCH_S:.0f} epoch seconds: {text!r}"
+            ) from None
     if not math.isfinite(number) or not 0 <= number <= MAX_EPOCH_S:
         raise ValueError(f"not a time in 0..{MAX_EPOCH_S:.0f} epoch seconds: {text!r}")
     return number

@@ -74,7 +74,7 @@ def report_from_requests(
 ) -> Report:
     """The same report as `RollupRepo.report`, computed from the request rows themselves."""
     lo, hi = minute_range(start, end)
-    step = check_step(step or auto_step(lo, hi))
+    step = check_step(step or auto_step(lo, hi), lo, hi)
     where = [R.arrival >= lo, R.arrival < hi]
     if tenant is not None:
         where.append(R.tenant == tenant)

@@ -90,7 +90,7 @@ class RollupRepo:
         span) is the series resolution; `weights` maps node keys to weights for Jain.
         """
         lo, hi = minute_range(start, end)
-        step = check_step(step or auto_step(lo, hi))
+        step = check_step(step or auto_step(lo, hi), lo, hi)
         where = _where(lo, hi, step, level, tenant)
         stats = self._node_counters(level, where)
         return assemble_report(
