@@ -2,13 +2,21 @@
 
 from __future__ import annotations
 
+from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from control_plane.gateway.errors import ApiError
 
 
-class BodyTooLarge(Exception):
-    """Raised inside the counting receive when the streamed body passes the limit."""
+class BodyTooLarge(StarletteHTTPException):
+    """Raised inside the counting receive when the streamed body passes the limit. An HTTP
+    exception, so FastAPI's body parsing lets it through as itself (it turns any other error
+    raised while reading a body into a 400) and the error handlers answer it as the 413."""
+
+    code = "request_too_large"
+
+    def __init__(self, max_bytes: int) -> None:
+        super().__init__(413, f"Request body exceeds {max_bytes} bytes.")
 
 
 class BodyLimit:
@@ -35,7 +43,7 @@ class BodyLimit:
             if message["type"] == "http.request":
                 seen += len(message.get("body", b""))
                 if seen > limit:
-                    raise BodyTooLarge
+                    raise BodyTooLarge(limit)
             return message
 
         try:

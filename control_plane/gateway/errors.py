@@ -110,7 +110,13 @@ def error_response(exc: Exception, request: Request) -> JSONResponse:
         return exc.response()
     if isinstance(exc, StarletteHTTPException):
         headers = dict(exc.headers or {})
-        return ApiError(exc.status_code, str(exc.detail), headers=headers).response()
+        code = getattr(exc, "code", None)  # an HTTP exception of ours may name its code
+        return ApiError(
+            exc.status_code,
+            str(exc.detail),
+            code=code if isinstance(code, str) else None,
+            headers=headers,
+        ).response()
     if isinstance(exc, StateUnavailable):
         return unavailable().response()
     log.exception("unexpected error on %s %s", request.method, request.url.path, exc_info=exc)
