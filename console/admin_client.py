@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 
@@ -127,7 +128,9 @@ class AdminClient:
     def set_draining(self, worker_id: str, draining: bool, reason: str) -> dict[str, Any]:
         action = "drain" if draining else "undrain"
         return dict(
-            self._json("POST", f"/admin/workers/{worker_id}/{action}", body={"reason": reason})
+            self._json(
+                "POST", f"/admin/workers/{_seg(worker_id)}/{action}", body={"reason": reason}
+            )
         )
 
     # -- policy and knobs ------------------------------------------------------------------
@@ -143,16 +146,16 @@ class AdminClient:
 
     def set_knob(self, name: str, value: Any, reason: str) -> dict[str, Any]:
         return dict(
-            self._json("PUT", f"/admin/knobs/{name}", body={"value": value, "reason": reason})
+            self._json("PUT", f"/admin/knobs/{_seg(name)}", body={"value": value, "reason": reason})
         )
 
     def set_weight(self, node: str, weight: float, reason: str) -> dict[str, Any]:
         body = {"weight": weight, "reason": reason}
-        return dict(self._json("PUT", f"/admin/weights/{node}", body=body))
+        return dict(self._json("PUT", f"/admin/weights/{_path(node)}", body=body))
 
     def update_tenant(self, tenant: str, changes: dict[str, Any], reason: str) -> dict[str, Any]:
         body = {**changes, "reason": reason}
-        return dict(self._json("PATCH", f"/admin/tenants/{tenant}", body=body))
+        return dict(self._json("PATCH", f"/admin/tenants/{_seg(tenant)}", body=body))
 
     def audit(self, **filters: Any) -> list[dict[str, Any]]:
         return list(self._json("GET", "/admin/audit", params=filters)["data"])
@@ -162,7 +165,7 @@ class AdminClient:
         return list(self._json("GET", "/admin/workflows")["data"])
 
     def workflow(self, app: str, tenant: str | None = None) -> dict[str, Any]:
-        return dict(self._json("GET", f"/admin/workflows/{app}", params={"tenant": tenant}))
+        return dict(self._json("GET", f"/admin/workflows/{_seg(app)}", params={"tenant": tenant}))
 
     def learned_workflows(
         self, tenant: str | None = None, app: str | None = None
@@ -192,3 +195,14 @@ class AdminClient:
         (epoch s or ISO 8601; optional `tenant`), and preemptions per worker (live)."""
         query = {"from": start, "to": end, **params}
         return dict(self._json("GET", "/admin/reports/programs", params=query))
+
+
+def _seg(name: str) -> str:
+    """One URL path segment: a name with '#', '?', '%' or '/' in it (one made before names were
+    checked everywhere) must not address another resource."""
+    return quote(name, safe="")
+
+
+def _path(node: str) -> str:
+    """A node path `tenant[/app[/agent]]`, each level quoted on its own."""
+    return "/".join(_seg(part) for part in node.split("/"))

@@ -37,7 +37,8 @@ def auto_step(start: int, end: int) -> int:
 
 MAX_POINTS: Final = 20_000
 """The most windows a report's series may have: two weeks of minutes, two years of hours, half
-a century of days. Beyond it one request would build millions of points on a shared worker thread."""
+a century of days. Beyond it one request would build millions of points on a shared worker
+thread."""
 
 
 def check_step(step: int, start: int, end: int) -> int:

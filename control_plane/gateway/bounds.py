@@ -9,12 +9,13 @@ its field before anything is queued or written.
 
 from __future__ import annotations
 
-import re
 from typing import Annotated
 
 from pydantic import Field, StringConstraints
 
 from storage.repos.fields import MAX_WEIGHT, MIN_WEIGHT
+from storage.repos.fields import NAME_PATTERN as NAME_PATTERN  # one rule, here and in SQL
+from storage.repos.fields import is_name as is_name
 
 INT32_MAX = 2**31 - 1
 """Largest value of a SQL INTEGER column (PostgreSQL's is 32-bit)."""
@@ -28,17 +29,6 @@ MAX_EPOCH_S = 1e11
 """Epoch seconds (around the year 5000): beyond it dates do not even print."""
 MAX_RATE = 1e6
 """Requests per second."""
-
-NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:\-]{0,127}$"
-"""Tenant, application, agent, workflow, model and worker names (JSON-schema syntax, where `$`
-is the end of the text)."""
-_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:\-]{0,127}")
-
-
-def is_name(value: str) -> bool:
-    """True when all of `value` is a valid name (Python's `$` would accept a trailing newline)."""
-    return _NAME.fullmatch(value) is not None
-
 
 Name = Annotated[str, StringConstraints(pattern=NAME_PATTERN)]
 Int32 = Annotated[int, Field(ge=0, le=INT32_MAX)]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping
 from typing import Any, Final, TypedDict
 
@@ -84,8 +85,23 @@ def _is_number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
+NAME_PATTERN: Final = r"^[A-Za-z0-9][A-Za-z0-9_.:\-]{0,127}$"
+"""Tenant, application, agent, operator, workflow, model and worker names (JSON-schema syntax,
+where `$` is the end of the text): safe in a URL path, a node path ('/' joins levels) and a
+Redis key, so every entry point — API, CLI, console — can address what another created."""
+_NAME: Final = re.compile(NAME_PATTERN[1:-1])
+
+
+def is_name(value: str) -> bool:
+    """True when all of `value` is a valid name (Python's `$` would accept a trailing newline)."""
+    return _NAME.fullmatch(value) is not None
+
+
 def check_name(name: str, what: str) -> str:
-    """Names are non-empty, at most 128 characters, without '/' (it joins node paths)."""
-    if not isinstance(name, str) or not name or len(name) > 128 or "/" in name:
-        raise InvalidValueError(f"{what} name must be 1–128 characters without '/', got {name!r}")
+    """A name matching `NAME_PATTERN` in full, else `InvalidValueError` naming `what`."""
+    if not isinstance(name, str) or not is_name(name):
+        raise InvalidValueError(
+            f"{what} name must be 1–128 letters, digits or '_.:-', starting with a letter or "
+            f"digit, got {name!r}"
+        )
     return name

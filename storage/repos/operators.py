@@ -13,6 +13,7 @@ from sqlalchemy.orm import Session
 from storage.errors import AlreadyExistsError, InvalidValueError, NotFoundError
 from storage.models.operators import ROLES, OperatorAccount
 from storage.records import record_from
+from storage.repos.fields import check_name
 from storage.repos.keys import PREFIX_LEN, hash_key
 
 TOKEN_PREFIX = "arbop-"
@@ -46,8 +47,7 @@ class OperatorRepo:
         """A new operator → (its record, its token: shown once, never stored)."""
         if role not in ROLES:
             raise InvalidValueError(f"role must be one of {', '.join(ROLES)}, not {role!r}")
-        if not name.strip():
-            raise InvalidValueError("an operator needs a name")
+        check_name(name, "operator")  # the API revokes it by name in a URL path
         token = new_operator_token()
         row = OperatorAccount(
             name=name,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import httpx
 import pytest
 
 from console.admin_client import AdminApiError, AdminClient
@@ -134,3 +135,23 @@ def test_live_table_cells_and_policy_columns() -> None:
     assert "Virtual counter" not in frame and "Credit" not in frame
     assert frame.loc[0, "p95 wait (s)"] == "—"
     assert flagged(rows) == {"starved": ["a"], "over-served": ["b"]}
+
+
+def test_the_client_quotes_every_name_it_puts_in_a_path() -> None:
+    """A tenant named `a#b` (made before names were checked in SQL) once sent
+    `PUT /admin/weights/a`: httpx dropped the fragment, and tenant `a` changed."""
+    seen: list[str] = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        seen.append(request.url.raw_path.decode())
+        return httpx.Response(200, json={})
+
+    client = AdminClient("http://admin.test", TOKEN, transport=httpx.MockTransport(answer))
+    client.set_weight("a#b/x?y", 2.0, "r")
+    client.update_tenant("a/b", {}, "r")
+    client.set_draining("w 1", True, "r")
+    assert seen == [
+        "/admin/weights/a%23b/x%3Fy",
+        "/admin/tenants/a%2Fb",
+        "/admin/workers/w%201/drain",
+    ]

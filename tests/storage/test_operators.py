@@ -48,6 +48,9 @@ def test_names_are_unique_roles_checked_unknown_names_404(db: Database) -> None:
         r.operators.create(name="ann", role="viewer")
     with pytest.raises(InvalidValueError), db.repos() as r:
         r.operators.create(name="cy", role="root")
+    for name in ("ops team", "a#b", "a/b", "-x", "é"):  # the API could not revoke them by name
+        with pytest.raises(InvalidValueError, match="operator name"), db.repos() as r:
+            r.operators.create(name=name, role="viewer")
     with pytest.raises(NotFoundError), db.repos() as r:
         r.operators.revoke(name="nobody")
     with db.reader() as r:

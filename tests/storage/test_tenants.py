@@ -147,3 +147,13 @@ def test_hierarchy_snapshot(db: Database) -> None:
     assert [app.app.name for app in tree[0].apps] == ["w", "x"]
     assert [agent.name for agent in tree[0].apps[1].agents] == ["k1", "k2"]
     assert {agent.app for agent in tree[0].apps[1].agents} == {"x"}
+
+
+def test_names_follow_the_api_s_rule_on_every_path(db: Database) -> None:
+    """A name the API would refuse (or could not put in a URL) is refused in SQL too, so a
+    CLI-made tenant can always be addressed by the API and the console."""
+    for name in ("a#b", "a%2Fb", "ops team", "", "x" * 129, "a\n"):
+        with pytest.raises(InvalidValueError, match="tenant name"), db.repos() as r:
+            r.tenants.create_tenant(name=name)
+    with db.repos() as r:
+        r.tenants.create_tenant(name="acme-1.eu:prod_2")
