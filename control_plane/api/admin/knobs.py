@@ -14,8 +14,9 @@ from fastapi import APIRouter
 from control_plane.admin.records import as_json
 from control_plane.api.admin.deps import AdminContext, Ctx
 from control_plane.api.admin.knob_rules import known_knobs, validate_knob, validate_policy
+from control_plane.api.admin.plugin_guard import PLUGIN_KNOBS, refuse_imports
 from control_plane.api.admin.schemas import KnobChange
-from control_plane.api.auth import Admin
+from control_plane.api.auth import Admin, Caller
 from control_plane.contracts.knobs import PluginChoice, decode_knob
 from control_plane.policies.registry import UnknownPolicyError, policy_class
 from storage.records import AuditRecord
@@ -102,8 +103,12 @@ async def list_knobs(ctx: Ctx, _: Admin) -> dict[str, Any]:
 
 
 @router.put("/knobs/{name}")
-async def put_knob(ctx: Ctx, actor: Admin, name: str, body: KnobChange) -> dict[str, Any]:
+async def put_knob(
+    ctx: Ctx, actor: Admin, who: Caller, name: str, body: KnobChange
+) -> dict[str, Any]:
     """Validate and set a knob; subscribers (the scheduler, gateways) see it at once."""
+    if name in PLUGIN_KNOBS:
+        refuse_imports(who, body.value, "value")
     value = validate_knob(name, body.value)
     action = "policy.switch" if name == "policy" else "knob.set"
     version, audit = await set_knob(

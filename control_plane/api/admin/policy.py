@@ -13,8 +13,9 @@ from control_plane.admission.registry import ADMISSIONS
 from control_plane.api.admin.deps import Ctx, in_thread
 from control_plane.api.admin.knob_rules import validate_policy
 from control_plane.api.admin.knobs import active_policy, set_knob
+from control_plane.api.admin.plugin_guard import refuse_imports
 from control_plane.api.admin.schemas import PolicyChange
-from control_plane.api.auth import Admin
+from control_plane.api.auth import Admin, Caller
 from control_plane.contracts.knobs import JsonValue, KnobValue
 from control_plane.control.meta import AUTO, AutoParams
 from control_plane.core.plugins import PluginRegistry
@@ -80,9 +81,11 @@ async def get_policy(ctx: Ctx, _: Admin) -> dict[str, Any]:
 
 
 @router.put("/policy")
-async def switch_policy(ctx: Ctx, actor: Admin, body: PolicyChange) -> dict[str, Any]:
+async def switch_policy(ctx: Ctx, actor: Admin, who: Caller, body: PolicyChange) -> dict[str, Any]:
     """Validate `{name, params}` (422 with per-field errors), publish it as the `policy` knob
-    (the leader switches with zero downtime) and audit it as `policy.switch`."""
+    (the leader switches with zero downtime) and audit it as `policy.switch`; a plug-in named
+    by its module path only for an admin (`plugin_guard.py`)."""
+    refuse_imports(who, {"name": body.name, "params": body.params}, "name")
     new = validate_policy(body.name, body.params)
     old = await active_policy(ctx)
     version, audit = await set_knob(

@@ -142,3 +142,35 @@ async def test_revocation_is_immediate_and_lookups_are_cached(api: AdminApi) -> 
     assert _audit_actor(api, "operator.revoke") == ["ops@test"]
     missing = await api.client.post("/admin/operators/nobody/revoke", json={"reason": "r"})
     assert missing.status_code == 404
+
+
+async def test_only_an_admin_may_name_a_plug_in_by_its_module_path(api: AdminApi) -> None:
+    """`module:Class` makes every gateway import the module (its top-level code runs on the
+    event loop): the power of installing code, not of steering. Refused before the import."""
+    import sys
+
+    sys.modules.pop("this", None)
+    headers = await _operator(api, "otto", "operator")
+    attempts = [
+        ("/admin/policy", {"name": "this:X", "reason": "r"}),
+        ("/admin/knobs/placement", {"value": {"name": "this:X"}, "reason": "r"}),
+        (
+            "/admin/knobs/policy",
+            {"value": {"name": "auto", "params": {"pool": ["this:X"]}}, "reason": "r"},
+        ),
+    ]
+    for path, body in attempts:
+        resp = await api.client.put(path, json=body, headers=headers)
+        assert resp.status_code == 403 and resp.json()["error"]["code"] == "forbidden", resp.text
+    assert "this" not in sys.modules
+    registered = await api.client.put(
+        "/admin/knobs/placement",
+        json={"value": {"name": "least_loaded"}, "reason": "r"},
+        headers=headers,
+    )
+    assert registered.status_code == 200, registered.text
+    by_admin = await api.client.put(
+        "/admin/policy",
+        json={"name": "control_plane.policies.fcfs:FcfsPolicy", "reason": "r"},
+    )
+    assert by_admin.status_code == 200, by_admin.text
