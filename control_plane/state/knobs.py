@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from types import TracebackType
 from typing import TypeVar
 
@@ -140,6 +140,28 @@ class Knobs:
             [name, dumps(value.to_json()), ks.knobs_channel],
         )
         return int(version)
+
+    @guarded
+    async def update(
+        self, name: str, change: Callable[[KnobValue | None], KnobValue], attempts: int = 32
+    ) -> int:
+        """Read-modify-write one knob atomically: `change` gets the stored value and returns
+        the new one, which is stored only if nothing was stored in between (else read again).
+        Returns the new version; `StateUnavailable` after `attempts` lost races."""
+        ks = self._ks
+        for _ in range(attempts):
+            raw = await self._redis.hget(ks.knobs, name)
+            current = None if raw is None else _typed(name, raw)
+            expected = "" if raw is None else (raw.decode() if isinstance(raw, bytes) else raw)
+            value = change(current)
+            version = await self._scripts.call(
+                "knob_set",
+                [ks.knobs, ks.knobs_version],
+                [name, dumps(value.to_json()), ks.knobs_channel, expected],
+            )
+            if int(version) >= 0:
+                return int(version)
+        raise StateUnavailable(f"knob {name!r}: {attempts} concurrent changes in a row")
 
     @guarded
     async def version(self) -> int:

@@ -14,7 +14,7 @@ import time
 from collections.abc import Mapping
 
 from control_plane.api.admin.deps import AdminContext
-from control_plane.contracts.knobs import NodeWeights, Other
+from control_plane.contracts.knobs import KnobValue, NodeWeights, Other
 from control_plane.state import StateUnavailable
 
 DIRECTORY_KNOB = "directory"
@@ -45,12 +45,14 @@ async def publish_weight(
 ) -> list[str]:
     """Write (or drop) the node's entry of the `weights` knob."""
     node = "/".join(path)
-    try:
-        current = await ctx.stores.knobs.get(WEIGHTS_KNOB)
+
+    def merged(current: KnobValue | None) -> NodeWeights:
         old = current.table if isinstance(current, NodeWeights) else {}
-        merged = merged_weights({"/".join(n): w for n, w in old.items()}, node, weight)
-        new = NodeWeights({tuple(k.split("/")): w for k, w in merged.items()})
-        await ctx.stores.knobs.set(WEIGHTS_KNOB, new)
+        table = merged_weights({"/".join(n): w for n, w in old.items()}, node, weight)
+        return NodeWeights({tuple(k.split("/")): w for k, w in table.items()})
+
+    try:  # atomic: two weight changes at once each keep the other's entry
+        await ctx.stores.knobs.update(WEIGHTS_KNOB, merged)
     except StateUnavailable as exc:
         return [f"the scheduler was not told the new weight (Redis unavailable: {exc})"]
     return []

@@ -7,8 +7,17 @@
 -- ARGV[1]  knob name
 -- ARGV[2]  value as JSON
 -- ARGV[3]  pub/sub channel         arb:{c}:chan:knobs     (a channel, not a key)
--- Returns  the new knobs version; publishes {"name", "value", "version"} on ARGV[3].
+-- ARGV[4]  optional: the stored JSON the caller read ("" for none): compare-and-set, so two
+--          read-modify-writes of one knob (two weight changes at once) cannot lose either
+-- Returns  the new knobs version, or -1 (nothing changed) when ARGV[4] no longer matches;
+--          publishes {"name", "value", "version"} on ARGV[3].
 
+if ARGV[4] ~= nil then
+  local current = redis.call('HGET', KEYS[1], ARGV[1])
+  if (current or '') ~= ARGV[4] then
+    return -1
+  end
+end
 redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
 local version = redis.call('INCR', KEYS[2])
 redis.call('PUBLISH', ARGV[3], '{"name":' .. cjson.encode(ARGV[1]) .. ',"value":' .. ARGV[2] ..

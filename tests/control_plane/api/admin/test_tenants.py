@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -169,3 +170,18 @@ async def test_a_chunked_admin_body_over_the_limit_is_a_413(api: AdminApi) -> No
     assert resp.status_code == 413, resp.text
     assert resp.json()["error"]["code"] == "request_too_large"
     assert (await api.client.get("/admin/tenants")).json()["data"] == []
+
+
+async def test_weight_changes_at_once_keep_each_other(api: AdminApi) -> None:
+    """Each change reads the `weights` knob, sets its node and writes it back; done at once,
+    the last write used to put back the others' old values (or drop them)."""
+    names = [f"t{i}" for i in range(12)]
+    for name in names:
+        await api.client.post("/admin/tenants", json={"name": name, "reason": "r"})
+    changes = [
+        api.client.put(f"/admin/weights/{name}", json={"weight": 2.0 + i, "reason": "r"})
+        for i, name in enumerate(names)
+    ]
+    assert {r.status_code for r in await asyncio.gather(*changes)} == {200}
+    knob = await api.stores.knobs.get("weights")
+    assert knob == NodeWeights({(name,): 2.0 + i for i, name in enumerate(names)})
