@@ -6,8 +6,10 @@ overhead per message. An image part counts as its model's image-token rule says
 the model one, else 8 tokens. Image URLs must be `data:` URLs, or `http(s)` URLs on a host the
 operator allows (`ARBITER_IMAGE_HOSTS`; counted as the rule's largest image, since the gateway
 does not fetch them); anything else — another scheme or host, an image that cannot be read or
-is too large — is a 400 naming the part, as is a part of another type (audio, video,
-embeddings: nothing here serves them, and vLLM would fetch their URLs). Token-id prompts count
+is too large — is a 400 naming the part, as is a part of another type or carrying another
+media key (audio, video, embeddings: nothing here serves them, and vLLM would fetch their
+URLs; it reads a part with a `uuid` by its keys). Text parts are `text`, `input_text`,
+`output_text`, `refusal` and `thinking`, as vLLM reads them. Token-id prompts count
 exactly. The estimate orders and prices the queue and is what the scheduler charges for the
 input; the request's SQL row records the worker's `usage.prompt_tokens`.
 """
@@ -30,6 +32,19 @@ from workers.engine.vision import (
 _CHARS_PER_TOKEN = 4
 _MESSAGE_OVERHEAD = 4
 _IMAGE_PART = 8
+TEXT_PARTS = {
+    "text": "text",
+    "input_text": "text",
+    "output_text": "text",
+    "refusal": "refusal",
+    "thinking": "thinking",
+}
+"""The part types vLLM reads as text, and the field holding the text."""
+MEDIA_KEYS = frozenset(
+    {"image_url", "audio_url", "video_url", "input_audio", "image_embeds", "image_pil",
+     "audio_embeds", "video", "audio"}
+)  # fmt: skip
+"""Keys vLLM reads media from (a part with a `uuid` is parsed by its keys, not its type)."""
 IMAGE_PARTS = frozenset({"image_url", "input_image"})
 """The image part types vLLM reads (`input_image` carries its URL as a plain string); both
 pass the same checks, so neither fetches a host the operator did not allow."""
@@ -48,7 +63,8 @@ class ImageCounter:
         self.hosts = frozenset(h.lower() for h in hosts)
 
     def __call__(self, part: dict[str, Any], param: str) -> int:
-        if part.get("type") not in IMAGE_PARTS:  # vLLM would fetch an audio or video URL
+        media = MEDIA_KEYS.intersection(part) - {"image_url"}
+        if part.get("type") not in IMAGE_PARTS or media:  # vLLM would fetch audio or video
             raise ApiError(
                 400,
                 f"Unsupported content part type {str(part.get('type'))[:40]!r}: this "
@@ -91,9 +107,10 @@ def _content_tokens(
         return text_tokens(content)
     total = 0
     for j, part in enumerate(content):
-        if part.get("type") == "text":
-            total += text_tokens(str(part.get("text", "")))
-        else:
+        kind = part.get("type")
+        if kind in TEXT_PARTS and not MEDIA_KEYS.intersection(part):
+            total += text_tokens(str(part.get(TEXT_PARTS[kind]) or ""))
+        else:  # an image (checked), or refused: vLLM would read a media key whatever the type
             total += images(part, f"{param}[{j}]")
     return total
 

@@ -89,7 +89,8 @@ def workflow_specs(s: Scenario, index: int, template: WorkflowTemplate) -> list[
             n_in = rc.prompt.sample(lengths)
             if spec.include_upstream and node.upstream is not None:
                 n_in += made[node.upstream].n_out
-            n_in = max(1, min(n_in, max_len[model] - 1))  # never by the answer's true length
+            room = n_out if model in images else 1  # a text answer's length is no input
+            n_in = max(1, min(n_in, max_len[model] - room))
             wanted = rc.max_tokens.sample(lengths) if rc.max_tokens else DEFAULT_MAX_TOKENS
             cap = max(1, min(wanted, max_len[model] - n_in))
             if model in images:

@@ -135,9 +135,14 @@ def _stream_specs(s: Scenario) -> list[RequestSpec]:
         model = (rc.model if rc else None) or default_model
         n_in = d.n_in if d.n_in is not None else (rc.prompt.sample(rng) if rc else 1)
         n_out = d.n_out if d.n_out is not None else (rc.output.sample(rng) if rc else 1)
-        # the prompt is cut to the context by what the client knows, never by the answer's
-        # true length (that would hand the scheduler the length through n_in and the cap)
-        n_in = max(1, min(n_in, max_len[model] - 1))
+        # A text prompt is cut by what the client knows, never by the answer's true length
+        # (that would hand it to the scheduler through n_in and the cap); an image request
+        # asks for exactly n · steps, so keeping its room gives nothing away.
+        if model in images:
+            n_out = min(n_out, max_len[model] - 1)
+            n_in = max(1, min(n_in, max_len[model] - n_out))
+        else:
+            n_in = max(1, min(n_in, max_len[model] - 1))
         wanted = d.cap or (
             rc.max_tokens.sample(cap_rng) if rc and rc.max_tokens else DEFAULT_MAX_TOKENS
         )

@@ -14,7 +14,7 @@ from fastapi import APIRouter
 from control_plane.admin.records import as_json
 from control_plane.api.admin.deps import AdminContext, Ctx
 from control_plane.api.admin.knob_rules import known_knobs, validate_knob, validate_policy
-from control_plane.api.admin.plugin_guard import PLUGIN_KNOBS, refuse_imports
+from control_plane.api.admin.plugin_guard import PLUGIN_KNOBS, plugin_name, refuse_imports
 from control_plane.api.admin.schemas import KnobChange
 from control_plane.api.auth import Admin, Caller
 from control_plane.contracts.knobs import PluginChoice, decode_knob
@@ -108,7 +108,7 @@ async def put_knob(
 ) -> dict[str, Any]:
     """Validate and set a knob; subscribers (the scheduler, gateways) see it at once."""
     if name in PLUGIN_KNOBS:
-        refuse_imports(who, body.value, "value")
+        refuse_imports(who, plugin_name(body.value), "value.name")
     value = validate_knob(name, body.value)
     action = "policy.switch" if name == "policy" else "knob.set"
     version, audit = await set_knob(

@@ -9,43 +9,29 @@ caller the request is refused with a 403 before anything is imported.
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from control_plane.api.operator_auth import Principal
 from control_plane.gateway.errors import ApiError
 
-PLUGIN_KNOBS = frozenset({"policy", "admission", "placement", "fairness"})
-"""The knobs whose values name plug-ins (the fairness knob carries a policy)."""
-_IMPORT_PATH = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_]\w*")
+PLUGIN_KNOBS = frozenset({"policy", "admission", "placement"})
+"""The knobs whose value (`{"name", "params"}`) names a plug-in."""
 
 
-def refuse_imports(who: Principal, value: Any, param: str) -> None:
-    """403 when `who` is not an admin and `value` (any JSON) names a `module:Class`."""
-    if who.role == "admin":
+def refuse_imports(who: Principal, name: Any, param: str) -> None:
+    """403 when `who` is not an admin and `name` — the plug-in name the registry will resolve
+    — has a ':' (the registry imports any such name; no registered name has one)."""
+    if who.role == "admin" or not isinstance(name, str) or ":" not in name:
         return
-    path = _first_import(value)
-    if path is not None:
-        raise ApiError(
-            403,
-            f"Only an admin may name a plug-in by its module path ({path!r}); "
-            "use a registered name (GET /admin/policy lists them).",
-            param=param,
-            code="forbidden",
-        )
+    raise ApiError(
+        403,
+        f"Only an admin may name a plug-in by its module path ({name[:80]!r}); "
+        "use a registered name (GET /admin/policy lists them).",
+        param=param,
+        code="forbidden",
+    )
 
 
-def _first_import(value: Any) -> str | None:
-    if isinstance(value, str):
-        return value if _IMPORT_PATH.fullmatch(value.strip()) else None
-    if isinstance(value, dict):
-        items: Any = value.values()
-    elif isinstance(value, list):
-        items = value
-    else:
-        return None
-    for item in items:
-        found = _first_import(item)
-        if found is not None:
-            return found
-    return None
+def plugin_name(value: Any) -> Any:
+    """The plug-in name inside a knob's value (`{"name": …}` or the bare name)."""
+    return value.get("name") if isinstance(value, dict) else value

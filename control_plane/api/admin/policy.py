@@ -85,7 +85,7 @@ async def switch_policy(ctx: Ctx, actor: Admin, who: Caller, body: PolicyChange)
     """Validate `{name, params}` (422 with per-field errors), publish it as the `policy` knob
     (the leader switches with zero downtime) and audit it as `policy.switch`; a plug-in named
     by its module path only for an admin (`plugin_guard.py`)."""
-    refuse_imports(who, {"name": body.name, "params": body.params}, "name")
+    refuse_imports(who, body.name, "name")
     new = validate_policy(body.name, body.params)
     old = await active_policy(ctx)
     version, audit = await set_knob(

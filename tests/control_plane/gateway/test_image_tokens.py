@@ -109,3 +109,27 @@ def test_a_part_of_another_type_is_a_400_naming_its_type(kind: str | None) -> No
     with pytest.raises(ApiError, match="Unsupported content part type") as err:
         estimate_prompt_tokens(parts({"type": kind, "audio_url": {"url": "http://x/a.wav"}}))
     assert err.value.status == 400 and err.value.param == "messages[0].content[0].type"
+
+
+def test_every_part_type_vllm_reads_as_text_counts_as_text() -> None:
+    """An SDK replaying an assistant's refusal, a Responses-style `input_text`: text, as vLLM
+    reads them (the first version of the part check refused them)."""
+    for part in (
+        {"type": "refusal", "refusal": "x" * 40},
+        {"type": "input_text", "text": "x" * 40},
+        {"type": "output_text", "text": "x" * 40},
+        {"type": "thinking", "thinking": "x" * 40},
+    ):
+        assert estimate_prompt_tokens(parts(part)) == estimate_prompt_tokens(parts()) + 10
+
+
+def test_a_media_key_on_another_part_type_is_checked_or_refused() -> None:
+    """vLLM reads a part with a `uuid` by its keys: a `text` part carrying an `image_url` would
+    have it fetched, past the host allow-list."""
+    sneaky = {"type": "text", "text": "x", "uuid": "u", "image_url": {"url": "http://10.0.0.1/a"}}
+    with pytest.raises(ApiError) as err:
+        estimate_prompt_tokens(parts(sneaky), QWEN)
+    assert err.value.status == 400
+    audio = {"type": "image_url", "image_url": {"url": data_url(8, 8)}, "audio_url": {"url": "x"}}
+    with pytest.raises(ApiError, match="Unsupported"):
+        estimate_prompt_tokens(parts(audio), QWEN)

@@ -153,11 +153,9 @@ async def test_only_an_admin_may_name_a_plug_in_by_its_module_path(api: AdminApi
     headers = await _operator(api, "otto", "operator")
     attempts = [
         ("/admin/policy", {"name": "this:X", "reason": "r"}),
+        ("/admin/policy", {"name": "this:", "reason": "r"}),  # imported before getattr fails
         ("/admin/knobs/placement", {"value": {"name": "this:X"}, "reason": "r"}),
-        (
-            "/admin/knobs/policy",
-            {"value": {"name": "auto", "params": {"pool": ["this:X"]}}, "reason": "r"},
-        ),
+        ("/admin/knobs/admission", {"value": {"name": "this:1"}, "reason": "r"}),
     ]
     for path, body in attempts:
         resp = await api.client.put(path, json=body, headers=headers)
