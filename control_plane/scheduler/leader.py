@@ -8,6 +8,8 @@ Guarantees:
 - A holder acts only while its `LeaderTerm` is active, which ends before the lease can expire
   in Redis (see `LeaderTerm`): a deposed leader has stopped acting before another one starts.
 - Every tenure gets a new fencing token, also when the same replica takes the lease again.
+- Lease calls that timed out in a Redis stall run when Redis resumes; they cannot disturb the
+  tenure taken after them (see `LeaderLease`), so a leader does not flap after a stall.
 """
 
 from __future__ import annotations
@@ -35,9 +37,9 @@ class Lease(Protocol):
         self, holder: str, ttl_s: float, now: float, *, fresh: bool = False
     ) -> bool: ...
 
-    async def renew(self, holder: str, ttl_s: float) -> bool: ...
+    async def renew(self, holder: str, ttl_s: float, *, token: int | None = None) -> bool: ...
 
-    async def release(self, holder: str) -> bool: ...
+    async def release(self, holder: str, *, token: int | None = None) -> bool: ...
 
 
 class LeaderTerm:
@@ -120,7 +122,8 @@ async def keep_lease(
             break
         started = clock()
         try:
-            renewed = await bounded(lease.renew(holder, ttl_s), max(0.01, term.remaining_s()))
+            renewal = lease.renew(holder, ttl_s, token=term.token)
+            renewed = await bounded(renewal, max(0.01, term.remaining_s()))
         except StateUnavailable:
             continue  # retried at once if time is left; the loop ends with the term
         if not renewed:
@@ -132,4 +135,4 @@ async def keep_lease(
         log.error("%s could not renew its lease in time; stepping down", holder)
     term.end()
     with contextlib.suppress(StateUnavailable):
-        await bounded(lease.release(holder), ttl_s / 2)
+        await bounded(lease.release(holder, token=term.token), ttl_s / 2)

@@ -132,7 +132,7 @@ async def run_scheduler(settings: Settings, *, with_recorder: bool = False) -> N
     await asyncio.wait([status], timeout=5.0)  # let the status server close by itself
     await stop_tasks([*tasks, status], within_s=10.0)
     with contextlib.suppress(StateUnavailable):
-        await stores.lease.release(holder)
+        await stores.lease.release(holder, token=stores.lease.token)
     await stores.aclose()
     if db is not None:
         db.dispose()

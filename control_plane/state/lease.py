@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import itertools
 import logging
+import uuid
 from typing import Any
 
 from redis.asyncio import Redis
@@ -36,6 +38,11 @@ class LeaderLease:
     a replica cannot hand out that token again: the fencing token never goes backwards. A
     tenure whose token no replica acknowledged in time is still granted (a lost replica must
     not stop scheduling) and counted in `unconfirmed`.
+
+    A call that timed out here during a Redis stall still runs when Redis resumes. Such stale
+    calls cannot disturb a later tenure: every acquire carries this object's incarnation and a
+    rising sequence number (a new tenure is refused to a call older than the incarnation's
+    latest acquisition), and `renew` / `release` given a tenure's token act on that tenure only.
     """
 
     def __init__(
@@ -55,6 +62,8 @@ class LeaderLease:
         """New tenures whose token fewer than `replica_acks` replicas acknowledged in time."""
         self.token: int | None = None
         """Fencing token of this object's latest successful acquire (None before or after)."""
+        self.incarnation = uuid.uuid4().hex
+        self._attempts = itertools.count(1)
 
     @guarded
     async def acquire(self, holder: str, ttl_s: float, now: float, *, fresh: bool = False) -> bool:
@@ -70,6 +79,8 @@ class LeaderLease:
             _ttl_ms(ttl_s),
             time_arg(now),
             "1" if fresh else "0",
+            self.incarnation,
+            next(self._attempts),
         ]
         if not self.replica_acks:
             token = int(await self._scripts.call("lease_acquire", keys, args))
@@ -97,20 +108,24 @@ class LeaderLease:
         return token
 
     @guarded
-    async def renew(self, holder: str, ttl_s: float) -> bool:
-        """Extend the lease only while `holder` has it; False means leadership is lost."""
-        renewed = bool(
-            await self._scripts.call("lease_renew", [self._ks.leader], [holder, _ttl_ms(ttl_s)])
-        )
+    async def renew(self, holder: str, ttl_s: float, *, token: int | None = None) -> bool:
+        """Extend the lease only while `holder` has it (in the tenure `token`, when given);
+        False means leadership is lost."""
+        keys = [self._ks.leader, self._ks.leader_epoch]
+        args: list[str | int] = [holder, _ttl_ms(ttl_s), "" if token is None else token]
+        renewed = bool(await self._scripts.call("lease_renew", keys, args))
         if not renewed:
             self.token = None
         return renewed
 
     @guarded
-    async def release(self, holder: str) -> bool:
-        """Give the lease up if `holder` has it, so a standby takes over at once."""
+    async def release(self, holder: str, *, token: int | None = None) -> bool:
+        """Give the lease up if `holder` has it (in the tenure `token`, when given), so a
+        standby takes over at once."""
         self.token = None
-        return bool(await self._scripts.call("lease_release", [self._ks.leader], [holder]))
+        keys = [self._ks.leader, self._ks.leader_epoch]
+        args: list[str | int] = [holder, "" if token is None else token]
+        return bool(await self._scripts.call("lease_release", keys, args))
 
     @guarded
     async def holder(self) -> str | None:

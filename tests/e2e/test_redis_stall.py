@@ -152,7 +152,8 @@ def test_redis_paused_under_streaming_load_hangs_nothing_and_a_leader_leads_agai
     assert "ReadTimeout" not in ready, ready
     for i in range(6):  # (c) served again after recovery
         assert _post(url, keys["a" if i % 2 else "b"]).status_code == 200
-    assert httpx.get(f"{url}/readyz", timeout=5).status_code == 200
+    ready_after = httpx.get(f"{url}/readyz", timeout=5)
+    assert ready_after.status_code == 200, ready_after.text
     assert [c.name for c in cluster.children if not c.alive()] == []
     assert _in_flight_after(probe, cluster.cluster, IDLE_BOUND_S) == {}  # (e) no slot kept
     probe.close()

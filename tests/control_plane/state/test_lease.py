@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import time
+from typing import Any
 
+import pytest
 from redis.asyncio import Redis
 
 from control_plane.state import Checkpoint, KeySpace, LeaderLease
@@ -83,3 +85,39 @@ async def test_checkpoint_writes_of_a_deposed_leader_are_refused(
     assert await checkpoints.load("policy") == {"by": "A"}
     assert await checkpoints.save("policy", {"by": "B"}, fencing_token=new.token)
     assert await checkpoints.load("policy") == {"by": "B"}
+
+
+async def test_lease_calls_run_late_leave_the_later_tenure_alone(
+    redis: Redis, keyspace: KeySpace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A call that timed out in a Redis stall still runs when Redis resumes, maybe after its
+    caller took the lease anew. Regression: such a late fresh acquire re-took the lease (the
+    live tenure's token went stale and the leader stepped down) and a late release freed it."""
+    lease = LeaderLease(redis, keyspace)
+    sent: list[tuple[str, list[str], list[Any]]] = []
+    call = lease._scripts.call
+
+    async def recording(name: str, keys: Any, args: Any) -> Any:
+        sent.append((name, list(keys), list(args)))
+        return await call(name, keys, args)
+
+    monkeypatch.setattr(lease._scripts, "call", recording)
+    assert await lease.acquire("A", 30, now=1.0, fresh=True)
+    old = lease.token
+    assert old is not None
+    assert await lease.renew("A", 30, token=old)
+    assert await lease.release("A", token=old)
+    late = list(sent)  # what a stalled Redis would run on resuming
+    assert await lease.acquire("A", TTL * 10, now=2.0, fresh=True)
+    live = lease.token
+    assert live is not None and live > old
+
+    for name, keys, args in late:
+        assert await call(name, keys, args) == 0, name
+    assert await lease.holder() == "A"
+    assert await lease.current_token() == live
+    assert await redis.pttl(keyspace.leader) <= TTL * 10 * 1000  # the late renewal did not run
+    assert await lease.renew("A", TTL, token=live)
+    assert not await lease.release("A", token=old)
+    assert await lease.release("A", token=live)
+    assert await lease.holder() is None
