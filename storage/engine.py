@@ -15,8 +15,10 @@ recorder's write fails, and is retried, rather than hanging. The URL's own value
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 import time
+from collections.abc import Iterator
 from typing import Any
 
 from sqlalchemy import Connection, Engine, create_engine, event
@@ -115,3 +117,35 @@ def session_factory(engine: Engine, *, write: bool = True) -> sessionmaker[Sessi
     `write=False` gives read-only sessions that never wait for SQLite's write lock."""
     bind = writer_engine(engine) if write else engine
     return sessionmaker(bind=bind, expire_on_commit=False)
+
+
+@contextlib.contextmanager
+def sqlite_foreign_keys_off(conn: Connection) -> Iterator[None]:
+    """On SQLite, foreign keys off for `conn` while inside (a no-op on other databases).
+
+    For migrations: SQLite changes a constraint by rebuilding the table, and dropping the old
+    table with foreign keys on runs its ON DELETE CASCADE actions, emptying the tables that
+    reference it. Call before the connection begins a transaction (SQLite ignores the pragma
+    inside one) and check `PRAGMA foreign_key_check` before committing.
+    """
+    if conn.dialect.name != "sqlite":
+        yield
+        return
+    raw = conn.connection.dbapi_connection
+    assert raw is not None
+    if conn.in_transaction():
+        raise RuntimeError("foreign keys can only be switched outside a transaction")
+    raw.cursor().execute("PRAGMA foreign_keys=OFF")
+    try:
+        yield
+    finally:
+        if conn.in_transaction():
+            conn.rollback()
+        raw.cursor().execute("PRAGMA foreign_keys=ON")
+
+
+def foreign_key_violations(conn: Connection) -> list[tuple[Any, ...]]:
+    """Rows that reference a missing parent (SQLite's `foreign_key_check`; [] elsewhere)."""
+    if conn.dialect.name != "sqlite":
+        return []
+    return [tuple(row) for row in conn.exec_driver_sql("PRAGMA foreign_key_check")]

@@ -14,7 +14,12 @@ from alembic import command
 from alembic.config import Config
 from sqlalchemy import Connection, text
 
-from storage.engine import create_engine_for, writer_engine
+from storage.engine import (
+    create_engine_for,
+    foreign_key_violations,
+    sqlite_foreign_keys_off,
+    writer_engine,
+)
 
 MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
 _PG_LOCK_ID = 0x417262  # "Arb": one advisory lock id for Arbiter's migrations
@@ -33,9 +38,10 @@ def migrate(url: str, *, revision: str = "head") -> None:
     """Upgrade the database at `url` to `revision` (default: the latest)."""
     engine = create_engine_for(url)
     try:
-        with writer_engine(engine).connect() as conn:
+        with writer_engine(engine).connect() as conn, sqlite_foreign_keys_off(conn):
             _lock(conn)
             command.upgrade(alembic_config(conn), revision)
+            _refuse_dangling_references(conn)
             conn.commit()
     finally:
         engine.dispose()
@@ -59,3 +65,10 @@ def _lock(conn: Connection) -> None:
         conn.execute(text("SELECT pg_advisory_xact_lock(:id)"), {"id": _PG_LOCK_ID})
     else:
         conn.begin()  # SQLite: BEGIN IMMEDIATE (writer engine) takes the write lock now
+
+
+def _refuse_dangling_references(conn: Connection) -> None:
+    """A migration run with SQLite's foreign keys off must still leave every reference whole."""
+    violations = foreign_key_violations(conn)
+    if violations:
+        raise RuntimeError(f"the migration left rows referencing missing parents: {violations}")

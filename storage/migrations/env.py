@@ -10,7 +10,7 @@ from __future__ import annotations
 from alembic import context
 from sqlalchemy import Connection
 
-from storage.engine import create_engine_for
+from storage.engine import create_engine_for, foreign_key_violations, sqlite_foreign_keys_off
 from storage.models import Base
 
 target_metadata = Base.metadata
@@ -41,8 +41,13 @@ def run_migrations_online() -> None:
         raise SystemExit("give the database URL: alembic ... -x url=sqlite:///./arbiter.db")
     engine = create_engine_for(url)
     try:
-        with engine.connect() as conn:
+        with engine.connect() as conn, sqlite_foreign_keys_off(conn):
             _configure_and_run(conn)
+            violations = foreign_key_violations(conn)
+            if violations:
+                raise SystemExit(
+                    f"the migration left rows referencing missing parents: {violations}"
+                )
             conn.commit()
     finally:
         engine.dispose()

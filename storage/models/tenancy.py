@@ -16,8 +16,11 @@ from sqlalchemy import (
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
 from storage.models.base import Base
+from storage.repos.fields import MAX_WEIGHT, MIN_WEIGHT
 
 NAME_LEN = 128
+WEIGHT_IN_RANGE = f"weight >= {MIN_WEIGHT!r} AND weight <= {MAX_WEIGHT!r}"
+"""The API's weight range, held by SQL too (migration 0006)."""
 
 
 class SloDefaults:
@@ -33,7 +36,7 @@ class Tenant(SloDefaults, Base):
 
     __tablename__ = "tenants"
     __table_args__ = (
-        CheckConstraint("weight > 0", name="weight_positive"),
+        CheckConstraint(WEIGHT_IN_RANGE, name="weight_in_range"),
         CheckConstraint("priority_tier >= 0", name="tier_nonnegative"),
     )
 
@@ -60,7 +63,7 @@ class Application(SloDefaults, Base):
     __tablename__ = "applications"
     __table_args__ = (
         UniqueConstraint("tenant_id", "name"),
-        CheckConstraint("weight > 0", name="weight_positive"),
+        CheckConstraint(WEIGHT_IN_RANGE, name="weight_in_range"),
     )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
@@ -81,7 +84,7 @@ class Agent(SloDefaults, Base):
     __tablename__ = "agents"
     __table_args__ = (
         UniqueConstraint("app_id", "name"),
-        CheckConstraint("weight > 0", name="weight_positive"),
+        CheckConstraint(WEIGHT_IN_RANGE, name="weight_in_range"),
     )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)

@@ -10,11 +10,13 @@ import threading
 import tomllib
 from pathlib import Path
 
+import pytest
 from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from sqlalchemy import inspect
+from sqlalchemy import inspect, text
+from sqlalchemy.exc import IntegrityError
 
 from storage.engine import create_engine_for
 from storage.migrate import MIGRATIONS_DIR, alembic_config, current_revision, migrate
@@ -102,3 +104,77 @@ def test_the_package_ships_the_migrations() -> None:
             assert any(fnmatch.fnmatch(path.name, p) for p in patterns), path
     assert (MIGRATIONS_DIR / "alembic.ini").is_file()
     assert (MIGRATIONS_DIR / "script.py.mako").is_file()
+
+
+def _hierarchy(url: str, weights: tuple[float, float, float]) -> None:
+    engine = create_engine_for(url)
+    try:
+        with engine.begin() as conn:
+            conn.execute(
+                text(
+                    "INSERT INTO tenants (id, name, weight, priority_tier, created_at) "
+                    "VALUES (1, 't', :w, 0, 0)"
+                ),
+                {"w": weights[0]},
+            )
+            conn.execute(
+                text(
+                    "INSERT INTO applications (id, tenant_id, name, weight, created_at) "
+                    "VALUES (1, 1, 'app', :w, 0)"
+                ),
+                {"w": weights[1]},
+            )
+            conn.execute(
+                text(
+                    "INSERT INTO agents (id, app_id, name, weight, created_at) "
+                    "VALUES (1, 1, 'agent', :w, 0)"
+                ),
+                {"w": weights[2]},
+            )
+    finally:
+        engine.dispose()
+
+
+def _weights(url: str) -> list[float]:
+    engine = create_engine_for(url)
+    try:
+        with engine.connect() as conn:
+            return [
+                conn.execute(text(f"SELECT weight FROM {table}")).scalar_one()
+                for table in ("tenants", "applications", "agents")
+            ]
+    finally:
+        engine.dispose()
+
+
+def test_weights_are_clamped_into_the_api_range_and_sql_holds_it(db_url: str) -> None:
+    """0006: weights written before the API's range (1e-6..1e6) are clamped, the rows that
+    reference them survive (SQLite rebuilds each table, and dropping the old one with foreign
+    keys on used to cascade: every application and agent was deleted), and SQL refuses weights
+    outside the range from then on."""
+    migrate(db_url, revision="0005")
+    _hierarchy(db_url, (1e-9, 2.5, 5e9))
+    migrate(db_url)
+    assert _weights(db_url) == [1e-6, 2.5, 1e6]
+    engine = create_engine_for(db_url)
+    try:
+        for weight in (1e-7, 2e6):
+            with pytest.raises(IntegrityError), engine.begin() as conn:
+                conn.execute(text("UPDATE agents SET weight = :w"), {"w": weight})
+        with engine.begin() as conn:
+            conn.execute(text("UPDATE agents SET weight = 1e-6"))
+    finally:
+        engine.dispose()
+
+
+def test_the_alembic_command_line_downgrades_without_losing_rows(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'cli.db'}"
+    migrate(url)
+    _hierarchy(url, (1.0, 2.0, 3.0))
+    ini = MIGRATIONS_DIR / "alembic.ini"
+    alembic = [sys.executable, "-m", "alembic", "-c", str(ini), "-x", f"url={url}"]
+    subprocess.run([*alembic, "downgrade", "0005"], check=True, timeout=60, cwd=tmp_path)
+    assert current_revision(url) == "0005"
+    assert _weights(url) == [1.0, 2.0, 3.0]
+    subprocess.run([*alembic, "upgrade", "head"], check=True, timeout=60, cwd=tmp_path)
+    assert _weights(url) == [1.0, 2.0, 3.0]
