@@ -1,8 +1,9 @@
 """`arbiter admin tenants|keys|operators|report …`, working directly on the database.
 
 They call the same audited operations as the admin API (`control_plane.admin.tenancy`) and
-the same report function as `GET /admin/reports`, so numbers and audit rows match. Running
-gateways pick up a change within their cache TTL (2 s).
+the same report function as `GET /admin/reports`, so numbers and audit rows match. After a
+change they tell the running system through Redis as the API does (`admin/cli_announce.py`):
+gateways drop their caches, and a weight change reaches the scheduler at once.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from rich.console import Console
 from rich.table import Table
 
 from control_plane.admin import operators, tenancy
+from control_plane.admin.cli_announce import announce
 from control_plane.admin.records import as_json
 from control_plane.admin.report_render import to_csv, to_html
 from control_plane.admin.reports import (
@@ -113,6 +115,11 @@ def _database(url: str | None) -> Iterator[Database]:
         db.dispose()
 
 
+def _told(warning: str | None) -> None:
+    if warning is not None:
+        console.print(f"[yellow]warning:[/yellow] {warning}", soft_wrap=True)
+
+
 def _fields(**values: Any) -> dict[str, Any]:
     return {k: v for k, v in values.items() if v is not None}
 
@@ -158,6 +165,7 @@ def tenants_create(
             )
             console.print("API key (shown once):")
             typer.echo(key)
+    _told(announce((name,), weight=record.weight, weight_changed="weight" in fields))
 
 
 @tenants_app.command("list")
@@ -200,6 +208,7 @@ def tenants_update(
     with _database(database_url) as db:
         record = tenancy.update_node(db, (name,), changes, actor=_actor(), reason=reason)
     console.print(f"updated tenant [bold]{record.name}[/bold]: {changes}")
+    _told(announce((name,), weight=record.weight, weight_changed="weight" in changes))
 
 
 @tenants_app.command("delete")
@@ -215,6 +224,7 @@ def tenants_delete(
     with _database(database_url) as db:
         tenancy.delete_node(db, (name,), actor=_actor(), reason=reason)
     console.print(f"deleted tenant [bold]{name}[/bold]")
+    _told(announce((name,), weight=None, weight_changed=True))
 
 
 # -- keys ----------------------------------------------------------------------------------
@@ -256,6 +266,7 @@ def keys_revoke(
     with _database(database_url) as db:
         record = tenancy.revoke_key(db, key_id=key_id, actor=_actor(), reason=reason)
     console.print(f"revoked key {record.id} of [bold]{record.tenant}[/bold]")
+    _told(announce((record.tenant,)))
 
 
 # -- operators -----------------------------------------------------------------------------

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import socket
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,7 @@ from typer.testing import CliRunner
 
 from control_plane.admin import tenancy
 from control_plane.admin_cli import register
+from control_plane.contracts.knobs import NodeWeights
 from storage.db import Database
 from tests.control_plane.api.admin.conftest import AdminApi
 from tests.control_plane.api.admin.test_reports import SPAN, START, make_rows
@@ -22,6 +24,13 @@ def cli() -> typer.Typer:
     app = typer.Typer()
     register(app)
     return app
+
+
+@pytest.fixture(autouse=True)
+def running_system(redis_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The Redis the CLI tells of its changes: the suite's own, never a machine's 6379."""
+    monkeypatch.setenv("ARBITER_REDIS_URL", redis_url)
+    monkeypatch.setenv("ARBITER_CLUSTER", "default")
 
 
 def _run(cli: typer.Typer, *args: str) -> str:
@@ -102,3 +111,52 @@ async def test_report_command_matches_the_api(
     assert "Jain" in out.read_text() and "plotly" in out.read_text().lower()
     bad = await asyncio.to_thread(CliRunner().invoke, cli, ["report", "--level", "planet", *window])
     assert bad.exit_code == 2
+
+
+async def _knob_weights(api: AdminApi) -> dict[tuple[str, ...], float]:
+    value = await api.stores.knobs.get("weights")
+    return dict(value.table) if isinstance(value, NodeWeights) else {}
+
+
+async def test_the_cli_tells_the_scheduler_of_a_weight_change(
+    cli: typer.Typer, api: AdminApi
+) -> None:
+    """Regression: the CLI wrote SQL only, so a weight set earlier through the API stayed in
+    the `weights` knob — applied by the scheduler at every takeover and shown by the live
+    fairness view — after the CLI had changed it."""
+    db_opt = ("--database-url", api.db.url)
+    await asyncio.to_thread(_run, cli, "tenants", "create", "acme", "--no-key", *db_opt)
+    put = await api.client.put("/admin/weights/acme", json={"weight": 4, "reason": "vip"})
+    assert put.status_code == 200, put.text
+    assert await _knob_weights(api) == {("acme",): 4.0}
+    directory = await api.stores.knobs.get("directory")
+
+    out = await asyncio.to_thread(
+        _run, cli, "tenants", "update", "acme", "--weight", "1.5", *db_opt
+    )
+    assert "warning" not in out
+    assert await _knob_weights(api) == {("acme",): 1.5}
+    assert await api.stores.knobs.get("directory") != directory
+    await asyncio.to_thread(_run, cli, "tenants", "update", "acme", "--tier", "2", *db_opt)
+    assert await _knob_weights(api) == {("acme",): 1.5}
+    await asyncio.to_thread(_run, cli, "tenants", "delete", "acme", "--yes", *db_opt)
+    assert await _knob_weights(api) == {}
+
+
+def test_a_cli_change_stands_when_redis_does_not_answer(
+    cli: typer.Typer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ARBITER_REDIS_URL", f"redis://127.0.0.1:{_closed_port()}/0")
+    url = f"sqlite:///{tmp_path / 'a.db'}"
+    out = _run(cli, "tenants", "create", "acme", "--weight", "2", "--no-key", "--database-url", url)
+    assert "warning: the running system was not told" in " ".join(out.split())
+    db = Database(url)
+    with db.reader() as r:
+        assert r.tenants.get_tenant(name="acme").weight == 2.0  # type: ignore[union-attr]
+    db.dispose()
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])

@@ -1,0 +1,57 @@
+"""The command line's side of telling the running system about a committed tenancy change.
+
+`arbiter admin tenants create|update|delete` work on SQL directly; afterwards they reach the
+running system's Redis (`ARBITER_REDIS_URL`, or its Sentinels, and `ARBITER_CLUSTER`) to bump
+the `directory` knob and, for a weight change or a deletion, write the node's entry of the
+`weights` knob — as the admin API does (`live_sync`). Redis not answering within
+`ANNOUNCE_TIMEOUT_S` is a warning, not a failure: the SQL change has committed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from control_plane.admin.live_sync import bump_directory, write_weight
+from control_plane.settings import Settings, SettingsError, load_settings
+from control_plane.state import StateStores, StateUnavailable
+from control_plane.state.sentinel import sentinel_of
+
+ANNOUNCE_TIMEOUT_S = 5.0
+
+
+def announce(
+    path: tuple[str, ...], *, weight: float | None = None, weight_changed: bool = False
+) -> str | None:
+    """Tell the running system; with `weight_changed`, `weight` is the node's new weight, or
+    None when the node was deleted. Returns a warning line when it could not be told."""
+    try:
+        settings = load_settings()
+    except SettingsError as exc:
+        return f"the running system was not told: {'; '.join(exc.lines)}"
+    try:
+        asyncio.run(_announce(settings, path, weight, weight_changed))
+    except (StateUnavailable, TimeoutError, OSError) as exc:
+        reason = str(exc) or f"no answer within {ANNOUNCE_TIMEOUT_S:g} s"
+        return (
+            f"the running system was not told (Redis of cluster {settings.cluster!r}: {reason}); "
+            "gateways see the change within their cache TTL, but the scheduler keeps any "
+            "weight set earlier through the admin API until it is told: run again with Redis "
+            "reachable, or set the weight with PUT /admin/weights/{node}"
+        )
+    return None
+
+
+async def _announce(
+    settings: Settings, path: tuple[str, ...], weight: float | None, weight_changed: bool
+) -> None:
+    stores = StateStores.open(
+        settings.redis_url, settings.cluster, sentinel=sentinel_of(settings), multiplex=False
+    )
+    try:
+        async with asyncio.timeout(ANNOUNCE_TIMEOUT_S):
+            await bump_directory(stores.knobs, time.time())
+            if weight_changed:
+                await write_weight(stores.knobs, path, weight)
+    finally:
+        await stores.aclose()
