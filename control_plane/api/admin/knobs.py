@@ -6,7 +6,6 @@ them (ExFairS), so the scheduler applies them at once.
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 from fastapi import APIRouter
@@ -15,10 +14,12 @@ from control_plane.admin.records import as_json
 from control_plane.api.admin.deps import AdminContext, Ctx
 from control_plane.api.admin.knob_rules import known_knobs, validate_knob, validate_policy
 from control_plane.api.admin.plugin_guard import PLUGIN_KNOBS, plugin_name, refuse_imports
+from control_plane.api.admin.recorded import recorded_then_live
 from control_plane.api.admin.schemas import KnobChange
 from control_plane.api.auth import Admin, Caller
 from control_plane.contracts.knobs import PluginChoice, decode_knob
 from control_plane.policies.registry import UnknownPolicyError, policy_class
+from storage.db import Repos
 from storage.records import AuditRecord
 
 router = APIRouter(tags=["admin: knobs"])
@@ -34,27 +35,30 @@ async def set_knob(
     action: str,
     old: Any = None,
 ) -> tuple[int, AuditRecord]:
-    """Store, announce and audit one knob value (already validated) → (version, audit row).
+    """Audit, store and announce one knob value (already validated) → (version, audit row);
+    the audit row commits only once the value is stored (`recorded_then_live`).
 
     The audit row's `old` is the knob's previous value unless `old` says what was in force.
     """
     if old is None:
         stored = await ctx.stores.knobs.get(name)
         old = None if stored is None else stored.to_json()
-    version = await ctx.stores.knobs.set(name, decode_knob(name, value))
+    typed = decode_knob(name, value)
 
-    def audit() -> AuditRecord:
-        with ctx.db.repos() as r:
-            return r.audit.append(
-                actor=actor,
-                action=action,
-                target="policy" if name == "policy" else f"knob:{name}",
-                old=old,
-                new=value,
-                reason=reason,
-            )
+    def audit(r: Repos) -> AuditRecord:
+        return r.audit.append(
+            actor=actor,
+            action=action,
+            target="policy" if name == "policy" else f"knob:{name}",
+            old=old,
+            new=value,
+            reason=reason,
+        )
 
-    return version, await asyncio.to_thread(audit)
+    row, version = await recorded_then_live(
+        ctx.db, audit, lambda: ctx.stores.knobs.set(name, typed)
+    )
+    return version, row
 
 
 async def active_policy(ctx: AdminContext) -> dict[str, Any]:

@@ -14,7 +14,7 @@ import httpx
 from control_plane.admin.records import as_json
 from control_plane.api.admin.schemas import WorkerIn
 from control_plane.contracts.workers import WorkerEntry
-from storage.db import Database
+from storage.db import Database, Repos
 from storage.errors import AlreadyExistsError, NotFoundError
 from storage.records import WorkerRecord, WorkerStatus
 
@@ -57,62 +57,59 @@ def check_url_free(db: Database, worker_id: str, url: str) -> None:
                 raise AlreadyExistsError(f"worker {worker.id!r} is already registered at {url}")
 
 
-def register_sql(db: Database, record: WorkerEntry, *, actor: str, reason: str) -> WorkerRecord:
+def register_rows(r: Repos, record: WorkerEntry, *, actor: str, reason: str) -> WorkerRecord:
     """Add or update the SQL worker row; audited as `worker.register`."""
-    with db.repos() as r:
-        old = r.workers.get(worker_id=record.id)
-        saved = r.workers.register(
-            worker_id=record.id,
-            url=record.url or "",
-            kind="sim" if record.kind == "sim" else "vllm",
-            model=record.model or "",
-            profile=record.profile,
-            max_num_seqs=record.max_num_seqs,
-        )
-        r.audit.append(
-            actor=actor,
-            action="worker.register",
-            target=f"worker:{saved.id}",
-            old=None if old is None else as_json(old),
-            new=as_json(saved),
-            reason=reason,
-        )
-        return saved
+    old = r.workers.get(worker_id=record.id)
+    saved = r.workers.register(
+        worker_id=record.id,
+        url=record.url or "",
+        kind="sim" if record.kind == "sim" else "vllm",
+        model=record.model or "",
+        profile=record.profile,
+        max_num_seqs=record.max_num_seqs,
+    )
+    r.audit.append(
+        actor=actor,
+        action="worker.register",
+        target=f"worker:{saved.id}",
+        old=None if old is None else as_json(old),
+        new=as_json(saved),
+        reason=reason,
+    )
+    return saved
 
 
-def set_status_sql(
-    db: Database, worker_id: str, status: WorkerStatus, *, actor: str, reason: str, action: str
+def set_status_rows(
+    r: Repos, worker_id: str, status: WorkerStatus, *, actor: str, reason: str, action: str
 ) -> WorkerRecord | None:
     """Set the SQL status (None when SQL does not know the worker); audited as `action`."""
-    with db.repos() as r:
-        old = r.workers.get(worker_id=worker_id)
-        saved = None if old is None else r.workers.set_status(worker_id=worker_id, status=status)
-        r.audit.append(
-            actor=actor,
-            action=action,
-            target=f"worker:{worker_id}",
-            old={"status": None if old is None else old.status},
-            new={"status": status},
-            reason=reason,
-        )
-        return saved
+    old = r.workers.get(worker_id=worker_id)
+    saved = None if old is None else r.workers.set_status(worker_id=worker_id, status=status)
+    r.audit.append(
+        actor=actor,
+        action=action,
+        target=f"worker:{worker_id}",
+        old={"status": None if old is None else old.status},
+        new={"status": status},
+        reason=reason,
+    )
+    return saved
 
 
-def remove_sql(db: Database, worker_id: str, *, actor: str, reason: str, known: bool) -> None:
+def remove_rows(r: Repos, worker_id: str, *, actor: str, reason: str, known: bool) -> None:
     """Forget the worker in SQL; NotFoundError when neither SQL nor Redis (`known`) had it."""
-    with db.repos() as r:
-        old = r.workers.get(worker_id=worker_id)
-        if old is None and not known:
-            raise NotFoundError(f"worker {worker_id!r} is not registered")
-        r.workers.remove(worker_id=worker_id)
-        r.audit.append(
-            actor=actor,
-            action="worker.delete",
-            target=f"worker:{worker_id}",
-            old=None if old is None else as_json(old),
-            new=None,
-            reason=reason,
-        )
+    old = r.workers.get(worker_id=worker_id)
+    if old is None and not known:
+        raise NotFoundError(f"worker {worker_id!r} is not registered")
+    r.workers.remove(worker_id=worker_id)
+    r.audit.append(
+        actor=actor,
+        action="worker.delete",
+        target=f"worker:{worker_id}",
+        old=None if old is None else as_json(old),
+        new=None,
+        reason=reason,
+    )
 
 
 def sql_workers(db: Database) -> list[WorkerRecord]:

@@ -19,11 +19,12 @@ from control_plane.api.admin.deps import (
     in_thread,
     not_found,
 )
+from control_plane.api.admin.recorded import recorded_then_live
 from control_plane.api.admin.schemas import Change, WorkerIn
 from control_plane.api.auth import Admin
 from control_plane.contracts.workers import WorkerEntry, WorkerSample
 from control_plane.gateway.bounds import is_name
-from storage.records import WorkerRecord
+from storage.records import WorkerRecord, WorkerStatus
 
 router = APIRouter(tags=["admin: workers"])
 
@@ -93,8 +94,11 @@ async def register_worker(ctx: Ctx, actor: Admin, body: WorkerIn) -> dict[str, A
     await in_thread(ops.check_url_free, ctx.db, worker_id, url)
     model = body.model if body.model is not None else await ops.probe_model(url)
     record = ops.redis_record(body, worker_id, model)
-    await ctx.stores.workers.upsert(record)
-    saved = await in_thread(ops.register_sql, ctx.db, record, actor=actor, reason=body.reason)
+    saved, _ = await recorded_then_live(
+        ctx.db,
+        lambda r: ops.register_rows(r, record, actor=actor, reason=body.reason),
+        lambda: ctx.stores.workers.upsert(record),
+    )
     return {**(await _known_in_redis(ctx, worker_id) or {}), "registered_at": saved.registered_at}
 
 
@@ -115,16 +119,14 @@ async def _set_status(
                 max_num_seqs=sql.max_num_seqs or None,
             )
         )
-    await ctx.stores.workers.set_status(worker_id, status)
     action = "worker.drain" if status == "draining" else "worker.undrain"
-    await in_thread(
-        ops.set_status_sql,
+    sql_status: WorkerStatus = "draining" if status == "draining" else "active"
+    await recorded_then_live(
         ctx.db,
-        worker_id,
-        "draining" if status == "draining" else "active",
-        actor=actor,
-        reason=reason,
-        action=action,
+        lambda r: ops.set_status_rows(
+            r, worker_id, sql_status, actor=actor, reason=reason, action=action
+        ),
+        lambda: ctx.stores.workers.set_status(worker_id, status),
     )
     return await _known_in_redis(ctx, worker_id) or {}
 
@@ -143,6 +145,10 @@ async def undrain_worker(ctx: Ctx, actor: Admin, worker_id: str, body: Change) -
 @router.delete("/workers/{worker_id}")
 async def delete_worker(ctx: Ctx, actor: Admin, worker_id: str, reason: Reason) -> dict[str, Any]:
     """Forget the worker everywhere (drain it first to let in-flight requests finish)."""
-    in_redis = await ctx.stores.workers.remove(worker_id)
-    await in_thread(ops.remove_sql, ctx.db, worker_id, actor=actor, reason=reason, known=in_redis)
+    known = await ctx.stores.workers.get(worker_id) is not None
+    await recorded_then_live(
+        ctx.db,
+        lambda r: ops.remove_rows(r, worker_id, actor=actor, reason=reason, known=known),
+        lambda: ctx.stores.workers.remove(worker_id),
+    )
     return {"id": worker_id, "deleted": True}
