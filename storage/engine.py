@@ -114,9 +114,21 @@ def _sqlite_begin(conn: Connection) -> None:
 
 def session_factory(engine: Engine, *, write: bool = True) -> sessionmaker[Session]:
     """Sessions whose objects stay readable after commit (repositories return records);
-    `write=False` gives read-only sessions that never wait for SQLite's write lock."""
-    bind = writer_engine(engine) if write else engine
+    `write=False` gives reading sessions that never wait for SQLite's write lock and read one
+    snapshot on either database (`reader_engine`)."""
+    bind = writer_engine(engine) if write else reader_engine(engine)
     return sessionmaker(bind=bind, expire_on_commit=False)
+
+
+def reader_engine(engine: Engine) -> Engine:
+    """The same engine (and pool) whose transactions read one snapshot: SQLite's deferred
+    transactions do under WAL; PostgreSQL's default READ COMMITTED gives each statement its
+    own, so a report's queries (counters, then percentiles, then series) could disagree and a
+    node committed in between was missing from one of them. REPEATABLE READ fixes one
+    snapshot per transaction; read-only statements there never fail to serialise."""
+    if engine.dialect.name != "postgresql":
+        return engine
+    return engine.execution_options(isolation_level="REPEATABLE READ")
 
 
 @contextlib.contextmanager

@@ -13,7 +13,7 @@ from storage.errors import InvalidValueError
 from storage.latency_sketch import ALPHA
 from storage.records import Level, RequestRecord, RequestStatus
 from storage.reports import Percentiles, Report
-from storage.repos import report_from_requests
+from storage.repos import RollupRepo, raw_reports, report_from_requests
 from storage.rollup_stats import NodeStats, RollupKey, rollup_deltas
 
 T0 = 1_699_920_000 + 12_345  # not aligned to a day, an hour or a minute
@@ -198,3 +198,33 @@ def test_bad_report_arguments(db: Database) -> None:
             r.rollups.report(start=T0, end=T0, level="tenant")
         with pytest.raises(InvalidValueError):
             r.rollups.report(start=T0, end=T0 + 600, level="tenant", step=120)
+
+
+@pytest.mark.parametrize("source", ["rollups", "requests"])
+def test_a_report_reads_one_snapshot_while_rows_arrive(
+    db: Database, monkeypatch: pytest.MonkeyPatch, source: str
+) -> None:
+    """Regression: on PostgreSQL each query of a report saw whatever had committed by then, so
+    a tenant whose first row committed between the counters and the percentiles raised
+    KeyError (a 500 on `/admin/nodes`, which the console polls)."""
+    rows = _requests(60, seed=5, span_s=600)
+    late = [x for x in rows if x.tenant == "t0"]
+    early = [x for x in rows if x.tenant != "t0"]
+    assert late and early
+    _load(db, early)
+    patched = (RollupRepo, "_node_counters") if source == "rollups" else (raw_reports, "_totals")
+    original = getattr(*patched)
+
+    def counted_then_written(*args: object) -> object:
+        stats = original(*args)
+        with db.repos() as r:  # another process's commit, between two queries of the report
+            r.requests.insert_many(late)
+        return stats
+
+    monkeypatch.setattr(*patched, counted_then_written)
+    with db.reader() as r:
+        report = (r.rollups.report if source == "rollups" else r.rollups.report_from_requests)(
+            start=T0, end=T0 + 601, level="tenant"
+        )
+    assert {n.path for n in report.nodes} == {(x.tenant,) for x in early}
+    assert sum(n.requests for n in report.nodes) == len(early)
