@@ -76,7 +76,10 @@ FormatOpt = Annotated[str, typer.Option("--format", help="csv | json | html")]
 TenantOpt = Annotated[str | None, typer.Option("--tenant", help="Only this tenant's nodes.")]
 StepOpt = Annotated[int | None, typer.Option("--step", help="Series step: 60, 3600 or 86400 s.")]
 SourceOpt = Annotated[
-    str, typer.Option("--source", help="rollups (fast) | requests (exact row scan)")
+    str,
+    typer.Option(
+        "--source", help="rollups (fast) | requests (exact row scan; at most 500,000 rows)"
+    ),
 ]
 OutputOpt = Annotated[
     Path | None, typer.Option("--output", "-o", help="Write here instead of stdout.")

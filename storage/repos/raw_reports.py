@@ -14,6 +14,7 @@ from sqlalchemy import ColumnElement, and_, case, func, select
 from sqlalchemy.orm import Session
 
 from storage.dialects import floor_div
+from storage.errors import InvalidValueError
 from storage.latency_sketch import nearest_rank
 from storage.models import RequestRow
 from storage.records import Level
@@ -61,6 +62,11 @@ _TOTALS: dict[str, Any] = {
 }
 
 
+MAX_EXACT_ROWS = 500_000
+"""Most request rows one exact report reads: it holds every row's latencies in memory (about
+a kilobyte per row in Python), in a gateway process that also serves tenants."""
+
+
 def report_from_requests(
     session: Session,
     *,
@@ -78,6 +84,12 @@ def report_from_requests(
     where = [R.arrival >= lo, R.arrival < hi]
     if tenant is not None:
         where.append(R.tenant == tenant)
+    rows = session.execute(select(func.count()).select_from(R).where(*where)).scalar_one()
+    if rows > MAX_EXACT_ROWS:
+        raise InvalidValueError(
+            f"source=requests reads at most {MAX_EXACT_ROWS:,} request rows and this range "
+            f"holds {rows:,}: narrow 'from'/'to' (or give a tenant), or use source=rollups"
+        )
     path_cols = _path_columns(level)
     stats = _totals(session, path_cols, where)
     return assemble_report(

@@ -228,3 +228,19 @@ def test_a_report_reads_one_snapshot_while_rows_arrive(
         )
     assert {n.path for n in report.nodes} == {(x.tenant,) for x in early}
     assert sum(n.requests for n in report.nodes) == len(early)
+
+
+def test_an_exact_report_refuses_a_range_with_too_many_rows(
+    db: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An exact report holds every row's latencies in memory, in a gateway: a viewer asking for
+    years of rows could exhaust the process that serves tenants."""
+    rows = _requests(11, seed=9, span_s=600)
+    _load(db, rows)
+    monkeypatch.setattr(raw_reports, "MAX_EXACT_ROWS", 10)
+    with db.reader() as r, pytest.raises(InvalidValueError, match="source=rollups"):
+        r.rollups.report_from_requests(start=T0, end=T0 + 601, level="tenant")
+    monkeypatch.setattr(raw_reports, "MAX_EXACT_ROWS", 11)
+    with db.reader() as r:
+        report = r.rollups.report_from_requests(start=T0, end=T0 + 601, level="tenant")
+    assert sum(n.requests for n in report.nodes) == 11
