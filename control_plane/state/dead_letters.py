@@ -16,6 +16,7 @@ from control_plane.state.client import check_client
 from control_plane.state.codec import dumps, loads, str_map
 from control_plane.state.errors import guarded
 from control_plane.state.keys import KeySpace
+from control_plane.state.scripts import Scripts
 
 MAXLEN: Final = 10_000
 _REASON_CHARS: Final = 2_000
@@ -46,14 +47,16 @@ class DeadLetters:
 
     Bounded: the stream keeps about the newest `maxlen` entries (XADD MAXLEN ~), and a counter
     per `consumer:kind` (never trimmed) says how many there ever were. The append and the count
-    are one transaction, so the count never misses an entry that was kept; with `acking`, the
-    consumer's acknowledgement of the entry is in the same transaction, so an entry replayed
-    after a crash (or a failed acknowledgement) is never set aside twice.
+    are one script, so the count never misses an entry that was kept; with `acking`, the
+    consumer's acknowledgement of the entry is in the same script and comes first, so an entry
+    replayed after a crash, a failed acknowledgement, or a set-aside that timed out and ran late
+    is never set aside twice.
     """
 
     def __init__(self, redis: Redis, keyspace: KeySpace, *, maxlen: int = MAXLEN) -> None:
         self._redis = check_client(redis)
         self._ks = keyspace
+        self._scripts = Scripts(redis)
         self.maxlen = maxlen
 
     @guarded
@@ -70,7 +73,8 @@ class DeadLetters:
         acking: tuple[str, str] | None = None,
     ) -> str:
         """Keep one entry that `consumer` gave up on; returns its dead-letter id. `acking`:
-        (stream key, group) whose acknowledgement of `entry_id` commits with it."""
+        (stream key, group) whose acknowledgement of `entry_id` commits with it; the entry is
+        kept only if it was still pending for that group ("" returned otherwise)."""
         entry: dict[Any, Any] = {
             "at": repr(time.time() if now is None else now),
             "consumer": consumer,
@@ -80,13 +84,16 @@ class DeadLetters:
             "entry_id": entry_id,
             "fields": _json_text(fields),
         }
-        pipe = self._redis.pipeline(transaction=True)
-        pipe.xadd(self._ks.dead_letters, entry, maxlen=self.maxlen, approximate=True)
-        pipe.hincrby(self._ks.dead_letter_counts, f"{consumer}:{kind}", 1)
+        keys = [self._ks.dead_letters, self._ks.dead_letter_counts]
+        group = ""
         if acking is not None:
-            pipe.xack(acking[0], acking[1], entry_id)
-        new_id = (await pipe.execute())[0]
-        return str(new_id)
+            keys.append(acking[0])
+            group = acking[1]
+        args: list[str | int | float] = [self.maxlen, f"{consumer}:{kind}", group, entry_id]
+        for name, value in entry.items():
+            args += [name, value]
+        new_id = await self._scripts.call("dead_letter_add", keys, args)
+        return new_id.decode() if isinstance(new_id, bytes) else str(new_id)
 
     @guarded
     async def list(self, *, limit: int = 100, before: str | None = None) -> list[DeadLetter]:

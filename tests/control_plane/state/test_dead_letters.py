@@ -151,3 +151,21 @@ async def test_grant_reads_trim_what_the_reader_has_processed(
     assert await grants.read("gw", ids[899], block_ms=None)
     assert 100 <= await redis.xlen(stream) <= 300  # ~ MINID trims whole nodes, keeps ids[899]
     assert [e for e, _ in await redis.xrange(stream, ids[899], ids[899]) or []] == [ids[899]]
+
+
+async def test_an_entry_set_aside_twice_is_kept_once(
+    stores: StateStores, redis: Redis, keyspace: KeySpace
+) -> None:
+    """A set-aside that timed out at its caller still runs when Redis answers again, after the
+    caller repeated it. Regression: the repeat appended and counted the entry a second time."""
+    events = stores.events
+    await events.ensure_groups()
+    entry_id = str(await redis.xadd(keyspace.events, {"data": "{}"}))
+    await redis.xreadgroup("recorder", "r1", {keyspace.events: ">"})
+    first = await events.set_aside("recorder", entry_id, kind="write", reason="x", fields={})
+    again = await events.set_aside("recorder", entry_id, kind="write", reason="x", fields={})
+
+    assert first and again == ""
+    assert await stores.dead_letters.length() == 1
+    assert await stores.dead_letters.counts() == {"recorder:write": 1}
+    assert await events.pending_count("recorder") == 0
