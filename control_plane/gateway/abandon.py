@@ -6,8 +6,12 @@ error at once; off the response path the request is then abandoned (`RequestStor
 one script): an id Redis does not know gets a tombstone, so a submit that runs later changes
 nothing; a request the call queued is withdrawn; a fast-lane slot it took is released like an
 orphan grant (its `complete` event, then the mark). A request the leader granted meanwhile
-reaches the grant reader with nobody waiting and is released there. Retried with backoff for
-`ABANDON_RETRY_S` through an outage; one task per replica works through them in order.
+reaches the grant reader with nobody waiting and is released there. Retried with backoff
+(capped at `MAX_DELAY_S`) for as long as the process lives, however long Redis is away: a
+submit can run late in Redis at any time until then (a stall, a partition whose data the
+kernel keeps resending), and a take nobody abandons holds its worker's slot for the life of
+this gateway (no grant message tells a gateway of a take, and the sweeper touches only lost
+gateways). One task per replica works through them in order.
 """
 
 from __future__ import annotations
@@ -23,8 +27,11 @@ from control_plane.state import RequestStore
 from control_plane.state.errors import StateUnavailable
 
 log = logging.getLogger(__name__)
-ABANDON_RETRY_S = 60.0
-"""How long abandoning a failed submit is retried while Redis does not answer."""
+FIRST_DELAY_S = 0.25
+MAX_DELAY_S = 5.0
+MAX_PENDING = 100_000
+"""Most failed submits kept for abandoning (about 100 bytes each); beyond, the oldest are
+dropped with a warning — only a very long outage under heavy load gets there."""
 REASON = "submit_failed"
 
 
@@ -32,8 +39,8 @@ class SubmitAbandoner:
     """Abandons the failed submits of one gateway replica (see the module docstring).
 
     Guarantee: once `abandon(id)` returns, the request either never takes effect or is ended
-    (withdrawn, or released with its event) as soon as Redis answers within `ABANDON_RETRY_S`;
-    after that it is logged, and left to the sweeper should this gateway be lost.
+    (withdrawn, or released with its event) once Redis answers, while this process lives and
+    fewer than `max_pending` failed submits wait behind it.
     """
 
     def __init__(
@@ -41,19 +48,30 @@ class SubmitAbandoner:
         requests: RequestStore,
         gateway_id: str,
         release: Callable[[Grant], Awaitable[None]],
-        retry_s: float = ABANDON_RETRY_S,
+        *,
+        delays: tuple[float, float] = (FIRST_DELAY_S, MAX_DELAY_S),
+        max_pending: int = MAX_PENDING,
     ) -> None:
         self._requests = requests
         self._gateway_id = gateway_id
         self._release = release
-        self._retry_s = retry_s
-        self._pending: deque[tuple[str, float]] = deque()
-        """Request ids to abandon, with the monotonic time their retries end."""
+        self._delays = delays
+        self._max_pending = max_pending
+        self._pending: deque[str] = deque()
+        """Request ids to abandon, oldest first."""
         self._task: asyncio.Task[None] | None = None
 
     def abandon(self, request_id: str) -> None:
         """Abandon `request_id` in the background (at once when Redis answers)."""
-        self._pending.append((request_id, time.monotonic() + self._retry_s))
+        if len(self._pending) >= self._max_pending:
+            dropped = self._pending.popleft()
+            log.warning(
+                "%d failed submits wait for Redis: %s dropped unabandoned (its slot, if it "
+                "took one, stays held until this gateway restarts)",
+                self._max_pending,
+                dropped,
+            )
+        self._pending.append(request_id)
         if self._task is None or self._task.done():
             self._task = asyncio.get_running_loop().create_task(self._work())
 
@@ -63,22 +81,21 @@ class SubmitAbandoner:
             await asyncio.gather(self._task, return_exceptions=True)
 
     async def _work(self) -> None:
-        delay = 0.25
+        first, most = self._delays
+        delay = first
         while self._pending:
-            request_id, deadline = self._pending[0]
+            request_id = self._pending[0]
             try:
                 await self._once(request_id)
             except StateUnavailable:
-                if time.monotonic() + delay > deadline:
-                    self._give_up(delay)
-                    continue
                 await asyncio.sleep(delay)
-                delay = min(delay * 2, 5.0)
+                delay = min(delay * 2, most)
                 continue
             except Exception:  # a refusal, not an outage: retrying would meet it again
                 log.exception("Redis refused to abandon the failed submit of %s", request_id)
-            self._pending.popleft()
-            delay = 0.25
+            if self._pending and self._pending[0] == request_id:
+                self._pending.popleft()
+            delay = first
 
     async def _once(self, request_id: str) -> None:
         now = time.time()
@@ -88,12 +105,3 @@ class SubmitAbandoner:
             await self._requests.withdraw(request_id, now=now, reason=REASON)
         elif result.grant is not None:
             await self._release(result.grant)
-
-    def _give_up(self, delay: float) -> None:
-        """Drop the head and every request behind it whose retries end within `delay` (in
-        order of their deadlines: FIFO), with one warning."""
-        horizon, dropped = time.monotonic() + delay, 0
-        while self._pending and (not dropped or self._pending[0][1] < horizon):
-            self._pending.popleft()
-            dropped += 1
-        log.warning("could not abandon %d failed submits in Redis (Redis did not answer)", dropped)

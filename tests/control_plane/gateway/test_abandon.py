@@ -94,7 +94,10 @@ async def _lend(stores: StateStores, slots: int) -> None:
 
 
 async def _failed_submit(
-    stores: StateStores, ran: bool, down: int = 0, retry_s: float = 60.0
+    stores: StateStores,
+    ran: bool,
+    down: int = 0,
+    delays: tuple[float, float] = (0.25, 5.0),
 ) -> tuple[Flight, SubmitThenFail]:
     """Submit one flight through `submit_flight` with a store that fails the call, and wait
     until its abandonment (and what that started) has settled."""
@@ -104,7 +107,7 @@ async def _failed_submit(
     deps = gateway_deps(store, reporter)
     finisher = Finisher(deps)
     release = functools.partial(finisher.release_orphan, error="submit failed")
-    abandoner = SubmitAbandoner(cast(Any, store), GATEWAY, release, retry_s=retry_s)
+    abandoner = SubmitAbandoner(cast(Any, store), GATEWAY, release, delays=delays)
     waiter = GrantWaiter(stores.grants, GATEWAY, finisher.release_orphan)
     flushing = asyncio.create_task(reporter.run())
     try:
@@ -177,13 +180,49 @@ async def test_an_outage_delays_the_abandon_and_loses_none(stores: StateStores) 
     assert await stores.requests.inflight() == {}
 
 
-async def test_an_abandon_redis_never_answers_is_given_up_with_a_warning(
-    stores: StateStores, caplog: pytest.LogCaptureFixture
-) -> None:
+async def test_a_long_outage_never_makes_the_abandon_give_up(stores: StateStores) -> None:
+    """Regression: after 60 s of retries the failed submit was dropped, and a take that ran
+    late in Redis then held its worker's slot for as long as the gateway lived."""
     await _lend(stores, 1)
 
-    flight, store = await _failed_submit(stores, ran=True, down=1_000, retry_s=0.1)
+    flight, store = await _failed_submit(stores, ran=True, down=40, delays=(0.001, 0.004))
 
-    assert store.abandon_calls == 1
-    assert "could not abandon 1 failed submits in Redis" in caplog.text
-    assert await stores.requests.inflight() == {flight.id: "w1"}  # left to the sweeper
+    assert store.abandon_calls == 41
+    assert await stores.requests.status(flight.id) == "aborted"
+    assert await stores.requests.inflight() == {}
+
+
+class AwayThenBack:
+    """A request store whose `abandon` fails while `away` (only the queue's policy is tested
+    here; the scripts are tested above on the real Redis)."""
+
+    def __init__(self) -> None:
+        self.away = True
+        self.abandoned: list[str] = []
+
+    async def abandon(self, request_id: str, **_: Any) -> Any:
+        if self.away:
+            raise StateUnavailable("Redis is down")
+        self.abandoned.append(request_id)
+        return SimpleNamespace(outcome="absent", grant=None)
+
+
+async def test_beyond_the_cap_the_oldest_failed_submit_is_dropped_with_a_warning(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    store = AwayThenBack()
+
+    async def release(_: Any) -> None:
+        raise AssertionError("nothing to release")
+
+    abandoner = SubmitAbandoner(
+        cast(Any, store), GATEWAY, release, delays=(0.001, 0.002), max_pending=2
+    )
+    for request_id in ("a", "b", "c"):
+        abandoner.abandon(request_id)
+        await asyncio.sleep(0.01)
+    store.away = False
+    await abandoner.settled()
+
+    assert store.abandoned == ["b", "c"]
+    assert "2 failed submits wait for Redis: a dropped unabandoned" in caplog.text
