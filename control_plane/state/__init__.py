@@ -10,7 +10,7 @@ from control_plane.state.budget import TokenBudgets
 from control_plane.state.checkpoints import Checkpoint
 from control_plane.state.client import connect, ping, server_pid, server_run_id
 from control_plane.state.dead_letters import DeadLetter, DeadLetters
-from control_plane.state.errors import StaleLeader, StateUnavailable
+from control_plane.state.errors import KnobChanged, StaleLeader, StateUnavailable
 from control_plane.state.events import EventStream
 from control_plane.state.fast_lane import LentSlots
 from control_plane.state.gateways import GatewayRegistry
@@ -41,6 +41,7 @@ __all__ = [
     "HistoryPoint",
     "HistorySample",
     "KeySpace",
+    "KnobChanged",
     "KnobSubscription",
     "Knobs",
     "LeaderLease",

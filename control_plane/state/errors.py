@@ -37,6 +37,11 @@ class StaleLeader(StateUnavailable):
     caller must stop acting as leader (it is deposed, whatever its own clock says)."""
 
 
+class KnobChanged(Exception):
+    """A knob change made against the value the caller read was refused: the knob changed
+    meanwhile (read it again and decide again)."""
+
+
 def is_unavailable(exc: BaseException) -> bool:
     """True when `exc` is an outage-type Redis error."""
     return isinstance(exc, _UNAVAILABLE)

@@ -22,7 +22,7 @@ from control_plane.contracts.knobs import (
 )
 from control_plane.state.client import SOCKET_TIMEOUT_S, check_client
 from control_plane.state.codec import dumps, loads, str_map
-from control_plane.state.errors import StateUnavailable, guarded, is_unavailable
+from control_plane.state.errors import KnobChanged, StateUnavailable, guarded, is_unavailable
 from control_plane.state.keys import KeySpace
 from control_plane.state.scripts import Scripts
 
@@ -106,6 +106,11 @@ class KnobSubscription:
         await self.aclose()
 
 
+REPLACE_WITHIN_MS = 1_000
+"""How long after it was sent a `replace` may still run: half the client's read timeout, so a
+call its caller gave up on never applies."""
+
+
 class Knobs:
     """Knob name → JSON value, with a version bumped and announced on every change.
 
@@ -140,6 +145,41 @@ class Knobs:
             [name, dumps(value.to_json()), ks.knobs_channel],
         )
         return int(version)
+
+    @guarded
+    async def read(self, name: str) -> tuple[KnobValue | None, str]:
+        """One knob's typed value and its stored text ("" when unset), for `replace`."""
+        raw = await self._redis.hget(self._ks.knobs, name)
+        if raw is None:
+            return None, ""
+        text = raw.decode() if isinstance(raw, bytes) else str(raw)
+        return _typed(name, text), text
+
+    @guarded
+    async def replace(
+        self, name: str, value: KnobValue, *, expected: str, within_ms: int = REPLACE_WITHIN_MS
+    ) -> int:
+        """Store `value` only if the knob still holds `expected` (its text from `read`) and
+        Redis runs the change within `within_ms` of now on its own clock; → the new version.
+
+        `KnobChanged` when the knob changed meanwhile; `StateUnavailable` when Redis ran the
+        call too late — its caller, having timed out, must not find it applied afterwards.
+        """
+        ks = self._ks
+        seconds, micros = await self._redis.time()
+        deadline = int(seconds) * 1000 + int(micros) // 1000 + within_ms
+        version = int(
+            await self._scripts.call(
+                "knob_set",
+                [ks.knobs, ks.knobs_version],
+                [name, dumps(value.to_json()), ks.knobs_channel, expected, deadline],
+            )
+        )
+        if version == -1:
+            raise KnobChanged(f"knob {name!r} changed meanwhile")
+        if version == -2:
+            raise StateUnavailable(f"redis ran the change of knob {name!r} past its deadline")
+        return version
 
     @guarded
     async def update(

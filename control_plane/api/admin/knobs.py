@@ -18,7 +18,9 @@ from control_plane.api.admin.recorded import recorded_then_live
 from control_plane.api.admin.schemas import KnobChange
 from control_plane.api.auth import Admin, Caller
 from control_plane.contracts.knobs import PluginChoice, decode_knob
+from control_plane.gateway.errors import ApiError
 from control_plane.policies.registry import UnknownPolicyError, policy_class
+from control_plane.state import KnobChanged
 from storage.db import Repos
 from storage.records import AuditRecord
 
@@ -36,14 +38,25 @@ async def set_knob(
     old: Any = None,
 ) -> tuple[int, AuditRecord]:
     """Audit, store and announce one knob value (already validated) → (version, audit row);
-    the audit row commits only once the value is stored (`recorded_then_live`).
+    the audit row commits only once the value is stored (`recorded_then_live`). The value is
+    stored only over the one read here (409 `knob_changed` otherwise), and only if Redis runs
+    the change within a second: a change that timed out here can neither land later without
+    its audit row nor overwrite a later change.
 
     The audit row's `old` is the knob's previous value unless `old` says what was in force.
     """
+    stored, stored_text = await ctx.stores.knobs.read(name)
     if old is None:
-        stored = await ctx.stores.knobs.get(name)
         old = None if stored is None else stored.to_json()
     typed = decode_knob(name, value)
+
+    async def go_live() -> int:
+        try:  # only over what was read, and never after this call was given up on
+            return await ctx.stores.knobs.replace(name, typed, expected=stored_text)
+        except KnobChanged as exc:
+            raise ApiError(
+                409, f"{exc}: read it again and retry", code="knob_changed", param="name"
+            ) from exc
 
     def audit(r: Repos) -> AuditRecord:
         return r.audit.append(
@@ -55,9 +68,7 @@ async def set_knob(
             reason=reason,
         )
 
-    row, version = await recorded_then_live(
-        ctx.db, audit, lambda: ctx.stores.knobs.set(name, typed)
-    )
+    row, version = await recorded_then_live(ctx.db, audit, go_live)
     return version, row
 
 

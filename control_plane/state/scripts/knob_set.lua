@@ -9,9 +9,17 @@
 -- ARGV[3]  pub/sub channel         arb:{c}:chan:knobs     (a channel, not a key)
 -- ARGV[4]  optional: the stored JSON the caller read ("" for none): compare-and-set, so two
 --          read-modify-writes of one knob (two weight changes at once) cannot lose either
--- Returns  the new knobs version, or -1 (nothing changed) when ARGV[4] no longer matches;
---          publishes {"name", "value", "version"} on ARGV[3].
+-- ARGV[5]  optional: a deadline in ms on Redis's own clock (TIME): a call that runs later,
+--          after its caller gave up on an answer (a stall), changes nothing
+-- Returns  the new knobs version, -1 (nothing changed) when ARGV[4] no longer matches, or -2
+--          when the deadline has passed; publishes {"name", "value", "version"} on ARGV[3].
 
+if ARGV[5] ~= nil and ARGV[5] ~= '' then
+  local now = redis.call('TIME')
+  if tonumber(now[1]) * 1000 + tonumber(now[2]) / 1000 > tonumber(ARGV[5]) then
+    return -2
+  end
+end
 if ARGV[4] ~= nil then
   local current = redis.call('HGET', KEYS[1], ARGV[1])
   if (current or '') ~= ARGV[4] then

@@ -16,7 +16,16 @@ from control_plane.contracts.checkpoints import (
 )
 from control_plane.contracts.knobs import KnobChange, Other, PluginChoice
 from control_plane.contracts.workers import WorkerEntry, WorkerSample
-from control_plane.state import Checkpoint, Knobs, RateLimiter, StateStores, WorkerRegistry
+from control_plane.state import (
+    Checkpoint,
+    KnobChanged,
+    Knobs,
+    RateLimiter,
+    StateStores,
+    StateUnavailable,
+    WorkerRegistry,
+)
+from control_plane.state.codec import dumps
 from control_plane.state.keys import KeySpace
 
 
@@ -151,3 +160,27 @@ async def test_token_bucket_allows_bursts_then_paces(stores: StateStores) -> Non
         await limiter.allow("a", 0.0, 3, t0)
     with pytest.raises(ValueError):
         await limiter.allow("a", 1.0, 1, t0, cost=2)
+
+
+async def test_a_knob_is_replaced_only_over_what_was_read_and_only_in_time(
+    stores: StateStores,
+) -> None:
+    """An admin change that timed out still runs when Redis answers again. Regression: it then
+    applied — with its audit row rolled back — even over a later change."""
+    knobs = stores.knobs
+    stored, text = await knobs.read("admission")
+    assert (stored, text) == (None, "")
+    first = PluginChoice("capacity", {"max_concurrency": 4})
+    assert await knobs.replace("admission", first, expected=text) == await knobs.version()
+    assert await knobs.read("admission") == (first, text_of(first))
+
+    later = PluginChoice("capacity", {"max_concurrency": 8})
+    with pytest.raises(KnobChanged):  # a change based on what was read before `first`
+        await knobs.replace("admission", later, expected="")
+    with pytest.raises(StateUnavailable):  # run past its deadline: as if it ran late
+        await knobs.replace("admission", later, expected=text_of(first), within_ms=-1)
+    assert await knobs.get("admission") == first
+
+
+def text_of(value: PluginChoice) -> str:
+    return dumps(value.to_json())
