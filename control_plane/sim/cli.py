@@ -13,6 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated
 
+import httpx
 import typer
 from rich.console import Console
 from rich.progress import (
@@ -40,7 +41,7 @@ from control_plane.sim.report import write_report, write_results
 from control_plane.sim.runner import PluginChoice, results_document, run_policy
 from control_plane.sim.scenario import Scenario, list_scenarios, load_scenario
 from control_plane.sim.setup import PolicySpec, build_setup
-from control_plane.sim.workload import build_workload
+from control_plane.sim.workload import RequestSpec, build_workload
 from control_plane.sim.yaml_file import ScenarioError
 
 Opt = typer.Option
@@ -267,27 +268,24 @@ def bench(
     ] = None,
 ) -> None:
     """Replay a scenario live through the gateway's OpenAI API; same results.json shape."""
-    from control_plane.sim.live_bench import LiveTarget, load_admin_token, load_keys, replay
+    from control_plane.sim.live_bench import LiveTarget, load_admin_token, replay
     from control_plane.sim.live_slo import tenant_slos, write_tenant_slos
 
-    url, keys = load_keys(keys_file) if keys_file else (None, {})
-    admin_token = admin_token or (load_admin_token(keys_file) if keys_file else None)
     with user_errors():
-        keys.update(parse_keys(key or []))
-        models = parse_pairs(model or [], "--model")
-    if api_key:
-        keys.setdefault("*", api_key)
-    base = gateway or url
-    if not base or not keys:
-        raise typer.BadParameter("give --gateway and API keys (--api-key, --key or --keys-file)")
-    scenario = _scenario(file).with_overrides(seed, duration)
-    specs = build_workload(scenario)
+        base, keys, specs, scenario, models = _replay_inputs(
+            file, gateway, api_key, key, keys_file, seed, duration, model
+        )
+        admin_token = admin_token or (load_admin_token(keys_file) if keys_file else None)
     target = LiveTarget(base, keys, speed, models=models)
     slos, notes = tenant_slos(specs, speed)
     for note in notes:
         console.print(f"[yellow]{note}[/]")
     if slos and admin_token:
-        asyncio.run(write_tenant_slos(base, admin_token, slos))
+        with user_errors():
+            try:
+                asyncio.run(write_tenant_slos(base, admin_token, slos))
+            except (httpx.HTTPError, RuntimeError) as exc:
+                raise OptionError(f"--gateway {base}: {exc}") from None
         time.sleep(1.0)  # gateways drop cached tenant records on the change; let them
     elif slos:
         console.print("[yellow]no admin token: tenants' SLO records left as they are[/]")
@@ -300,6 +298,39 @@ def bench(
     write_report(doc, out)
     _print_summary(scenario.name, doc["results"])
     console.print(f"wrote {path}")
+
+
+def _replay_inputs(
+    file: str,
+    gateway: str | None,
+    api_key: str | None,
+    key: list[str] | None,
+    keys_file: Path | None,
+    seed: int | None,
+    duration: float | None,
+    model: list[str] | None,
+) -> tuple[str, dict[str, str], list[RequestSpec], Scenario, dict[str, str]]:
+    """Gateway, keys, workload, scenario and model names of a replay, every tenant's key
+    checked before anything is written or sent (`OptionError` otherwise)."""
+    from control_plane.sim.live_bench import load_keys, missing_keys
+
+    url, keys = load_keys(keys_file) if keys_file else (None, {})
+    keys.update(parse_keys(key or []))
+    models = parse_pairs(model or [], "--model")
+    if api_key:
+        keys.setdefault("*", api_key)
+    base = gateway or url
+    if not base or not keys:
+        raise OptionError("give --gateway and API keys (--api-key, --key or --keys-file)")
+    scenario = _scenario(file).with_overrides(seed, duration)
+    specs = build_workload(scenario)
+    missing = missing_keys((s.tenant for s in specs), keys)
+    if missing:
+        raise OptionError(
+            f"no API key for tenant(s) {', '.join(missing)} of scenario {scenario.name!r} "
+            "(--key TENANT=KEY, --api-key, or --keys-file)"
+        )
+    return base, keys, specs, scenario, models
 
 
 def simulate_compare(

@@ -20,13 +20,14 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import httpx
 
+from control_plane.core.cli_errors import OptionError
 from control_plane.sim.live_shapes import request_shape
 from control_plane.sim.records import RequestRecord
 from control_plane.sim.workload import RequestSpec
@@ -57,19 +58,35 @@ class LiveTarget:
         return key
 
 
+def _keys_document(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise OptionError(f"--keys-file {path}: {exc}") from None
+    if not isinstance(data, dict):
+        raise OptionError(f"--keys-file {path}: a JSON object like .arbiter/up.json is needed")
+    return data
+
+
 def load_keys(path: Path) -> tuple[str | None, dict[str, str]]:
     """`(gateway_url, {tenant: key})` from a file like `.arbiter/up.json`."""
-    data = json.loads(path.read_text(encoding="utf-8"))
+    data = _keys_document(path)
     tenants = data.get("tenants") or {}
     if not isinstance(tenants, dict):
-        raise ValueError(f"{path}: `tenants` must map tenant names to API keys")
-    return data.get("gateway_url"), {str(k): str(v) for k, v in tenants.items()}
+        raise OptionError(f"--keys-file {path}: `tenants` must map tenant names to API keys")
+    url = data.get("gateway_url")
+    return (str(url) if url else None), {str(k): str(v) for k, v in tenants.items()}
 
 
 def load_admin_token(path: Path) -> str | None:
     """The admin token of a file like `.arbiter/up.json`, if it has one."""
-    token = json.loads(path.read_text(encoding="utf-8")).get("admin_token")
+    token = _keys_document(path).get("admin_token")
     return str(token) if token else None
+
+
+def missing_keys(tenants: Iterable[str], keys: Mapping[str, str]) -> list[str]:
+    """The tenants among `tenants` that no key of `keys` (nor a `*` key) serves."""
+    return [] if "*" in keys else sorted(set(tenants) - set(keys))
 
 
 def request_headers(spec: RequestSpec, key: str, speed: float) -> dict[str, str]:

@@ -10,6 +10,7 @@ that field (its requests then carry what the headers can only relax), and the ca
 from __future__ import annotations
 
 from collections.abc import Iterable
+from urllib.parse import quote
 
 import httpx
 
@@ -46,9 +47,21 @@ async def write_tenant_slos(
     """PATCH each tenant's SLO targets through the admin API (audited as `arbiter sim replay`)."""
     headers = {"Authorization": f"Bearer {admin_token}", "X-Arbiter-Actor": "arbiter sim replay"}
     async with httpx.AsyncClient(base_url=gateway.rstrip("/"), timeout=10.0) as client:
+        missing = []  # every tenant checked before the first change: all written, or none
+        for tenant in records:
+            resp = await client.get(f"/admin/tenants/{quote(tenant, safe='')}", headers=headers)
+            if resp.status_code == 404:
+                missing.append(tenant)
+            elif resp.status_code != 200:
+                raise RuntimeError(
+                    f"could not read tenant {tenant!r}: HTTP {resp.status_code} {resp.text[:200]}"
+                )
+        if missing:
+            raise RuntimeError(f"the gateway has no tenant {', '.join(map(repr, missing))}")
         for tenant, fields in records.items():
             body = {**fields, "reason": "live replay: the scenario's SLO targets"}
-            resp = await client.patch(f"/admin/tenants/{tenant}", json=body, headers=headers)
+            path = f"/admin/tenants/{quote(tenant, safe='')}"
+            resp = await client.patch(path, json=body, headers=headers)
             if resp.status_code != 200:
                 raise RuntimeError(
                     f"could not set SLO records of tenant {tenant!r}: "

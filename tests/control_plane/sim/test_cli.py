@@ -196,3 +196,21 @@ def test_live_speed_stretches_the_scheduler_s_clock(
     assert sb["progress_s"] == pytest.approx(3 * sa["progress_s"])
     assert sb["tick_s"] == pytest.approx(3 * sa["tick_s"])
     assert sb["queue_timeout_s"] == pytest.approx(3 * sa["queue_timeout_s"])
+
+
+def test_replay_refuses_missing_keys_before_writing_or_sending(
+    app: typer.Typer, tmp_path: Path
+) -> None:
+    """Regression: a tenant without a key failed mid-replay with a traceback, after the SLO
+    records of other tenants had been rewritten. The gateway here refuses connections, so an
+    answer about it would show that something was sent first."""
+    keys = tmp_path / "up.json"
+    keys.write_text(json.dumps({"tenants": {"quiet-1": "k"}, "admin_token": "adm"}))
+    args = ["replay", "noisy-neighbour-short", "--keys-file", str(keys), "--out", str(tmp_path)]
+    result = CliRunner().invoke(app, [*args, "--gateway", "http://127.0.0.1:9"])
+    assert result.exit_code == 2, result.output
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1 and "no API key for tenant(s) noisy, quiet-2" in lines[0], lines
+    keys.write_text("[1, 2]")
+    bad = CliRunner().invoke(app, args)
+    assert bad.exit_code == 2 and "--keys-file" in bad.output and "Traceback" not in bad.output
