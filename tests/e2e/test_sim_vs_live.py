@@ -4,7 +4,11 @@ The live side is the scenario's cluster as processes (one simulated `llama3-8b-a
 with 16 sequences at 2x speed, scheduler, recorder, gateway) and every request sent with the
 OpenAI API at its arrival time; the simulated side runs the same request list through the same
 policy objects on a virtual clock, with the scheduler's wall-clock constants stretched to the
-replay's speed (`Scenario.as_live`). Each tenant's mean queue time must agree within 20 %.
+replay's speed (`Scenario.as_live`). Each tenant's mean queue time must agree within 20 %, or
+within `SLACK_S` for the quiet tenants' sub-second means: five live runs on 2026-11-28 spread
+0.33–0.57 s around simulated 0.42–0.55 s (timing jitter over a few dozen requests), and
+quiet-2's live mean sat 13–20 % below the simulator's in each (0.38–0.41 s vs 0.472 s), a small
+bias that a 20 % bound alone turned into a coin toss (it failed CI on both old and new code).
 """
 
 from __future__ import annotations
@@ -25,6 +29,8 @@ from tests.support.cluster import Cluster
 
 SPEED = 2.0
 TOLERANCE = 0.2
+SLACK_S = 0.1
+"""Absolute agreement enough for a mean queue time (a tenth of a second at 2x speed)."""
 
 
 @pytest.mark.slow
@@ -50,5 +56,11 @@ def test_per_tenant_queue_times_agree(cluster: Cluster) -> None:
     statuses = {r.status for r in records}
     assert statuses <= {"ok", "rejected"}, statuses  # nothing lost; only the cap's 429s
     assert [d.tenant for d in diffs] == [t.name for t in scenario.tenants]
-    bad = [d for d in diffs if d.relative is None or d.relative > TOLERANCE]
+    bad = [
+        d
+        for d in diffs
+        if d.a is None
+        or d.b is None
+        or (abs(d.a - d.b) > SLACK_S and (d.relative or 0.0) > TOLERANCE)
+    ]
     assert not bad, f"{bad}\n{cluster.logs()}"
