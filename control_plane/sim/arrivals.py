@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 
 class _Rate(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     rate: float | None = Field(None, ge=0)
     """Requests per second."""
@@ -35,7 +35,7 @@ class _Rate(BaseModel):
 
 
 class _Window(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     start_s: float = Field(0.0, ge=0)
     stop_s: float | None = Field(None, gt=0)
@@ -113,7 +113,7 @@ class OnOff(_Rate, _Window):
 class Phase(BaseModel):
     """`duration_s` seconds at `rate` (times the process's `unit_rate`)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     duration_s: float = Field(gt=0)
     rate: float = Field(ge=0)
@@ -122,7 +122,7 @@ class Phase(BaseModel):
 class Segment(BaseModel):
     """Until `until_s`: a constant `rate`, or `cycle` phases repeated from the segment start."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     until_s: float = Field(gt=0)
     rate: float | None = Field(None, ge=0)
@@ -153,7 +153,7 @@ class Segment(BaseModel):
 class Piecewise(_Window):
     """Poisson arrivals at a piecewise-constant rate `unit_rate · rate(t)` (H-MAS eq. 13)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     process: Literal["piecewise"] = "piecewise"
     unit_rate: float = Field(1.0, gt=0)

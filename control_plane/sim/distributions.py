@@ -15,10 +15,16 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 
 class _Length(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     min: int = Field(1, ge=1)
     max: int = Field(1_000_000, ge=1)
+
+    @model_validator(mode="after")
+    def _ordered(self) -> _Length:
+        if self.min > self.max:
+            raise ValueError(f"min ({self.min}) must not exceed max ({self.max})")
+        return self
 
     def clip(self, value: float) -> int:
         return max(self.min, min(self.max, round(value)))

@@ -28,7 +28,7 @@ from control_plane.sim.distributions import LengthDist
 from control_plane.sim.traces import Trace
 from control_plane.sim.workflow_spec import WorkflowTemplate
 from control_plane.sim.yaml_file import ScenarioError, describe, read_yaml
-from storage.repos.fields import MAX_WEIGHT, MIN_WEIGHT
+from storage.repos.fields import MAX_WEIGHT, MIN_WEIGHT, NAME_PATTERN
 from workers.engine.profile import LatencyProfile, load_profile
 
 SCENARIOS_DIR = Path(__file__).resolve().parents[2] / "scenarios"
@@ -39,7 +39,9 @@ Arrival = Annotated[Poisson | Gamma | OnOff | Piecewise | Trace, Field(discrimin
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+    model_config = ConfigDict(
+        extra="forbid", frozen=True, populate_by_name=True, allow_inf_nan=False
+    )
 
 
 class SloSpec(_Strict):
@@ -87,9 +89,10 @@ class AppSpec(_Strict):
 
 
 class TenantSpec(_Strict):
-    name: str = Field(min_length=1)
+    name: str = Field(pattern=NAME_PATTERN)
+    """A name the live API accepts too (a replay creates the tenant by it)."""
     weight: float = Field(1.0, ge=MIN_WEIGHT, le=MAX_WEIGHT)
-    tier: int = 0
+    tier: int = Field(0, ge=0)
     slo: SloSpec | None = None
     queue_cap: int | None = Field(None, gt=0)
     """This tenant's queue cap (the tenant record's `queue_cap`); default: the scheduler's."""
@@ -192,7 +195,8 @@ class SchedulerSpec(_Strict):
 
 
 class Scenario(_Strict):
-    name: str
+    name: str = Field(pattern=NAME_PATTERN)
+    """Also the results' directory under `--out`."""
     description: str = ""
     seed: int = 0
     duration_s: float = Field(gt=0)
@@ -283,9 +287,13 @@ class Scenario(_Strict):
 
 
 def _check_references(s: Scenario) -> None:
-    names = [t.name for t in s.tenants]
-    if len(set(names)) != len(names):
-        raise ValueError("tenant names must be unique")
+    _unique("tenants", [t.name for t in s.tenants])
+    _unique("phases", [p.name for p in s.phases])
+    _unique("workflows", [w.name for w in s.workflows])
+    for tenant in s.tenants:
+        _unique(f"tenant {tenant.name!r}: apps", [a.name for a in tenant.apps])
+        for each in tenant.apps:
+            _unique(f"app {tenant.name}/{each.name}: agents", each.agent_names())
     models = s.served_models()
     for cname, cls in s.classes.items():
         if cls.model is not None and cls.model not in models:
@@ -327,6 +335,12 @@ def parse_scenario(data: dict[str, Any], base_dir: Path | None = None) -> Scenar
         scenario.profile(group)
     _check_references(scenario)
     return scenario
+
+
+def _unique(what: str, names: list[str]) -> None:
+    doubled = sorted({n for n in names if names.count(n) > 1})
+    if doubled:
+        raise ValueError(f"{what}: names must be unique, {', '.join(map(repr, doubled))} repeated")
 
 
 def scenario_dirs() -> list[Path]:

@@ -12,11 +12,14 @@ back to the stream's own.
 from __future__ import annotations
 
 import csv
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
+
+from control_plane.sim.yaml_file import ScenarioError
 
 REQUIRED = ("timestamp", "prompt_tokens", "output_tokens")
 
@@ -36,7 +39,7 @@ class TraceRow:
 class Trace(BaseModel):
     """`process: trace` — requests replayed from a CSV file (path relative to the scenario)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     process: Literal["trace"] = "trace"
     path: str
@@ -56,29 +59,20 @@ def _opt(row: dict[str, str], key: str) -> str | None:
     return value or None
 
 
+class TraceError(ScenarioError):
+    """A trace file that cannot be replayed (unreadable, malformed, naming what the scenario
+    does not have); the message names the file and the line."""
+
+
 def read_trace(
     path: Path, horizon: float, time_scale: float = 1.0, relative: bool = True, start_s: float = 0.0
 ) -> list[TraceRow]:
-    """The rows of a trace file, sorted by time; raises ValueError on a malformed file."""
-    with path.open(newline="", encoding="utf-8") as fh:
-        reader = csv.DictReader(fh)
-        missing = [c for c in REQUIRED if c not in (reader.fieldnames or [])]
-        if missing:
-            raise ValueError(f"trace {path}: missing column(s) {', '.join(missing)}")
-        raw = []
-        for line, row in enumerate(reader, start=2):
-            try:
-                t, n_in, n_out = (
-                    float(row["timestamp"]),
-                    int(row["prompt_tokens"]),
-                    int(row["output_tokens"]),
-                )
-            except ValueError as exc:
-                raise ValueError(f"trace {path}, line {line}: {exc}") from exc
-            if n_in < 1 or n_out < 1:
-                raise ValueError(f"trace {path}, line {line}: token counts must be >= 1")
-            raw.append((t, n_in, n_out, row))
-            _cap(row, path, line)
+    """The rows of a trace file, sorted by time; raises `TraceError` on a malformed file."""
+    try:
+        with path.open(newline="", encoding="utf-8") as fh:
+            raw = _read_rows(path, csv.DictReader(fh))
+    except (OSError, UnicodeDecodeError, csv.Error) as exc:
+        raise TraceError(f"trace {path}: cannot be read: {exc}") from None
     raw.sort(key=lambda r: r[0])
     origin = raw[0][0] if raw and relative else 0.0
     out = []
@@ -101,6 +95,31 @@ def read_trace(
     return out
 
 
+def _read_rows(
+    path: Path, reader: csv.DictReader[str]
+) -> list[tuple[float, int, int, dict[str, str]]]:
+    missing = [c for c in REQUIRED if c not in (reader.fieldnames or [])]
+    if missing:
+        raise TraceError(f"trace {path}: missing column(s) {', '.join(missing)}")
+    raw = []
+    for line, row in enumerate(reader, start=2):
+        try:
+            t, n_in, n_out = (
+                float(row["timestamp"]),
+                int(row["prompt_tokens"]),
+                int(row["output_tokens"]),
+            )
+        except (ValueError, TypeError) as exc:
+            raise TraceError(f"trace {path}, line {line}: {exc}") from None
+        if not math.isfinite(t):
+            raise TraceError(f"trace {path}, line {line}: timestamp must be finite, got {t}")
+        if n_in < 1 or n_out < 1:
+            raise TraceError(f"trace {path}, line {line}: token counts must be >= 1")
+        raw.append((t, n_in, n_out, row))
+        _cap(row, path, line)
+    return raw
+
+
 def _cap(row: dict[str, str], path: Path, line: int) -> int | None:
     value = _opt(row, "max_tokens")
     if value is None:
@@ -110,5 +129,5 @@ def _cap(row: dict[str, str], path: Path, line: int) -> int | None:
     except ValueError:
         cap = 0
     if cap < 1:
-        raise ValueError(f"trace {path}, line {line}: max_tokens must be an integer >= 1")
+        raise TraceError(f"trace {path}, line {line}: max_tokens must be an integer >= 1")
     return cap

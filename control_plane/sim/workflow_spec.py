@@ -29,7 +29,9 @@ WorkflowArrival = Poisson | Gamma | OnOff | Piecewise
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+    model_config = ConfigDict(
+        extra="forbid", frozen=True, populate_by_name=True, allow_inf_nan=False
+    )
 
 
 class WorkflowAgent(_Strict):

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 from control_plane.sim.request_spec import DEFAULT_MAX_TOKENS, RequestSpec
 from control_plane.sim.scenario import RequestClass, Scenario, Stream, merge_slo
-from control_plane.sim.traces import Trace, TraceRow
+from control_plane.sim.traces import Trace, TraceError, TraceRow
 from control_plane.sim.workflow_draw import workflow_specs
 
 __all__ = ["DEFAULT_MAX_TOKENS", "RequestSpec", "build_workload"]
@@ -80,17 +80,21 @@ def _stream_drafts(s: Scenario, index: int, stream: Stream) -> list[_Draft]:
 
 def _trace_drafts(s: Scenario, index: int, stream: Stream, rows: list[TraceRow]) -> list[_Draft]:
     drafts = []
+    where = f"workload[{index}]: trace {stream.arrival.path}"  # type: ignore[union-attr]
+    tenants = {t.name for t in s.tenants}
     for k, row in enumerate(rows):
+        if (row.tenant or stream.tenant) not in tenants:
+            raise TraceError(f"{where}, row {k}: unknown tenant {row.tenant!r}")
         tenant = s.tenant(row.tenant or stream.tenant)
         app = tenant.app(row.app or stream.app or tenant.apps[0].name)
         if app is None:
-            raise ValueError(f"trace row {k}: tenant {tenant.name!r} has no app {row.app!r}")
+            raise TraceError(f"{where}, row {k}: tenant {tenant.name!r} has no app {row.app!r}")
         agent = row.agent or stream.agent or app.agent_names()[0]
         if agent == "*" or app.agent(agent) is None:
-            raise ValueError(f"trace row {k}: app {app.name!r} has no agent {agent!r}")
+            raise TraceError(f"{where}, row {k}: app {app.name!r} has no agent {agent!r}")
         cls = row.cls or stream.cls
         if cls is not None and cls not in s.classes:
-            raise ValueError(f"trace row {k}: unknown class {cls!r}")
+            raise TraceError(f"{where}, row {k}: unknown class {cls!r}")
         drafts.append(
             _Draft(
                 row.time,

@@ -1,6 +1,7 @@
 """Reading a scenario's YAML the way its author meant it, and saying in one line what is wrong.
 
-Rule: only `true`/`false` are booleans (YAML 1.2's core schema). PyYAML follows YAML 1.1,
+Rule: only `true`/`false` are booleans (YAML 1.2's core schema), and a mapping names each key
+once. PyYAML follows YAML 1.1,
 where `on`, `off`, `yes`, `no`, `y` and `n` are booleans too, so `first: off` would arrive as
 `False` and a refusal would quote a value the author never wrote.
 """
@@ -22,7 +23,21 @@ class ScenarioError(ValueError):
 
 
 class _Yaml12Loader(yaml.SafeLoader):
-    """`yaml.SafeLoader` with YAML 1.2's booleans."""
+    """`yaml.SafeLoader` with YAML 1.2's booleans, refusing a key given twice in one mapping
+    (PyYAML keeps the last silently: a second `chat:` class would replace the first)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)  #
+            if not isinstance(key, str | int | float | bool):
+                continue  # an unhashable key: the base class says what is wrong with it
+            if key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"duplicate key {key!r}", key_node.start_mark
+                )
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
 
 
 _Yaml12Loader.yaml_implicit_resolvers = {

@@ -5,10 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import yaml
+from typer.testing import CliRunner
 
-from control_plane.sim.traces import read_trace
+from control_plane.cli import _register, app
+from control_plane.sim.traces import TraceError, read_trace
 from control_plane.sim.workload import build_workload
-from tests.control_plane.sim.builders import run, tiny, write_trace
+from tests.control_plane.sim.builders import run, scenario_dict, tiny, write_trace
 
 
 def test_trace_rows_become_requests_in_order(tmp_path: Path) -> None:
@@ -55,3 +58,28 @@ def test_malformed_traces_are_refused(tmp_path: Path) -> None:
     )
     with pytest.raises(ValueError, match="unknown tenant"):
         build_workload(scenario)
+
+
+def test_a_bad_trace_is_one_line_naming_it_on_the_command_line(tmp_path: Path) -> None:
+    """Regression: a missing trace file, a bad row or a tenant the scenario lacks ended the
+    command in a traceback (the trace is read only when the workload is built)."""
+    scenario_path = tmp_path / "s.yaml"
+    stream = {"tenant": "a", "class": "small", "arrival": {"process": "trace", "path": "t.csv"}}
+    scenario_path.write_text(yaml.safe_dump(scenario_dict(workload=[stream])), encoding="utf-8")
+    trace = tmp_path / "t.csv"
+    _register()
+    cases = [
+        ("", "t.csv: cannot be read"),
+        ("timestamp,prompt_tokens,output_tokens\nnan,10,5\n", "line 2: timestamp must be finite"),
+        ("timestamp,prompt_tokens,output_tokens,tenant\n0,10,5,zed\n", "unknown tenant 'zed'"),
+    ]
+    for text, expected in cases:
+        if text:
+            trace.write_text(text, encoding="utf-8")
+        result = CliRunner().invoke(app, ["sim", "run", str(scenario_path), "-p", "fcfs",
+                                          "--out", str(tmp_path / "out")])  # fmt: skip
+        assert result.exit_code == 2, result.output
+        assert expected in result.output and "Traceback" not in result.output, result.output
+        assert isinstance(result.exception, SystemExit)
+    with pytest.raises(TraceError, match=r"workload\[0\]: trace t\.csv, row 0"):
+        build_workload(tiny(tmp_path, workload=[stream]))
