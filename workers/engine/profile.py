@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from workers.engine.diffusion import GenerationRule
 from workers.engine.vision import ImageTokenRule
@@ -120,8 +120,28 @@ def load_profile(name_or_path: str) -> LatencyProfile:
         if not path.exists():
             known = ", ".join(list_profiles())
             raise ValueError(f"unknown latency profile {name_or_path!r} (known: {known})")
-    data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    return LatencyProfile.model_validate(data)
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ValueError(f"latency profile {path}: cannot be read: {exc}") from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise ValueError(f"latency profile {path}: not valid YAML{where}: {problem}") from None
+    try:
+        return LatencyProfile.model_validate(data)
+    except ValidationError as exc:
+        raise ValueError(f"latency profile {path}: {_first_problem(exc)}") from None
+
+
+def _first_problem(exc: ValidationError) -> str:
+    """`field: why`, and how many other problems there are (one line for a command line)."""
+    errors = exc.errors()
+    first = errors[0]
+    field = ".".join(str(part) for part in first["loc"]) or "(document)"
+    more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+    return f"{field}: {first['msg']}{more}"
 
 
 class LatencyModel:

@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 import yaml
-from pydantic import ValidationError
 
 from workers.engine.profile import (
     PROFILES_DIR,
@@ -113,7 +112,7 @@ def test_load_by_path_and_refuse_unknown_or_extra_fields(tmp_path: Path) -> None
     data["step_overhed"] = 0.1
     bad = tmp_path / "bad.yaml"
     bad.write_text(yaml.safe_dump(data))
-    with pytest.raises(ValidationError):
+    with pytest.raises(ValueError, match="step_overhed: Extra inputs are not permitted"):
         load_profile(str(bad))
     with pytest.raises(ValueError, match="unknown latency profile"):
         load_profile("no-such-profile")
@@ -139,3 +138,22 @@ def test_engine_config_overrides_and_validation() -> None:
         EngineConfig(kv_tokens=8, block_size=16)
     with pytest.raises(ValueError):
         EngineConfig(max_num_seqs=0)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("name: x\n  a: [\n", "not valid YAML (line 2, column 4)"),
+        ("name: x\nfoo: 1\n", "description: Field required (and "),
+    ],
+)
+def test_a_bad_profile_file_is_one_line_naming_it(tmp_path: Path, text: str, expected: str) -> None:
+    """Regression: malformed YAML escaped as a ParserError (not a ValueError: a traceback on
+    every command taking --profile), and a wrong file as a dozen-line validation dump."""
+    path = tmp_path / "bad.yaml"
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(ValueError) as caught:
+        load_profile(str(path))
+    message = str(caught.value)
+    assert message.startswith(f"latency profile {path}: ") and expected in message
+    assert "\n" not in message
