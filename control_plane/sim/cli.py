@@ -29,19 +29,18 @@ from rich.table import Table
 from control_plane.core.cli_errors import OptionError, positive, user_errors
 from control_plane.sim import speed_bench
 from control_plane.sim.cli_args import (
-    parse_keys,
-    parse_pairs,
     parse_params,
     parse_policies,
     plugin_choice,
 )
+from control_plane.sim.cli_inputs import check_outputs, replay_inputs
 from control_plane.sim.cluster import unit_factors
 from control_plane.sim.live_report import live_document
 from control_plane.sim.report import write_report, write_results
 from control_plane.sim.runner import PluginChoice, results_document, run_policy
 from control_plane.sim.scenario import Scenario, list_scenarios, load_scenario
 from control_plane.sim.setup import PolicySpec, build_setup
-from control_plane.sim.workload import RequestSpec, build_workload
+from control_plane.sim.workload import build_workload
 from control_plane.sim.yaml_file import ScenarioError
 
 Opt = typer.Option
@@ -97,10 +96,12 @@ def simulate(
     chosen = [_scenario(file).with_overrides(seed, duration) for file in files]
     if live_speed is not None:
         chosen = [scenario.as_live(live_speed) for scenario in chosen]
+    with user_errors():
+        check_outputs(chosen, out)
     for scenario in chosen:
         _check_runs(scenario, specs, plugins)
-    for scenario in chosen:
-        workload = build_workload(scenario)
+    workloads = [build_workload(scenario) for scenario in chosen]  # a bad trace: before any run
+    for scenario, workload in zip(chosen, workloads, strict=True):
         runs = []
         end = scenario.duration_s + scenario.drain_s
         with _progress() as bar:
@@ -271,10 +272,9 @@ def bench(
     from control_plane.sim.live_bench import LiveTarget, load_admin_token, replay
     from control_plane.sim.live_slo import tenant_slos, write_tenant_slos
 
+    scenario = _scenario(file).with_overrides(seed, duration)
     with user_errors():
-        base, keys, specs, scenario, models = _replay_inputs(
-            file, gateway, api_key, key, keys_file, seed, duration, model
-        )
+        base, keys, specs, models = replay_inputs(scenario, gateway, api_key, key, keys_file, model)
         admin_token = admin_token or (load_admin_token(keys_file) if keys_file else None)
     target = LiveTarget(base, keys, speed, models=models)
     slos, notes = tenant_slos(specs, speed)
@@ -298,39 +298,6 @@ def bench(
     write_report(doc, out)
     _print_summary(scenario.name, doc["results"])
     console.print(f"wrote {path}")
-
-
-def _replay_inputs(
-    file: str,
-    gateway: str | None,
-    api_key: str | None,
-    key: list[str] | None,
-    keys_file: Path | None,
-    seed: int | None,
-    duration: float | None,
-    model: list[str] | None,
-) -> tuple[str, dict[str, str], list[RequestSpec], Scenario, dict[str, str]]:
-    """Gateway, keys, workload, scenario and model names of a replay, every tenant's key
-    checked before anything is written or sent (`OptionError` otherwise)."""
-    from control_plane.sim.live_bench import load_keys, missing_keys
-
-    url, keys = load_keys(keys_file) if keys_file else (None, {})
-    keys.update(parse_keys(key or []))
-    models = parse_pairs(model or [], "--model")
-    if api_key:
-        keys.setdefault("*", api_key)
-    base = gateway or url
-    if not base or not keys:
-        raise OptionError("give --gateway and API keys (--api-key, --key or --keys-file)")
-    scenario = _scenario(file).with_overrides(seed, duration)
-    specs = build_workload(scenario)
-    missing = missing_keys((s.tenant for s in specs), keys)
-    if missing:
-        raise OptionError(
-            f"no API key for tenant(s) {', '.join(missing)} of scenario {scenario.name!r} "
-            "(--key TENANT=KEY, --api-key, or --keys-file)"
-        )
-    return base, keys, specs, scenario, models
 
 
 def simulate_compare(

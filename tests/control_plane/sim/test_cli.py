@@ -214,3 +214,20 @@ def test_replay_refuses_missing_keys_before_writing_or_sending(
     keys.write_text("[1, 2]")
     bad = CliRunner().invoke(app, args)
     assert bad.exit_code == 2 and "--keys-file" in bad.output and "Traceback" not in bad.output
+
+
+def test_run_refuses_outputs_that_would_overwrite_before_any_run(
+    app: typer.Typer, scenario_file: Path, tmp_path: Path
+) -> None:
+    """Regression: two files with one `name:` wrote to one directory, the second silently over
+    the first; an --out that is a file failed only after every run."""
+    twin = tmp_path / "copy.yaml"
+    twin.write_text(scenario_file.read_text(encoding="utf-8"), encoding="utf-8")
+    args = ["run", str(scenario_file), str(twin), "-p", "rr", "--no-report"]
+    same = CliRunner().invoke(app, [*args, "--out", str(tmp_path / "many")])
+    assert same.exit_code == 2 and "several scenarios are named 'tiny'" in same.output
+    assert not (tmp_path / "many").exists()
+    a_file = tmp_path / "taken"
+    a_file.write_text("x")
+    taken = CliRunner().invoke(app, [*args[:2], "-p", "rr", "--out", str(a_file)])
+    assert taken.exit_code == 2 and "exists and is not a directory" in taken.output
