@@ -27,6 +27,13 @@ def option_problems(opts: UpOptions) -> list[str]:
             check_name(name, "tenant")
         except InvalidValueError as exc:
             lines.append(f"--tenant: {exc}")
+    doubled = sorted({n for n in opts.tenants if opts.tenants.count(n) > 1})
+    if doubled:
+        lines.append(f"--tenant: given more than once: {', '.join(doubled)}")
+    if opts.console and opts.port == opts.console_port:
+        lines.append(f"--console-port: the gateway already uses port {opts.port}")
+    if opts.state_dir.exists() and not opts.state_dir.is_dir():
+        lines.append(f"--state-dir: {opts.state_dir} exists and is not a directory")
     if opts.worker_kind not in ("sim", "vllm"):
         lines.append(f"--worker-kind: expected sim or vllm, got {opts.worker_kind!r}")
     elif opts.worker_kind == "vllm" and not opts.vllm_model:

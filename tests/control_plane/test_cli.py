@@ -108,6 +108,8 @@ def test_bad_settings_are_one_line_naming_the_variable_and_exit_2(
         (["up", "--tenant", "bad/name"], "error: --tenant: tenant name must be"),
         (["up", "--profile", "nosuch"], "error: --profile: unknown latency profile"),
         (["up", "--worker-kind", "vllm"], "error: --vllm-model: needed"),
+        (["up", "--tenant", "a", "--tenant", "a"], "error: --tenant: given more than once: a"),
+        (["up", "--console-port", "8080"], "error: --console-port: the gateway already uses"),
         (["up", "--database-url", "mysql://x"], "error: --database-url: expected"),
         (["admin", "tenants", "create", ""], "error: tenant name must be"),
         (["admin", "tenants", "create", "t", "--rate-limit", "-1"], "rate_limit_rps"),
@@ -175,3 +177,12 @@ def test_a_running_service_s_failure_is_not_reported_as_a_typo(
     result = CliRunner().invoke(cli.app, ["scheduler"])
     assert isinstance(result.exception, UnknownPluginError), result.output
     assert result.exit_code != 2
+
+
+def test_up_refuses_a_state_dir_that_is_a_file(runner: CliRunner, tmp_path: Path) -> None:
+    """Regression: a FileExistsError traceback when the state files were first written."""
+    taken = tmp_path / "taken"
+    taken.write_text("x")
+    result = runner.invoke(cli.app, ["up", "--state-dir", str(taken)])
+    assert result.exit_code == 2, result.output
+    assert result.output.strip() == f"error: --state-dir: {taken} exists and is not a directory"
