@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Annotated
 
@@ -14,6 +15,51 @@ from workers.sim.config import SimConfig
 Opt = typer.Option
 FLAGS = {"served_model_name": "--model"}
 """Config fields whose flag is not the field's name in kebab case."""
+LOG_LEVELS = ("critical", "error", "warning", "info", "debug", "trace")
+CLIENTS = ("httpx", "raw")
+
+
+def _refuse(problems: list[str]) -> None:
+    """Print each problem as `error: …` and exit 2; nothing when there are none."""
+    for line in problems:
+        typer.echo(f"error: {line}", err=True)
+    if problems:
+        raise typer.Exit(2)
+
+
+def _profile_problems(profile: str) -> list[str]:
+    try:
+        load_profile(profile)
+    except ValueError as exc:  # an unknown name or a bad profile file: the message says which
+        return [f"--profile: {' '.join(str(exc).split())}"]
+    return []
+
+
+def _bench_problems(
+    speed: float,
+    duration: float,
+    concurrency: int,
+    max_tokens: int,
+    prompt_words: int,
+    clients: int,
+    client: str,
+) -> list[str]:
+    """One line per bad `sim-bench` flag (each failed only after a worker had started)."""
+    lines = [
+        f"{flag}: must be a finite number > 0, got {value}"
+        for flag, value in (("--speed", speed), ("--duration", duration))
+        if not (math.isfinite(value) and value > 0)
+    ]
+    counts = (
+        ("--concurrency", concurrency),
+        ("--max-tokens", max_tokens),
+        ("--prompt-words", prompt_words),
+        ("--clients", clients),
+    )
+    lines += [f"{flag}: must be at least 1, got {value}" for flag, value in counts if value < 1]
+    if client not in CLIENTS:
+        lines.append(f"--client: expected one of {', '.join(CLIENTS)}, got {client!r}")
+    return lines
 
 
 def _config(**fields: object) -> SimConfig:
@@ -26,11 +72,7 @@ def _config(**fields: object) -> SimConfig:
             flag = FLAGS.get(name, "--" + name.replace("_", "-"))
             typer.echo(f"error: {flag}: {e['msg']}", err=True)
         raise typer.Exit(2) from None
-    try:
-        load_profile(config.profile)
-    except ValueError as exc:  # an unknown name or a bad profile file: the message says which
-        typer.echo(f"error: --profile: {' '.join(str(exc).split())}", err=True)
-        raise typer.Exit(2) from None
+    _refuse(_profile_problems(config.profile))
     return config
 
 
@@ -56,6 +98,11 @@ def sim(
     import uvicorn
 
     from workers.sim.app import create_app
+
+    if log_level not in LOG_LEVELS:
+        _refuse([f"--log-level: expected one of {', '.join(LOG_LEVELS)}, got {log_level!r}"])
+    if not 0 <= port <= 65535:
+        _refuse([f"--port: must be a TCP port (0 to 65535), got {port}"])
 
     config = _config(
         profile=profile,
@@ -102,6 +149,12 @@ def sim_bench(
 ) -> None:
     """Measure what one simulated worker process sustains (requests/s, streamed tokens/s)."""
     from workers.sim.bench import BenchSpec, run_bench
+
+    _refuse(
+        _bench_problems(speed, duration, concurrency, max_tokens, prompt_words, clients, client)
+        + ([f"--out: {out} is a directory"] if out is not None and out.is_dir() else [])
+        + _profile_problems(profile)
+    )
 
     spec = BenchSpec(
         profile=profile,
