@@ -316,7 +316,10 @@ def simulate_compare(
     try:
         docs = [json.loads(p.read_text(encoding="utf-8")) for p in (a, b)]
         diffs = compare(docs[0], docs[1], metric, label_a, label_b)
-    except (ValueError, KeyError, TypeError) as exc:
+    except (ValueError, OSError) as exc:
+        with user_errors(f"{a}, {b}"):
+            raise OptionError(str(exc)) from None
+    except (KeyError, TypeError) as exc:
         message = f"{exc} (not one policy's results.json? pick one with --label-a/--label-b)"
         with user_errors(f"{a}, {b}"):
             raise OptionError(message) from None

@@ -29,6 +29,8 @@ def _only(doc: dict[str, Any], label: str | None) -> dict[str, Any]:
     results: dict[str, Any] = doc["results"]
     if label is not None:
         return dict(results[label])
+    if not results:
+        raise ValueError("the file holds no policy's results")
     if len(results) != 1:
         raise ValueError(f"several policies in the file ({', '.join(results)}): pick one")
     return dict(next(iter(results.values())))
@@ -43,6 +45,9 @@ def compare(
 ) -> list[TenantDiff]:
     """One `TenantDiff` per tenant present in either document."""
     ra, rb = _only(a, label_a)["per_tenant"], _only(b, label_b)["per_tenant"]
+    known = sorted({name for row in [*ra.values(), *rb.values()] for name in row or {}})
+    if known and metric not in known:  # a typo would compare nothing and say "differs"
+        raise ValueError(f"--metric: unknown metric {metric!r} (known: {', '.join(known)})")
     tenants = list(dict.fromkeys([*ra, *rb]))
     return [
         TenantDiff(t, (ra.get(t) or {}).get(metric), (rb.get(t) or {}).get(metric)) for t in tenants

@@ -182,6 +182,11 @@ def test_compare_reports_per_tenant_agreement(
         ],
     )
     assert other.exit_code == 1 and "NO" in other.output
+    one = str(tmp_path / "one" / "results.json")
+    typo = CliRunner().invoke(app, ["compare", one, one, "--metric", "queue_mean"])
+    assert typo.exit_code == 2 and "--metric: unknown metric 'queue_mean'" in typo.output
+    folder = CliRunner().invoke(app, ["compare", str(tmp_path / "one"), one])
+    assert folder.exit_code == 2 and "Traceback" not in folder.output
 
 
 def test_live_speed_stretches_the_scheduler_s_clock(
