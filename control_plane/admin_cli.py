@@ -339,6 +339,9 @@ def report(
     _check(level, ("tenant", "app", "agent"), "--level")
     _check(fmt, ("csv", "json", "html"), "--format")
     _check(source, ("rollups", "requests"), "--source")
+    if output is not None and (output.is_dir() or not output.parent.is_dir()):
+        typer.echo(f"error: --output: {output} cannot be written as a file", err=True)
+        raise typer.Exit(2)
     try:
         end = parse_time(to) if to else time.time()
         start = parse_time(from_) if from_ else end - 86400
@@ -348,12 +351,23 @@ def report(
                         source=cast(Source, source))  # fmt: skip
     with _database(database_url) as db:
         data = fairness_report(db, query)
+        if tenant is not None and not data["nodes"] and not _tenant_known(db, tenant):
+            typer.echo(f"warning: --tenant: no tenant {tenant!r}, and no requests of one by "
+                       "that name in the range", err=True)  # fmt: skip
     text = {"csv": to_csv, "html": to_html}.get(fmt, _json_text)(data)
     if output is None:
         typer.echo(text, nl=False)
     else:
         output.write_text(text, encoding="utf-8")
         console.print(f"wrote {output} ({len(data['nodes'])} nodes)")
+
+
+def _tenant_known(db: Database, name: str) -> bool:
+    try:
+        tenancy.get_node(db, (name,))
+    except StorageError:
+        return False
+    return True
 
 
 def _json_text(data: dict[str, Any]) -> str:

@@ -160,3 +160,19 @@ def _closed_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def test_report_checks_its_output_first_and_warns_of_an_unknown_tenant(
+    cli: typer.Typer, tmp_path: Path
+) -> None:
+    """Regression: --output a directory was an IsADirectoryError traceback after the query,
+    and a misspelt --tenant printed an empty report without a word."""
+    url = f"sqlite:///{tmp_path / 'r.db'}"
+    folder = CliRunner().invoke(cli, ["report", "--database-url", url, "-o", str(tmp_path)])
+    assert folder.exit_code == 2 and "error: --output:" in folder.output, folder.output
+    typo = CliRunner().invoke(
+        cli, ["report", "--database-url", url, "--tenant", "acmee", "--format", "csv"]
+    )
+    assert typo.exit_code == 0
+    assert "warning: --tenant: no tenant 'acmee'" in typo.stderr
+    assert typo.stdout.startswith("node,tenant,app,agent")  # the CSV itself stays clean
