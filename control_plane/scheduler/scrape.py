@@ -7,6 +7,7 @@ The same code reads a real vLLM server and Arbiter's simulated worker: `/health`
 
 from __future__ import annotations
 
+import logging
 import time
 from typing import NamedTuple
 
@@ -15,6 +16,8 @@ import orjson
 from prometheus_client.parser import text_string_to_metric_families
 
 from control_plane.contracts.workers import WorkerSample
+
+log = logging.getLogger(__name__)
 
 _GAUGES = {
     "vllm:num_requests_running": "running",
@@ -127,3 +130,13 @@ def _metrics(answer: _Answer) -> dict[str, float | int | None]:
         return parse_metrics(answer.body.decode("utf-8", "replace"))
     except ValueError as exc:
         raise _Unreadable(f"/metrics: not Prometheus text ({exc})") from exc
+
+
+async def scrape_or_unhealthy(session: aiohttp.ClientSession, url: str) -> WorkerSample:
+    """`scrape`, and should it raise anyway, an unhealthy sample: one worker must not end
+    the loop (and with it the leader's term)."""
+    try:
+        return await scrape(session, url)
+    except Exception as exc:
+        log.exception("scraping %s failed", url)
+        return WorkerSample(False, time.time(), error=f"{type(exc).__name__}: {exc}")

@@ -24,7 +24,6 @@ import httpx
 from control_plane.contracts.checkpoints import LeaderState
 from control_plane.contracts.events import Complete, Event, encode
 from control_plane.contracts.knobs import KnobValue
-from control_plane.contracts.workers import WorkerSample
 from control_plane.core.scheduler_core import SchedulerCore
 from control_plane.scheduler.advisor import Advisor
 from control_plane.scheduler.autopilot import after_tick, controller_snapshot
@@ -40,7 +39,7 @@ from control_plane.scheduler.metrics import SchedulerMetrics, Snapshot
 from control_plane.scheduler.orphans import disown_charged
 from control_plane.scheduler.pacing import EventPacer
 from control_plane.scheduler.rebuild import rebuild
-from control_plane.scheduler.scrape import scrape
+from control_plane.scheduler.scrape import scrape_or_unhealthy
 from control_plane.scheduler.slot_audit import SlotAudit, newest
 from control_plane.scheduler.sweeper import GatewaySweeper
 from control_plane.scheduler.views import live_view
@@ -81,6 +80,7 @@ class SchedulerService:
         self._redis_run_id = ""
         self._history = HistoryTap()
         self._applied: list[str] = []
+        self._lost_read = False
         """Events applied and not yet acknowledged (acknowledged with the next read)."""
         self._applied_to = NO_ENTRY
         """The events-stream id this term's core reflects (what `SlotAudit.run` needs)."""
@@ -187,17 +187,33 @@ class SchedulerService:
 
     async def _events_loop(self) -> None:
         while True:
+            if self._lost_read:
+                await self._apply_mine()
             # what was applied is acknowledged with the next read (one round trip a batch);
             # kept on the service, so a read that fails acknowledges it on the retry
-            entries = await self.stores.events.read(
-                GROUP, self.holder, count=1024, block_ms=1000, ack=self._applied
-            )
+            try:
+                entries = await self.stores.events.read(
+                    GROUP, self.holder, count=1024, block_ms=1000, ack=self._applied
+                )
+            except StateUnavailable:
+                self._lost_read = True  # it may have run in Redis, its reply lost
+                raise
             self._applied = []
             if entries:
                 await self._apply_events(entries)
                 self._applied = [eid for eid, _ in entries]
                 self._dirty.set()
                 await self._pacer.pause(bool(self._core.pending))
+
+    async def _apply_mine(self) -> None:
+        """Events delivered to this leader by a read whose reply was lost (else seen only at
+        the next takeover): applied now, after acknowledging those already applied."""
+        await self.stores.events.ack(GROUP, self._applied)
+        self._applied = []
+        while mine := await self.stores.events.pending_for(GROUP, self.holder, count=1024):
+            await self._apply_events(mine)
+            await self.stores.events.ack(GROUP, [eid for eid, _ in mine])
+        self._lost_read = False
 
     async def _claim_orphan_events(self, checkpointed: str) -> None:
         """Events a dead leader read but never acknowledged are applied now — but a completion
@@ -251,7 +267,9 @@ class SchedulerService:
             while True:
                 records = await self.stores.workers.list()
                 sync_workers(self._core, records)
-                samples = await asyncio.gather(*(_scraped(session, r.url or "") for r in records))
+                samples = await asyncio.gather(
+                    *(scrape_or_unhealthy(session, r.url or "") for r in records)
+                )
                 now = time.time()
                 for record, sample in zip(records, samples, strict=True):
                     observe(self._core, record.id, sample)
@@ -376,13 +394,3 @@ async def _resilient(fn: Callable[[], Awaitable[None]], term: LeaderTerm) -> Non
             log.warning("%s: Redis unavailable (%s); retrying in %.1fs", fn.__name__, exc, backoff)
             await asyncio.sleep(backoff)
             backoff = min(backoff * 2, 2.0)
-
-
-async def _scraped(session: aiohttp.ClientSession, url: str) -> WorkerSample:
-    """`scrape`, and should it raise anyway, an unhealthy sample: one worker must not end
-    the loop (and with it the leader's term)."""
-    try:
-        return await scrape(session, url)
-    except Exception as exc:
-        log.exception("scraping %s failed", url)
-        return WorkerSample(False, time.time(), error=f"{type(exc).__name__}: {exc}")

@@ -145,12 +145,12 @@ async def test_a_worker_that_does_not_answer_in_time_is_unhealthy() -> None:
 async def test_the_scrape_loop_turns_any_failure_into_an_unhealthy_sample(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from control_plane.scheduler import service
+    from control_plane.scheduler import scrape as module
 
     async def broken(session: aiohttp.ClientSession, url: str) -> WorkerSample:
         raise RuntimeError("a bug in one worker's scrape")
 
-    monkeypatch.setattr(service, "scrape", broken)
+    monkeypatch.setattr(module, "scrape", broken)
     async with aiohttp.ClientSession() as session:
-        sample = await service._scraped(session, "http://w")
+        sample = await module.scrape_or_unhealthy(session, "http://w")
     assert not sample.healthy and sample.error == "RuntimeError: a bug in one worker's scrape"
