@@ -168,7 +168,8 @@ def tenants_create(
             )
             console.print("API key (shown once):")
             typer.echo(key)
-    _told(announce((name,), weight=record.weight, weight_changed="weight" in fields))
+    _told(announce((name,), database_url=db.url, weight=record.weight,
+                   weight_changed="weight" in fields))  # fmt: skip
 
 
 @tenants_app.command("list")
@@ -211,7 +212,8 @@ def tenants_update(
     with _database(database_url) as db:
         record = tenancy.update_node(db, (name,), changes, actor=_actor(), reason=reason)
     console.print(f"updated tenant [bold]{record.name}[/bold]: {changes}")
-    _told(announce((name,), weight=record.weight, weight_changed="weight" in changes))
+    _told(announce((name,), database_url=db.url, weight=record.weight,
+                   weight_changed="weight" in changes))  # fmt: skip
 
 
 @tenants_app.command("delete")
@@ -227,7 +229,7 @@ def tenants_delete(
     with _database(database_url) as db:
         tenancy.delete_node(db, (name,), actor=_actor(), reason=reason)
     console.print(f"deleted tenant [bold]{name}[/bold]")
-    _told(announce((name,), weight=None, weight_changed=True))
+    _told(announce((name,), database_url=db.url, weight=None, weight_changed=True))
 
 
 # -- keys ----------------------------------------------------------------------------------
@@ -269,7 +271,7 @@ def keys_revoke(
     with _database(database_url) as db:
         record = tenancy.revoke_key(db, key_id=key_id, actor=_actor(), reason=reason)
     console.print(f"revoked key {record.id} of [bold]{record.tenant}[/bold]")
-    _told(announce((record.tenant,)))
+    _told(announce((record.tenant,), database_url=db.url))
 
 
 # -- operators -----------------------------------------------------------------------------

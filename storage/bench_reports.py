@@ -133,7 +133,7 @@ def _rollup_report(
 
 def _raw_report(db: Database, start: float, end: float) -> Report:
     with db.reader() as r:
-        return report_from_requests(r.session, start=start, end=end, level="tenant")
+        return report_from_requests(r.session, start=start, end=end, level="tenant", max_rows=None)
 
 
 def _count(db: Database, table: Any) -> int:

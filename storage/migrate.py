@@ -9,6 +9,7 @@ lock, or SQLite's write lock taken up front — so two processes starting togeth
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from alembic import command
 from alembic.config import Config
@@ -20,6 +21,7 @@ from storage.engine import (
     sqlite_foreign_keys_off,
     writer_engine,
 )
+from storage.errors import StorageError
 
 MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
 _PG_LOCK_ID = 0x417262  # "Arb": one advisory lock id for Arbiter's migrations
@@ -40,8 +42,9 @@ def migrate(url: str, *, revision: str = "head") -> None:
     try:
         with writer_engine(engine).connect() as conn, sqlite_foreign_keys_off(conn):
             _lock(conn)
+            dangling = set(foreign_key_violations(conn))
             command.upgrade(alembic_config(conn), revision)
-            _refuse_dangling_references(conn)
+            _refuse_new_dangling_references(conn, dangling)
             conn.commit()
     finally:
         engine.dispose()
@@ -67,8 +70,9 @@ def _lock(conn: Connection) -> None:
         conn.begin()  # SQLite: BEGIN IMMEDIATE (writer engine) takes the write lock now
 
 
-def _refuse_dangling_references(conn: Connection) -> None:
-    """A migration run with SQLite's foreign keys off must still leave every reference whole."""
-    violations = foreign_key_violations(conn)
-    if violations:
-        raise RuntimeError(f"the migration left rows referencing missing parents: {violations}")
+def _refuse_new_dangling_references(conn: Connection, before: set[tuple[Any, ...]]) -> None:
+    """A migration run with SQLite's foreign keys off must not leave a reference dangling that
+    was whole before it (rows dangling already are the database's, not the migration's)."""
+    new = [v for v in foreign_key_violations(conn) if v not in before]
+    if new:
+        raise StorageError(f"the migration left rows referencing missing parents: {new}")

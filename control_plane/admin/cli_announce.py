@@ -1,7 +1,9 @@
 """The command line's side of telling the running system about a committed tenancy change.
 
 `arbiter admin tenants create|update|delete` work on SQL directly; afterwards they reach the
-running system's Redis (`ARBITER_REDIS_URL`, or its Sentinels, and `ARBITER_CLUSTER`) to bump
+running system's Redis (`ARBITER_REDIS_URL`, or its Sentinels, and `ARBITER_CLUSTER`; when
+`ARBITER_REDIS_URL` is unset and `.arbiter/up.json` names the same database, the Redis and
+cluster of that `arbiter up`, which picks a free port for its Redis) to bump
 the `directory` knob and, for a weight change or a deletion, write the node's entry of the
 `weights` knob — as the admin API does (`live_sync`). Redis not answering within
 `ANNOUNCE_TIMEOUT_S` is a warning, not a failure: the SQL change has committed.
@@ -10,23 +12,33 @@ the `directory` knob and, for a weight change or a deletion, write the node's en
 from __future__ import annotations
 
 import asyncio
+import os
 import time
+from pathlib import Path
 
 from control_plane.admin.live_sync import bump_directory, write_weight
 from control_plane.settings import Settings, SettingsError, load_settings
 from control_plane.state import StateStores, StateUnavailable
 from control_plane.state.sentinel import sentinel_of
+from control_plane.up.state_files import read_json
+from storage.engine import normalize_url
 
 ANNOUNCE_TIMEOUT_S = 5.0
+UP_JSON = Path(".arbiter") / "up.json"
 
 
 def announce(
-    path: tuple[str, ...], *, weight: float | None = None, weight_changed: bool = False
+    path: tuple[str, ...],
+    *,
+    database_url: str,
+    weight: float | None = None,
+    weight_changed: bool = False,
 ) -> str | None:
-    """Tell the running system; with `weight_changed`, `weight` is the node's new weight, or
-    None when the node was deleted. Returns a warning line when it could not be told."""
+    """Tell the running system of a change made in `database_url`; with `weight_changed`,
+    `weight` is the node's new weight, or None when the node was deleted. Returns a warning
+    line when it could not be told."""
     try:
-        settings = load_settings()
+        settings = _of_the_deployment(load_settings(), database_url)
     except SettingsError as exc:
         return f"the running system was not told: {'; '.join(exc.lines)}"
     try:
@@ -40,6 +52,22 @@ def announce(
             "reachable, or set the weight with PUT /admin/weights/{node}"
         )
     return None
+
+
+def _of_the_deployment(settings: Settings, database_url: str) -> Settings:
+    """`settings`, or — without `ARBITER_REDIS_URL` — the Redis and cluster of the `arbiter up`
+    whose `up.json` names `database_url`."""
+    if "ARBITER_REDIS_URL" in os.environ:
+        return settings
+    up = read_json(UP_JSON)
+    named = up.get("database_url")
+    if not isinstance(named, str) or normalize_url(named) != normalize_url(database_url):
+        return settings
+    if not up.get("redis_url"):
+        return settings
+    return settings.model_copy(
+        update={"redis_url": str(up["redis_url"]), "cluster": str(up.get("cluster") or "local")}
+    )
 
 
 async def _announce(

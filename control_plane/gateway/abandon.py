@@ -76,7 +76,7 @@ class SubmitAbandoner:
             self._task = asyncio.get_running_loop().create_task(self._work())
 
     async def settled(self) -> None:
-        """Return once every request handed over so far is abandoned or given up."""
+        """Return once every request handed over so far is abandoned (or dropped past the cap)."""
         while self._task is not None and not self._task.done():
             await asyncio.gather(self._task, return_exceptions=True)
 

@@ -209,8 +209,12 @@ class Recorder:
     async def _dead_letter(
         self, kind: str, entry_id: str, event: dict[str, Any], reason: str
     ) -> None:
+        kept = await self.stores.events.set_aside(
+            GROUP, entry_id, kind=kind, reason=reason, fields=event
+        )
+        if not kept:  # set aside already (a repeat of a set-aside whose answer was lost)
+            return
         log.error("recorder: event %s dead-lettered (%s): %s", entry_id, kind, reason)
-        await self.stores.events.set_aside(GROUP, entry_id, kind=kind, reason=reason, fields=event)
         self.dead_lettered += 1
         self.metrics.dead_letters.labels(GROUP, kind).inc()
 

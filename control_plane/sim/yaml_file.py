@@ -16,6 +16,7 @@ import yaml
 from pydantic import ValidationError
 
 _BOOL = "tag:yaml.org,2002:bool"
+_MERGE = "tag:yaml.org,2002:merge"
 
 
 class ScenarioError(ValueError):
@@ -29,6 +30,8 @@ class _Yaml12Loader(yaml.SafeLoader):
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
         seen: set[Any] = set()
         for key_node, _ in node.value:
+            if key_node.tag == _MERGE:  # `<<: *anchor`: merged keys may be overridden
+                continue
             key = self.construct_object(key_node, deep=deep)  #
             if not isinstance(key, str | int | float | bool):
                 continue  # an unhashable key: the base class says what is wrong with it

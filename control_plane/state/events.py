@@ -164,7 +164,7 @@ class EventStream:
             entries = await self._ack_then_read(group, consumer, ack, count, block_ms)
         else:
             entries = await self._group_read(group, consumer, ">", count, block_ms, noack)
-        return await self._screen(group, entries)
+        return await self._screen(group, entries, acked=noack)
 
     async def _ack_then_read(
         self, group: str, consumer: str, ack: Sequence[str], count: int, block_ms: int | None
@@ -260,11 +260,18 @@ class EventStream:
             acking=(self._stream, group),
         )
 
-    async def _screen(self, group: str, entries: list[StreamEntry]) -> list[EventEntry]:
-        """The decoded events; the others are dead-lettered and acknowledged for `group`."""
+    async def _screen(
+        self, group: str, entries: list[StreamEntry], *, acked: bool = False
+    ) -> list[EventEntry]:
+        """The decoded events; the others are dead-lettered and (unless read with NOACK, so
+        `acked`: nothing is pending to acknowledge) acknowledged for `group`."""
         good, bad = _decode(entries)
         for entry_id, fields, reason in bad:
-            await self.set_aside(group, entry_id, kind="decode", reason=reason, fields=fields)
+            if acked:
+                await self._dead.add(consumer=group, kind="decode", reason=reason,
+                                     source="events", entry_id=entry_id, fields=fields)  # fmt: skip
+            else:
+                await self.set_aside(group, entry_id, kind="decode", reason=reason, fields=fields)
         return good
 
     async def _group_read(

@@ -217,6 +217,7 @@ class Deployment:
             "tenants": keys,
             "workers": [w["url"] for w in workers],
             "redis_url": self.redis_url,
+            "cluster": o.cluster,
             "database_url": o.database_url,
             "console_url": console_url,
             "up_pid": os.getpid(),

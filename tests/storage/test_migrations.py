@@ -4,6 +4,7 @@ concurrently, and the migrations ship inside the package (any working directory)
 from __future__ import annotations
 
 import fnmatch
+import sqlite3
 import subprocess
 import sys
 import threading
@@ -178,3 +179,21 @@ def test_the_alembic_command_line_downgrades_without_losing_rows(tmp_path: Path)
     assert _weights(url) == [1.0, 2.0, 3.0]
     subprocess.run([*alembic, "upgrade", "head"], check=True, timeout=60, cwd=tmp_path)
     assert _weights(url) == [1.0, 2.0, 3.0]
+
+
+def test_rows_dangling_before_a_migration_do_not_block_it(tmp_path: Path) -> None:
+    """Only references a migration breaks are refused: a row already pointing at a missing
+    parent (written with foreign keys off) must not stop every later start and command."""
+    path = tmp_path / "orphan.db"
+    url = f"sqlite:///{path}"
+    migrate(url, revision="0005")
+    with sqlite3.connect(path) as raw:  # foreign keys are off on a bare connection
+        raw.execute(
+            "INSERT INTO agents (id, app_id, name, weight, created_at) VALUES (9, 99, 'x', 1, 0)"
+        )
+    migrate(url)
+    assert current_revision(url) == HEAD
+    ini = MIGRATIONS_DIR / "alembic.ini"
+    alembic = [sys.executable, "-m", "alembic", "-c", str(ini), "-x", f"url={url}"]
+    subprocess.run([*alembic, "downgrade", "0005"], check=True, timeout=60, cwd=tmp_path)
+    assert current_revision(url) == "0005"

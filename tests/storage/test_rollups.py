@@ -212,8 +212,9 @@ def test_a_report_reads_one_snapshot_while_rows_arrive(
     early = [x for x in rows if x.tenant != "t0"]
     assert late and early
     _load(db, early)
-    patched = (RollupRepo, "_node_counters") if source == "rollups" else (raw_reports, "_totals")
-    original = getattr(*patched)
+    target: object = RollupRepo if source == "rollups" else raw_reports
+    attribute = "_node_counters" if source == "rollups" else "_totals"
+    original = getattr(target, attribute)
 
     def counted_then_written(*args: object) -> object:
         stats = original(*args)
@@ -221,7 +222,7 @@ def test_a_report_reads_one_snapshot_while_rows_arrive(
             r.requests.insert_many(late)
         return stats
 
-    monkeypatch.setattr(*patched, counted_then_written)
+    monkeypatch.setattr(target, attribute, counted_then_written)
     with db.reader() as r:
         report = (r.rollups.report if source == "rollups" else r.rollups.report_from_requests)(
             start=T0, end=T0 + 601, level="tenant"
@@ -230,17 +231,17 @@ def test_a_report_reads_one_snapshot_while_rows_arrive(
     assert sum(n.requests for n in report.nodes) == len(early)
 
 
-def test_an_exact_report_refuses_a_range_with_too_many_rows(
-    db: Database, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_an_exact_report_refuses_a_range_with_too_many_rows(db: Database) -> None:
     """An exact report holds every row's latencies in memory, in a gateway: a viewer asking for
     years of rows could exhaust the process that serves tenants."""
     rows = _requests(11, seed=9, span_s=600)
     _load(db, rows)
-    monkeypatch.setattr(raw_reports, "MAX_EXACT_ROWS", 10)
+    window = {"start": T0, "end": T0 + 601, "level": "tenant"}
     with db.reader() as r, pytest.raises(InvalidValueError, match="source=rollups"):
-        r.rollups.report_from_requests(start=T0, end=T0 + 601, level="tenant")
-    monkeypatch.setattr(raw_reports, "MAX_EXACT_ROWS", 11)
+        report_from_requests(r.session, **window, max_rows=10)  # type: ignore[arg-type]
     with db.reader() as r:
-        report = r.rollups.report_from_requests(start=T0, end=T0 + 601, level="tenant")
+        report = report_from_requests(r.session, **window, max_rows=11)  # type: ignore[arg-type]
+        unbounded = report_from_requests(r.session, **window, max_rows=None)  # type: ignore[arg-type]
     assert sum(n.requests for n in report.nodes) == 11
+    assert unbounded == report
+    assert raw_reports.MAX_EXACT_ROWS == 500_000

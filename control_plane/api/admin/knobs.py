@@ -36,6 +36,7 @@ async def set_knob(
     reason: str,
     action: str,
     old: Any = None,
+    expected: str | None = None,
 ) -> tuple[int, AuditRecord]:
     """Audit, store and announce one knob value (already validated) → (version, audit row);
     the audit row commits only once the value is stored (`recorded_then_live`). The value is
@@ -43,9 +44,12 @@ async def set_knob(
     the change within a second: a change that timed out here can neither land later without
     its audit row nor overwrite a later change.
 
-    The audit row's `old` is the knob's previous value unless `old` says what was in force.
+    The audit row's `old` is the knob's previous value unless `old` says what was in force;
+    `expected`: the knob's text the caller decided on (read here when None).
     """
     stored, stored_text = await ctx.stores.knobs.read(name)
+    if expected is not None:
+        stored_text = expected
     if old is None:
         old = None if stored is None else stored.to_json()
     typed = decode_knob(name, value)
@@ -86,6 +90,7 @@ async def active_policy(ctx: AdminContext) -> dict[str, Any]:
 async def _carry_fairness(
     ctx: AdminContext, fairness: dict[str, Any], actor: str, reason: str
 ) -> dict[str, Any] | None:
+    _, decided_on = await ctx.stores.knobs.read("policy")  # a switch after this read wins
     current = await active_policy(ctx)
     try:
         fields = policy_class(str(current["name"])).Params.model_fields
@@ -103,6 +108,7 @@ async def _carry_fairness(
         reason=f"fairness knob: {reason}",
         action="policy.switch",
         old=current,
+        expected=decided_on,
     )
     return new
 

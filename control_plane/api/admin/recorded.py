@@ -20,6 +20,7 @@ from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
 from control_plane.api.admin.deps import in_thread
+from control_plane.state import StateUnavailable
 from storage.db import Database, Repos
 
 log = logging.getLogger(__name__)
@@ -48,7 +49,9 @@ async def recorded_then_live(
                 live = future.result(LIVE_TIMEOUT_S)
             except concurrent.futures.TimeoutError:
                 future.cancel()
-                raise
+                raise StateUnavailable(
+                    f"redis did not apply the change within {LIVE_TIMEOUT_S:g} s"
+                ) from None
             applied = True
         return written, live
 

@@ -102,3 +102,9 @@ def test_nonsense_values_are_refused_naming_the_field(
     with pytest.raises(ScenarioError) as caught:
         load_scenario(str(path))
     assert field in str(caught.value), caught.value
+
+
+def test_merge_keys_still_merge_and_may_be_overridden(tmp_path: Path) -> None:
+    path = tmp_path / "merge.yaml"
+    path.write_text("a: &x {b: 1, c: 2}\nd:\n  <<: *x\n  b: 3\n", encoding="utf-8")
+    assert read_yaml(path) == {"a": {"b": 1, "c": 2}, "d": {"b": 3, "c": 2}}

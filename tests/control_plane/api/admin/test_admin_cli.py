@@ -14,6 +14,7 @@ from typer.testing import CliRunner
 from control_plane.admin import tenancy
 from control_plane.admin_cli import register
 from control_plane.contracts.knobs import NodeWeights
+from control_plane.state import StateStores
 from storage.db import Database
 from tests.control_plane.api.admin.conftest import AdminApi
 from tests.control_plane.api.admin.test_reports import SPAN, START, make_rows
@@ -176,3 +177,26 @@ def test_report_checks_its_output_first_and_warns_of_an_unknown_tenant(
     assert typo.exit_code == 0
     assert "warning: --tenant: no tenant 'acmee'" in typo.stderr
     assert typo.stdout.startswith("node,tenant,app,agent")  # the CSV itself stays clean
+
+
+async def test_the_cli_finds_the_redis_of_arbiter_up_by_its_database(
+    cli: typer.Typer, redis_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`arbiter up` runs its Redis on a free port and says so only in `.arbiter/up.json`:
+    without ARBITER_REDIS_URL the CLI tells that Redis when up.json names its database."""
+    monkeypatch.delenv("ARBITER_REDIS_URL")
+    monkeypatch.chdir(tmp_path)
+    url = f"sqlite:///{tmp_path / 'up.db'}"
+    state = tmp_path / ".arbiter"
+    state.mkdir()
+    up = {"redis_url": redis_url, "cluster": "up-cli", "database_url": url}
+    (state / "up.json").write_text(json.dumps(up))
+    args = ["tenants", "create", "acme", "--weight", "3", "--no-key", "--database-url", url]
+    out = await asyncio.to_thread(_run, cli, *args)
+    assert "warning" not in out
+    stores = StateStores.open(redis_url, "up-cli")
+    try:
+        weights = await stores.knobs.get("weights")
+    finally:
+        await stores.aclose()
+    assert isinstance(weights, NodeWeights) and dict(weights.table) == {("acme",): 3.0}
