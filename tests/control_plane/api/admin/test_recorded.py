@@ -7,9 +7,13 @@ import os
 import signal
 
 import httpx
+import pytest
 from sqlalchemy import create_engine, text
 
+from control_plane.api.admin.deps import AdminContext
+from control_plane.api.admin.knobs import set_knob
 from control_plane.contracts.knobs import PluginChoice
+from control_plane.gateway.errors import ApiError
 from tests.control_plane.api.admin.conftest import AdminApi
 from tests.support.redis_server import RedisServer
 
@@ -69,3 +73,18 @@ async def test_a_change_that_cannot_go_live_leaves_no_audit_row(
     assert isinstance(await api.stores.knobs.get("admission"), PluginChoice)
     audit = (await api.client.get("/admin/audit", params={"action": "knob.set"})).json()
     assert [a["target"] for a in audit["data"]] == ["knob:admission"]
+
+
+async def test_a_change_refused_after_it_was_recorded_leaves_no_audit_row(api: AdminApi) -> None:
+    """The row is written first; a refusal when going live (here: the knob changed since the
+    value the change was decided on) rolls it back and answers 409."""
+    state = api.app.state
+    ctx = AdminContext(state.settings, state.db, state.stores, state.directory)
+    value = ADMISSION["value"]
+    with pytest.raises(ApiError) as refused:
+        await set_knob(
+            ctx, "admission", value, actor="a", reason="r", action="knob.set", expected="{}"
+        )
+    assert refused.value.status == 409 and refused.value.code == "knob_changed"
+    audit = (await api.client.get("/admin/audit", params={"action": "knob.set"})).json()
+    assert audit["data"] == [] and await api.stores.knobs.get("admission") is None
