@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import logging
 import time
+import uuid
 from collections.abc import Awaitable, Callable
 from types import TracebackType
 from typing import TypeVar
@@ -159,20 +160,22 @@ class Knobs:
     async def replace(
         self, name: str, value: KnobValue, *, expected: str, within_ms: int = REPLACE_WITHIN_MS
     ) -> int:
-        """Store `value` only if the knob still holds `expected` (its text from `read`) and
-        Redis runs the change within `within_ms` of now on its own clock; → the new version.
+        """Store `value` only if the knob still holds `expected` (its text from `read`) and the
+        change runs within `within_ms` of this call on Redis's clock; → the new version.
 
         `KnobChanged` when the knob changed meanwhile; `StateUnavailable` when Redis ran the
-        call too late — its caller, having timed out, must not find it applied afterwards.
+        call too late — its caller, having timed out, must not find it applied afterwards. The
+        bound is a ticket key set with that expiry just before the change, which the change
+        needs and deletes (`knob_set.lua`).
         """
         ks = self._ks
-        seconds, micros = await self._redis.time()
-        deadline = int(seconds) * 1000 + int(micros) // 1000 + within_ms
+        ticket = f"{ks.knobs}:ticket:{uuid.uuid4().hex}"
+        await self._redis.set(ticket, "1", px=max(1, within_ms))
         version = int(
             await self._scripts.call(
                 "knob_set",
-                [ks.knobs, ks.knobs_version],
-                [name, dumps(value.to_json()), ks.knobs_channel, expected, deadline],
+                [ks.knobs, ks.knobs_version, ticket],
+                [name, dumps(value.to_json()), ks.knobs_channel, expected],
             )
         )
         if version == -1:

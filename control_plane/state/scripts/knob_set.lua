@@ -4,21 +4,20 @@
 --
 -- KEYS[1]  knobs hash              arb:{c}:knobs          (name -> JSON value)
 -- KEYS[2]  knobs version counter   arb:{c}:knobs:version
+-- KEYS[3]  optional: a ticket key the caller set with a short expiry just before this call;
+--          the change applies only while it exists (it is deleted here), so a call that runs
+--          late, after its caller gave up on an answer (a stall), changes nothing — the
+--          expiry is Redis's own clock, and no time is read here
 -- ARGV[1]  knob name
 -- ARGV[2]  value as JSON
 -- ARGV[3]  pub/sub channel         arb:{c}:chan:knobs     (a channel, not a key)
 -- ARGV[4]  optional: the stored JSON the caller read ("" for none): compare-and-set, so two
 --          read-modify-writes of one knob (two weight changes at once) cannot lose either
--- ARGV[5]  optional: a deadline in ms on Redis's own clock (TIME): a call that runs later,
---          after its caller gave up on an answer (a stall), changes nothing
 -- Returns  the new knobs version, -1 (nothing changed) when ARGV[4] no longer matches, or -2
---          when the deadline has passed; publishes {"name", "value", "version"} on ARGV[3].
+--          when the ticket has expired; publishes {"name", "value", "version"} on ARGV[3].
 
-if ARGV[5] ~= nil and ARGV[5] ~= '' then
-  local now = redis.call('TIME')
-  if tonumber(now[1]) * 1000 + tonumber(now[2]) / 1000 > tonumber(ARGV[5]) then
-    return -2
-  end
+if KEYS[3] ~= nil and redis.call('DEL', KEYS[3]) == 0 then
+  return -2
 end
 if ARGV[4] ~= nil then
   local current = redis.call('HGET', KEYS[1], ARGV[1])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import pytest
 from redis.asyncio import Redis
@@ -163,7 +164,7 @@ async def test_token_bucket_allows_bursts_then_paces(stores: StateStores) -> Non
 
 
 async def test_a_knob_is_replaced_only_over_what_was_read_and_only_in_time(
-    stores: StateStores,
+    stores: StateStores, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """An admin change that timed out still runs when Redis answers again. Regression: it then
     applied — with its audit row rolled back — even over a later change."""
@@ -177,8 +178,19 @@ async def test_a_knob_is_replaced_only_over_what_was_read_and_only_in_time(
     later = PluginChoice("capacity", {"max_concurrency": 8})
     with pytest.raises(KnobChanged):  # a change based on what was read before `first`
         await knobs.replace("admission", later, expected="")
-    with pytest.raises(StateUnavailable):  # run past its deadline: as if it ran late
-        await knobs.replace("admission", later, expected=text_of(first), within_ms=-1)
+    sent: list[tuple[str, Any, Any]] = []
+    call = knobs._scripts.call
+
+    async def stalled(name: str, keys: Any, args: Any) -> Any:
+        sent.append((name, keys, args))  # in Redis's socket buffer; the caller times out
+        raise StateUnavailable("Timeout reading from the socket")
+
+    monkeypatch.setattr(knobs._scripts, "call", stalled)
+    with pytest.raises(StateUnavailable):
+        await knobs.replace("admission", later, expected=text_of(first), within_ms=50)
+    monkeypatch.setattr(knobs._scripts, "call", call)
+    await asyncio.sleep(0.1)
+    assert await call(*sent[0]) == -2  # Redis runs it late: nothing changes
     assert await knobs.get("admission") == first
 
 
