@@ -82,8 +82,11 @@ def arrive_each(
     return failed
 
 
-async def dead_letter_all(dead: DeadLetters, source: str, failed: list[Failure]) -> None:
-    """Keep each failure in the dead-letter stream (kind `apply`)."""
+async def dead_letter_all(
+    dead: DeadLetters, source: str, failed: list[Failure], *, once: bool = False
+) -> None:
+    """Keep each failure in the dead-letter stream (kind `apply`); with `once`, a label
+    already kept within a day is not kept again (for a stream read again by id)."""
     for entry_id, entry, reason in failed:
         log.warning("%s entry %s skipped: %s", source, entry_id, reason)
         await dead.add(
@@ -93,4 +96,5 @@ async def dead_letter_all(dead: DeadLetters, source: str, failed: list[Failure])
             source=source,
             entry_id=entry_id,
             fields=entry,
+            once=once,
         )

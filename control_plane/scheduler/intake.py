@@ -20,8 +20,8 @@ grant landed. (Its failed worker is marked either way; marking it again is harml
 
 Guarantee: the batch is applied whole or not at all. Its only read comes before anything is
 applied, so a Redis outage during it leaves the core untouched and `ArrivalsIntake` applies the
-same batch again (the stream's entries were acknowledged as they were read: dropping the batch
-would leave its requests queued in Redis and unknown to the leader).
+same batch again (dropping it would leave its requests queued in Redis and unknown to the
+leader until the next takeover).
 """
 
 from __future__ import annotations
@@ -93,14 +93,18 @@ def _first(arrival: Arrival) -> bool:
 
 
 class ArrivalsIntake:
-    """One leader term's reader of `arrivals`: reads a batch, applies it with `take_in`, then
-    dead-letters what failed. A batch whose read of re-queues raised (Redis outage) is kept
-    and applied on the next `step`, before anything new is read."""
+    """One leader term's reader of `arrivals`: reads a batch after its cursor, applies it with
+    `take_in`, then dead-letters what failed. A batch whose read of re-queues raised (Redis
+    outage) is kept and applied on the next `step`, before anything new is read; a read whose
+    reply was lost left the cursor where it was, so the same entries are read again. `mark`
+    records in Redis how far this term has applied (trimming stops there; the next term
+    starts there)."""
 
-    def __init__(self, stores: StateStores, consumer: str, rebuilt_to: str) -> None:
+    def __init__(self, stores: StateStores, rebuilt_to: str, start: str = NO_ENTRY) -> None:
         self._stores = stores
-        self._consumer = consumer
         self._rebuilt_to = rebuilt_to
+        self._cursor = start
+        self._applied = start
         self._unapplied: list[Arrival] = []
 
     async def step(
@@ -108,16 +112,23 @@ class ArrivalsIntake:
     ) -> Taken | None:
         """Take in the next batch (waiting up to a second for one); None when none came."""
         if not self._unapplied:
-            self._unapplied = await self._stores.arrivals.read_entries(
-                self._consumer, count=BATCH, block_ms=1000
-            )
+            read = await self._stores.arrivals.read_after(self._cursor, count=BATCH, block_ms=1000)
+            self._unapplied, self._cursor = read.arrivals, read.last_id
         batch = self._unapplied
         if not batch:
+            self._applied = self._cursor  # what was read was dead-lettered, if anything
             return None
         now = time.time()
         taken = await take_in(core, self._stores, desk, batch, now, deciding, self._rebuilt_to)
         self._unapplied = []
+        self._applied = self._cursor
         if parse_id(batch[-1].entry_id) > parse_id(self._rebuilt_to):
             self._rebuilt_to = NO_ENTRY  # past the rebuild's tail: nothing more to skip
-        await dead_letter_all(self._stores.dead_letters, "arrivals", taken.failed)
+        await dead_letter_all(self._stores.dead_letters, "arrivals", taken.failed, once=True)
         return taken
+
+    async def mark(self, fencing_token: int) -> bool:
+        """Record how far this term has applied; False when its token is stale."""
+        if self._applied == NO_ENTRY:
+            return True
+        return await self._stores.arrivals.mark(self._applied, fencing_token)

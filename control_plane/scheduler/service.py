@@ -87,7 +87,7 @@ class SchedulerService:
         self._pacer = EventPacer(settings.leader_events_gap_s)
         self._deciding = asyncio.Lock()
         """Held from a cycle's decisions until their grants are written (see `take_in`)."""
-        self._intake = ArrivalsIntake(stores, holder, NO_ENTRY)
+        self._intake = ArrivalsIntake(stores, NO_ENTRY)
         """This term's reader of `arrivals` (replaced on every takeover)."""
 
     @property
@@ -146,6 +146,7 @@ class SchedulerService:
         self._redis_run_id = await server_run_id(self.stores.redis)
         await self.stores.events.ensure_groups()
         await self.stores.arrivals.ensure_group()
+        applied = await self.stores.arrivals.delivered()  # before the view: nothing is missed
         known = {w.id for w in await self.stores.workers.list()}
         for rec in self.settings.static_workers():
             if rec.id not in known:  # never overwrite an operator's drain
@@ -157,7 +158,7 @@ class SchedulerService:
             self.stores, self.settings.policy, now, self.settings.worker_failure_cooldown_s
         )
         self.core = rebuilt.core
-        self._intake = ArrivalsIntake(self.stores, self.holder, rebuilt.arrivals_tail)
+        self._intake = ArrivalsIntake(self.stores, rebuilt.arrivals_tail, applied)
         await self._claim_orphan_events(rebuilt.events_checkpointed)
         self._applied_to = await self.stores.inflight.delivered(GROUP)
 
@@ -364,10 +365,13 @@ class SchedulerService:
                 return
 
     async def _trim_loop(self) -> None:
-        """Trim the arrivals and events streams to what every group is done with."""
+        """Mark how far this term applied arrivals, then trim the arrivals and events streams
+        to what every group is done with."""
         while True:
             await asyncio.sleep(TRIM_INTERVAL_S)
-            await self.stores.trimmer.trim()
+            assert self.term is not None
+            if await self._intake.mark(self.term.token):
+                await self.stores.trimmer.trim()
 
     def _acting(self) -> bool:
         return self.term is not None and self.term.active()

@@ -71,10 +71,13 @@ class DeadLetters:
         fields: Any,
         now: float | None = None,
         acking: tuple[str, str] | None = None,
+        once: bool = False,
     ) -> str:
         """Keep one entry that `consumer` gave up on; returns its dead-letter id. `acking`:
         (stream key, group) whose acknowledgement of `entry_id` commits with it; the entry is
-        kept only if it was still pending for that group ("" returned otherwise)."""
+        kept only if it was still pending for that group ("" returned otherwise). `once`
+        (without `acking`): kept only the first time `source`'s `entry_id` is added within a
+        day, for streams read by id that may be read again."""
         entry: dict[Any, Any] = {
             "at": repr(time.time() if now is None else now),
             "consumer": consumer,
@@ -89,6 +92,8 @@ class DeadLetters:
         if acking is not None:
             keys.append(acking[0])
             group = acking[1]
+        elif once:
+            keys.append(self._ks.dead_letter_once(source, entry_id))
         args: list[str | int | float] = [self.maxlen, f"{consumer}:{kind}", group, entry_id]
         for name, value in entry.items():
             args += [name, value]

@@ -122,6 +122,10 @@ class KeySpace:
         """Hash `<consumer>:<reason>` → number of entries ever dead-lettered that way."""
         return self.key("dead_letters:counts")
 
+    def dead_letter_once(self, source: str, entry_id: str) -> str:
+        """Marker that an entry of a stream read by id was dead-lettered (expires in a day)."""
+        return self.key(f"dead_letters:once:{source}:{entry_id}")
+
     # --- gateway liveness ------------------------------------------------------------------
     @property
     def gateways(self) -> str:

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
 
 import pytest
+from redis.exceptions import TimeoutError as RedisTimeout
 
 from control_plane.contracts.requests import Envelope, RequestRecord
 from control_plane.contracts.workers import WorkerEntry, WorkerSample
@@ -18,6 +20,7 @@ from control_plane.scheduler.service import SchedulerService, _resilient
 from control_plane.scheduler.workers import observe
 from control_plane.settings import Settings
 from control_plane.state import StateStores, StateUnavailable
+from control_plane.state.arrivals import Arrival
 from control_plane.state.inflight_view import NO_ENTRY
 from control_plane.state.tasks import stop_tasks
 
@@ -42,6 +45,10 @@ async def _submit(stores: StateStores, rid: str, arrival: float) -> None:
     assert result.accepted
 
 
+async def read_all(stores: StateStores) -> list[Arrival]:
+    return (await stores.arrivals.read_after(NO_ENTRY, count=10, block_ms=None)).arrivals
+
+
 async def test_an_arrival_a_new_leader_already_granted_does_not_free_its_slot(
     stores: StateStores,
 ) -> None:
@@ -59,7 +66,7 @@ async def test_an_arrival_a_new_leader_already_granted_does_not_free_its_slot(
         assert await stores.requests.grant(rid, worker_id="w1", worker_url="u", now=NOW)
     desk = LendingDesk(stores.lending, 0, enabled=False, per_worker=1)
 
-    arrivals = await stores.arrivals.read_entries("s", count=10, block_ms=None)
+    arrivals = await read_all(stores)
     assert [a.id for a in arrivals] == ["r1", "r2", "r3"]
     await take_in(core, stores, desk, arrivals, NOW + 1)
 
@@ -81,7 +88,7 @@ async def test_a_grant_made_while_the_batch_reads_its_requeues_is_kept(
     core = (await rebuild(stores, "fcfs", NOW + 3)).core
     observe(core, "w1", WorkerSample(True, NOW, models={"m": 4096}))
     assert set(core.pending) == {"q", "r"}
-    arrivals = await stores.arrivals.read_entries("s", count=10, block_ms=None)
+    arrivals = await read_all(stores)
     assert [(a.id, a.envelope is None) for a in arrivals] == [
         ("q", False),
         ("q", True),
@@ -116,7 +123,7 @@ async def test_a_requeue_read_waits_for_the_grants_being_written(
     assert await stores.requests.requeue("q", now=NOW + 1)
     core = (await rebuild(stores, "fcfs", NOW + 2)).core
     observe(core, "w1", WorkerSample(True, NOW, models={"m": 4096}))
-    arrivals = await stores.arrivals.read_entries("s", count=10, block_ms=None)
+    arrivals = await read_all(stores)
     desk = LendingDesk(stores.lending, 0, enabled=False, per_worker=1)
     deciding = asyncio.Lock()
 
@@ -156,7 +163,7 @@ async def test_arrivals_the_rebuild_already_holds_are_skipped(
     await _submit(stores, "r4", NOW + 6)  # after the rebuild: a new arrival, taken in
     desk = LendingDesk(stores.lending, 0, enabled=False, per_worker=1)
 
-    arrivals = await stores.arrivals.read_entries("s", count=10, block_ms=None)
+    arrivals = await read_all(stores)
     assert [a.id for a in arrivals] == ["r1", "r2", "r3", "r4"]
     tail = rebuilt.arrivals_tail if skips else NO_ENTRY
     taken = await take_in(core, stores, desk, arrivals, NOW + 6, rebuilt_to=tail)
@@ -209,7 +216,7 @@ async def test_a_batch_whose_requeue_read_fails_is_applied_once_redis_answers(
 async def test_the_intake_stops_skipping_once_past_the_rebuild_tail(stores: StateStores) -> None:
     await _submit(stores, "old", NOW)
     rebuilt = await rebuild(stores, "fcfs", NOW)
-    intake = ArrivalsIntake(stores, "s", rebuilt.arrivals_tail)
+    intake = ArrivalsIntake(stores, rebuilt.arrivals_tail)
     desk = LendingDesk(stores.lending, 0, enabled=False, per_worker=1)
     await _submit(stores, "new", NOW + 1)
     taken = await intake.step(rebuilt.core, desk, asyncio.Lock())
@@ -230,7 +237,47 @@ async def test_a_requeue_before_the_rebuild_tail_is_still_applied_by_its_record(
     core = rebuilt.core
     assert set(core.pending) == {"q"} and not core.workers["w1"].failed
     desk = LendingDesk(stores.lending, 0, enabled=False, per_worker=1)
-    arrivals = await stores.arrivals.read_entries("s", count=10, block_ms=None)
+    arrivals = await read_all(stores)
     taken = await take_in(core, stores, desk, arrivals, NOW + 2, rebuilt_to=rebuilt.arrivals_tail)
     assert taken.announced == 1 and set(core.pending) == {"q"} and core.running == {}
     assert core.workers["w1"].failed
+
+
+async def test_a_read_whose_reply_was_lost_is_read_again(
+    redis_url: str, stores: StateStores, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The read of `q` and `n` runs in Redis and its reply is lost (a stall's timeout). The
+    leader's arrivals loop restarts and must still queue both: read through the group with
+    NOACK, the batch was delivered for good and both waited for their queue timeout."""
+    service = SchedulerService(Settings(redis_url=redis_url, cluster="intake"), stores, "s1")
+    service.core = core = (await rebuild(stores, "fcfs", NOW)).core
+    service.desk = LendingDesk(stores.lending, 0, enabled=False, per_worker=1)
+    await _submit(stores, "q", NOW)
+    await _submit(stores, "n", NOW + 1)
+    redis = stores.redis
+    lost: list[str] = []
+
+    def losing(name: str) -> Callable[..., Awaitable[Any]]:
+        real = getattr(redis, name)
+
+        async def read(*args: Any, **kwargs: Any) -> Any:
+            reply = await real(*args, **kwargs)
+            if not lost:
+                lost.append(name)
+                raise RedisTimeout("the reply was lost")
+            return reply
+
+        return read
+
+    for name in ("xread", "xreadgroup"):
+        monkeypatch.setattr(redis, name, losing(name))
+    term = LeaderTerm(1, 3600.0, 0.0, lambda: 0.0)
+    loop = asyncio.create_task(_resilient(service._arrivals_loop, term))
+    try:
+        for _ in range(60):
+            if len(core.pending) == 2:
+                break
+            await asyncio.sleep(0.05)
+    finally:
+        await stop_tasks([loop])
+    assert lost and set(core.pending) == {"q", "n"}

@@ -28,6 +28,7 @@ from control_plane.scheduler.lending import LendingDesk, lendable
 from control_plane.scheduler.rebuild import rebuild
 from control_plane.scheduler.workers import observe
 from control_plane.state import StateStores
+from control_plane.state.inflight_view import NO_ENTRY
 from control_plane.state.request_results import GrantOrder
 
 NOW = 1_000.0
@@ -41,6 +42,7 @@ class Harness:
     def __init__(self, stores: StateStores, core: SchedulerCore, desk: LendingDesk) -> None:
         self.stores, self.core, self.desk = stores, core, desk
         self.n = 0
+        self.cursor = NO_ENTRY
 
     @classmethod
     async def start(cls, stores: StateStores, per_worker: int = 3) -> Harness:
@@ -72,7 +74,8 @@ class Harness:
         return result.grant is not None
 
     async def read_arrivals(self) -> None:
-        arrivals = await self.stores.arrivals.read_entries("s1", count=1000, block_ms=None)
+        read = await self.stores.arrivals.read_after(self.cursor, count=1000, block_ms=None)
+        arrivals, self.cursor = read.arrivals, read.last_id
         await take_in(self.core, self.stores, self.desk, arrivals, NOW)
 
     async def cycle(self) -> None:

@@ -20,6 +20,7 @@ from control_plane.scheduler.rebuild import rebuild
 from control_plane.scheduler.service import GROUP, SchedulerService
 from control_plane.settings import Settings
 from control_plane.state import StateStores
+from control_plane.state.inflight_view import NO_ENTRY
 from control_plane.state.tasks import stop_tasks
 from tests.support.waiting import until
 
@@ -83,7 +84,8 @@ async def test_a_takeover_charges_a_claimed_completion_once(
     await old.arrivals.ensure_group()
     await old.workers.upsert(WORKER)
     await _granted(old, "r")
-    await old.arrivals.read_entries("old", count=10, block_ms=None)
+    read = await old.arrivals.read_after(NO_ENTRY, count=10, block_ms=None)
+    await old.arrivals.mark(read.last_id, None)  # the predecessor applied them
     assert await old.lease.acquire("old", 30.0, time.time(), fresh=True)
     assert old.lease.token is not None
     pred = SchedulerService(settings, old, "old")

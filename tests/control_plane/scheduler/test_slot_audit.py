@@ -270,7 +270,8 @@ async def _leading(redis_url: str, cluster: str, ids: list[str]) -> StateStores:
     for i, rid in enumerate(ids):
         await _submit(stores, rid, time.time() + i * 1e-3)
         assert await stores.requests.grant(rid, worker_id="w1", worker_url="u", now=time.time())
-    await stores.arrivals.read_entries("old", count=100, block_ms=None)  # read by it
+    read = await stores.arrivals.read_after(NO_ENTRY, count=100, block_ms=None)
+    await stores.arrivals.mark(read.last_id, None)  # applied by it
     return stores
 
 

@@ -9,6 +9,7 @@ from redis.asyncio import Redis
 from control_plane.contracts.events import Progress
 from control_plane.state import KeySpace, StateStores
 from control_plane.state.dead_letters import DeadLetters
+from control_plane.state.inflight_view import NO_ENTRY
 from control_plane.state.trimming import parse_id
 from tests.support.envelopes import envelope
 
@@ -111,12 +112,17 @@ async def test_malformed_arrivals_are_skipped_and_the_rest_still_arrives(
     await stores.requests.submit(
         envelope("ok"), request_id="ok", tenant="t", gateway_id="g", queue_cap=9, now=NOW
     )
-    got = await arrivals.read_entries("s1", block_ms=None)
+    got = (await arrivals.read_after(NO_ENTRY, block_ms=None)).arrivals
     assert [(a.id, a.envelope) for a in got] == [("ok", envelope("ok"))]
     assert parse_id(got[0].entry_id) > parse_id(str(bad[-1]))
     letters = await stores.dead_letters.list()
     assert sorted(x.entry_id for x in letters) == sorted(bad)
     assert {(x.consumer, x.source) for x in letters} == {("scheduler", "arrivals")}
+
+    again = (await arrivals.read_after(NO_ENTRY, block_ms=None)).arrivals  # a lost reply's retry
+    assert [a.id for a in again] == ["ok"]
+    assert len(await stores.dead_letters.list()) == len(bad)  # each bad entry kept once
+    assert await stores.dead_letters.counts() == {"scheduler:decode": len(bad)}
 
 
 async def test_malformed_grants_are_set_aside_and_deleted(

@@ -29,6 +29,7 @@ from control_plane.state import (
     connect,
 )
 from control_plane.state.fast_lane import Loan
+from control_plane.state.inflight_view import NO_ENTRY
 from tests.support.envelopes import envelope
 
 NOW = 1_700_000_000.0
@@ -77,7 +78,7 @@ async def test_a_lent_slot_grants_at_once_and_the_arrival_says_so(
     assert second.accepted and second.grant is None  # no slot left: queued as before
     assert await requests.queued_ids() == ["r2"]
     assert await stores.lending.lent() == {}
-    take, queued = await stores.arrivals.read_entries("s1", block_ms=None)
+    take, queued = (await stores.arrivals.read_after(NO_ENTRY, block_ms=None)).arrivals
     assert (take.id, take.worker, take.lent_by, take.envelope is not None) == (
         "r1",
         "w1",
@@ -185,7 +186,7 @@ async def test_a_new_leader_takes_back_what_its_predecessor_lent(
     assert await stores.lending.lent() == {}
     assert (await _submit(requests, "after")).grant is None
     assert set(await requests.inflight()) == {"before"}  # what the new leader's rebuild reads
-    take, _ = await stores.arrivals.read_entries("s2", block_ms=None)
+    take, _ = (await stores.arrivals.read_after(NO_ENTRY, block_ms=None)).arrivals
     assert (take.id, take.lent_by) == ("before", old)  # the predecessor's take: not adopted
 
 
@@ -225,7 +226,8 @@ async def test_a_repeated_submit_answers_its_take_again_and_takes_nothing_more(
     assert not again.duplicate
     assert await stores.lending.lent() == {MODEL: {"w1": 1}}  # one slot taken, not two
     assert await requests.inflight() == {"r1": "w1"}
-    assert [e.id for e in await stores.arrivals.read_entries("s1", block_ms=None)] == ["r1"]
+    read = await stores.arrivals.read_after(NO_ENTRY, block_ms=None)
+    assert [e.id for e in read.arrivals] == ["r1"]
     other = await _submit(requests, "r1", gateway="gw2")  # not that gateway's call: a duplicate
     assert other.duplicate and other.grant is None
 

@@ -16,6 +16,7 @@ import pytest
 from control_plane.contracts.events import Progress
 from control_plane.contracts.knobs import Other, PluginChoice
 from control_plane.state import StateStores, StateUnavailable, ping
+from control_plane.state.inflight_view import NO_ENTRY
 from tests.support.envelopes import envelope
 from tests.support.redis_server import RedisServer
 
@@ -40,7 +41,7 @@ def calls(stores: StateStores) -> dict[str, Callable[[], Awaitable[Any]]]:
         "grant": lambda: req.grant("r1", worker_id="w", worker_url="u", now=NOW),
         "get": lambda: req.get("r1"),
         "load_queued": req.load_queued,
-        "arrivals.read": lambda: stores.arrivals.read("s", block_ms=None),
+        "arrivals.read": lambda: stores.arrivals.read_after(NO_ENTRY, block_ms=None),
         "grants.read": lambda: stores.grants.read("gw", "0-0", block_ms=None),
         "events.publish": lambda: stores.events.publish([Progress("r1", 1, NOW)]),
         "lease.acquire": lambda: stores.lease.acquire("s", 1.0, now=NOW),
@@ -72,7 +73,8 @@ async def test_outage_raises_state_unavailable_fast_and_service_recovers(
         envelope("r2"), request_id="r2", tenant="a", gateway_id="gw", queue_cap=5, now=NOW
     )
     assert result.accepted and result.seq == 1
-    assert await stores.arrivals.read("s", block_ms=None) == ["r2"]
+    read = await stores.arrivals.read_after(NO_ENTRY, block_ms=None)
+    assert [a.id for a in read.arrivals] == ["r2"]
     assert await stores.requests.grant("r2", worker_id="w", worker_url="u", now=NOW)
     assert await ping(stores.redis) < 1.0
 

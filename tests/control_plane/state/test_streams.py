@@ -25,6 +25,7 @@ from control_plane.state import (
     RequestStore,
 )
 from control_plane.state import events as events_module
+from control_plane.state.inflight_view import NO_ENTRY
 from tests.support.envelopes import envelope
 
 NOW = 1_700_000_000.0
@@ -37,58 +38,84 @@ async def submit(requests: RequestStore, rid: str, gateway: str = "gw") -> None:
     assert result.accepted
 
 
-async def test_arrivals_group_sees_entries_written_before_it_existed(
+async def ids_after(arrivals: ArrivalsConsumer, after: str = NO_ENTRY) -> list[str]:
+    return [a.id for a in (await arrivals.read_after(after, count=10, block_ms=None)).arrivals]
+
+
+async def test_arrivals_group_starts_before_entries_written_before_it_existed(
     arrivals: ArrivalsConsumer, requests: RequestStore
 ) -> None:
+    assert await arrivals.delivered() == NO_ENTRY  # no stream yet
     await submit(requests, "early")
-
     assert await arrivals.ensure_group()
     assert not await arrivals.ensure_group()
+    assert await arrivals.delivered() == NO_ENTRY
     await submit(requests, "late")
-
-    assert await arrivals.read("s1", count=10, block_ms=None) == ["early", "late"]
-    assert await arrivals.read("s1", count=10, block_ms=None) == []
+    assert await ids_after(arrivals, await arrivals.delivered()) == ["early", "late"]
 
 
-async def test_arrivals_are_acked_on_read_and_requeues_reappear(
-    arrivals: ArrivalsConsumer, requests: RequestStore, redis: Redis, keyspace: KeySpace
+async def test_arrivals_read_from_the_same_cursor_come_again(
+    arrivals: ArrivalsConsumer, requests: RequestStore
 ) -> None:
-    await arrivals.ensure_group()
+    """A read whose reply was lost moved nothing: the next read from that cursor gets the same
+    entries (a group read with NOACK had delivered them for good)."""
     await submit(requests, "r1")
-    assert await arrivals.read("s1", block_ms=None) == ["r1"]
-    assert (await redis.xpending(keyspace.arrivals, "scheduler"))["pending"] == 0
+    await submit(requests, "r2")
+    first = await arrivals.read_after(NO_ENTRY, count=10, block_ms=None)
+    again = await arrivals.read_after(NO_ENTRY, count=10, block_ms=None)
+    assert [a.id for a in first.arrivals] == [a.id for a in again.arrivals] == ["r1", "r2"]
+    assert first.last_id == again.last_id == first.arrivals[-1].entry_id
+    assert await ids_after(arrivals, first.last_id) == []
+    assert await ids_after(arrivals, first.arrivals[0].entry_id) == ["r2"]
 
+
+async def test_arrivals_requeues_reappear_without_their_envelope(
+    arrivals: ArrivalsConsumer, requests: RequestStore
+) -> None:
+    await submit(requests, "r1")
+    first = await arrivals.read_after(NO_ENTRY, block_ms=None)
     assert await requests.grant("r1", worker_id="w", worker_url="u", now=NOW)
     assert await requests.requeue("r1", now=NOW + 1)
-
-    assert await arrivals.read("s2", block_ms=None) == ["r1"]
+    again = (await arrivals.read_after(first.last_id, block_ms=None)).arrivals
+    assert [(a.id, a.envelope) for a in again] == [("r1", None)]
 
 
 async def test_arrivals_read_blocks_until_a_submit(
     arrivals: ArrivalsConsumer, requests: RequestStore
 ) -> None:
-    await arrivals.ensure_group()
-    reader = asyncio.create_task(arrivals.read("s1", block_ms=3000))
+    reader = asyncio.create_task(arrivals.read_after("$", block_ms=3000))
     await asyncio.sleep(0.2)
     assert not reader.done()
 
     start = time.perf_counter()
     await submit(requests, "r1")
-    ids = await asyncio.wait_for(reader, timeout=2)
+    batch = await asyncio.wait_for(reader, timeout=2)
 
-    assert ids == ["r1"]
+    assert [a.id for a in batch.arrivals] == ["r1"]
     assert time.perf_counter() - start < 0.5
 
 
-async def test_arrivals_group_is_recreated_when_lost(
+async def test_arrivals_mark_is_fenced_and_recreates_a_lost_group(
     arrivals: ArrivalsConsumer, requests: RequestStore, redis: Redis, keyspace: KeySpace
 ) -> None:
     await arrivals.ensure_group()
-    await redis.delete(keyspace.arrivals)
-
-    assert await arrivals.read("s1", block_ms=None) == []
     await submit(requests, "r1")
-    assert await arrivals.read("s1", block_ms=None) == ["r1"]
+    await submit(requests, "r2")
+    r1, r2 = (await arrivals.read_after(NO_ENTRY, block_ms=None)).arrivals
+    await redis.set(keyspace.leader_epoch, 5)
+    assert not await arrivals.mark(r2.entry_id, 4)  # a deposed leader's late mark
+    assert await arrivals.delivered() == NO_ENTRY
+    assert await arrivals.mark(r1.entry_id, 5)
+    assert await arrivals.delivered() == r1.entry_id
+    assert await arrivals.mark(r2.entry_id, None)  # unfenced
+    assert await arrivals.delivered() == r2.entry_id
+
+    await redis.delete(keyspace.arrivals)  # lost with Redis' data
+    assert await ids_after(arrivals) == []
+    assert await arrivals.mark(r1.entry_id, 5)
+    assert await arrivals.delivered() == r1.entry_id
+    await submit(requests, "r3")
+    assert await ids_after(arrivals, r1.entry_id) == ["r3"]
 
 
 async def test_grants_reader_follows_its_own_stream_from_latest_id(

@@ -18,6 +18,7 @@ from control_plane.contracts.requests import Envelope
 from control_plane.core.job import Job
 from control_plane.recorder.service import Recorder
 from control_plane.state import KeySpace, RequestStore, StateStores
+from control_plane.state.inflight_view import NO_ENTRY
 from control_plane.state.tasks import stop_tasks
 from control_plane.state.trimming import group_floor, parse_id
 from storage.db import Database
@@ -82,10 +83,15 @@ async def test_arrivals_are_trimmed_behind_the_scheduler(
             queue_cap=1000,
             now=NOW,
         )
-    assert len(await stores.arrivals.read("s", count=400, block_ms=None)) == 400
+    first = await stores.arrivals.read_after(NO_ENTRY, count=400, block_ms=None)
+    assert len(first.arrivals) == 400
+    await stores.trimmer.trim()
+    assert await redis.xlen(keyspace.arrivals) == 500  # read, not marked applied: all kept
+    assert await stores.arrivals.mark(first.last_id, None)
     await stores.trimmer.trim()
     assert 100 <= await redis.xlen(keyspace.arrivals) <= 300
-    assert len(await stores.arrivals.read("s", count=400, block_ms=None)) == 100
+    rest = await stores.arrivals.read_after(first.last_id, count=400, block_ms=None)
+    assert len(rest.arrivals) == 100
 
 
 # -- steady load -----------------------------------------------------------------------------
@@ -115,9 +121,11 @@ async def one_round(stores: StateStores, start: int, last_grant: str) -> str:
             queue_cap=10_000,
             now=NOW,
         )
-    arrived = await stores.arrivals.read_entries("sched", count=10_000, block_ms=None)
-    for arrival in arrived:
+    start = await stores.arrivals.delivered()
+    arrived = await stores.arrivals.read_after(start, count=10_000, block_ms=None)
+    for arrival in arrived.arrivals:
         assert await stores.requests.grant(arrival.id, worker_id="w", worker_url="u", now=NOW)
+    assert await stores.arrivals.mark(arrived.last_id, None)
     grants = await stores.grants.read("gw", last_grant, block_ms=None, count=10_000)
     events: list[Event] = []
     for _, grant in grants:
