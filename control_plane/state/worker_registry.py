@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import logging
+import uuid
+from collections.abc import Sequence
 
 from redis.asyncio import Redis
 
@@ -17,11 +19,14 @@ from control_plane.contracts.workers import (
 )
 from control_plane.state.client import check_client
 from control_plane.state.codec import dumps, loads, str_map, text
-from control_plane.state.errors import guarded
+from control_plane.state.errors import StateUnavailable, guarded
 from control_plane.state.keys import KeySpace
 from control_plane.state.scripts import Scripts
 
 log = logging.getLogger(__name__)
+
+CHANGE_WITHIN_MS = 1_000
+"""How late a bounded change may run in Redis (see `WorkerRegistry._write`)."""
 
 
 class WorkerRegistry:
@@ -29,7 +34,8 @@ class WorkerRegistry:
 
     `upsert` writes the fields a `WorkerEntry` holds into the worker's hash and leaves the
     others (a new worker starts `active`). Metrics are kept apart, one JSON blob per worker
-    stamped with `at`, because they change every scrape while the entry rarely does. A hash
+    stamped with `at`, because they change every scrape while the entry rarely does. Every
+    change of an entry is one `worker_write.lua` call (atomic; optionally bounded in time). A hash
     or blob that does not decode is logged and left out, never fatal to a reader.
     """
 
@@ -39,24 +45,15 @@ class WorkerRegistry:
         self._scripts = Scripts(redis)
 
     @guarded
-    async def upsert(self, worker: WorkerEntry) -> None:
-        """Create or update a worker entry (only the fields it sets)."""
-        key = self._ks.worker(worker.id)
-        pipe = self._redis.pipeline(transaction=True)
-        pipe.sadd(self._ks.workers, worker.id)
-        pipe.hset(key, mapping=encode_entry(worker))  # type: ignore[arg-type]
-        pipe.hsetnx(key, "status", dumps("active"))
-        await pipe.execute()
+    async def upsert(self, worker: WorkerEntry, *, bounded: bool = False) -> None:
+        """Create or update a worker entry (only the fields it sets); see `bounded` below."""
+        fields = [x for pair in encode_entry(worker).items() for x in pair]
+        await self._write("upsert", worker.id, fields, bounded)
 
     @guarded
-    async def remove(self, worker_id: str) -> bool:
+    async def remove(self, worker_id: str, *, bounded: bool = False) -> bool:
         """Forget a worker and its metrics; False when it was not registered."""
-        pipe = self._redis.pipeline(transaction=True)
-        pipe.srem(self._ks.workers, worker_id)
-        pipe.delete(self._ks.worker(worker_id))
-        pipe.hdel(self._ks.worker_metrics, worker_id)
-        removed, _, _ = await pipe.execute()
-        return bool(removed)
+        return await self._write("remove", worker_id, [], bounded) == 1
 
     @guarded
     async def get(self, worker_id: str) -> WorkerEntry | None:
@@ -75,14 +72,12 @@ class WorkerRegistry:
         return [entry for entry in entries if entry is not None]
 
     @guarded
-    async def set_status(self, worker_id: str, status: str) -> bool:
-        """Set `active`, `draining` or `unhealthy`; False when the worker is not registered."""
+    async def set_status(self, worker_id: str, status: str, *, bounded: bool = False) -> bool:
+        """Set `active`, `draining` or `unhealthy`; False when the worker is not registered
+        (a removed worker is never re-created)."""
         if status not in WORKER_STATUSES:
             raise ValueError(f"worker status must be one of {sorted(WORKER_STATUSES)}")
-        result = await self._scripts.call(
-            "worker_set_status", [self._ks.worker(worker_id)], [dumps(status)]
-        )
-        return bool(result)
+        return await self._write("status", worker_id, [dumps(status)], bounded) == 1
 
     @guarded
     async def set_metrics(self, worker_id: str, sample: WorkerSample, now: float) -> None:
@@ -101,6 +96,22 @@ class WorkerRegistry:
             except (ValueError, TypeError, AttributeError) as exc:
                 log.warning("metrics of worker %s skipped: %s", worker_id, exc)
         return out
+
+    async def _write(self, op: str, worker_id: str, args: Sequence[str], bounded: bool) -> int:
+        """One `worker_write.lua` call. `bounded`: it must run within `CHANGE_WITHIN_MS` of
+        this call on Redis's clock, else it changes nothing and `StateUnavailable` is raised —
+        for a caller that must not find its change applied after it timed out (an admin change
+        whose SQL record was rolled back). The bound is a ticket key set with that expiry just
+        before the change, which the change needs and deletes."""
+        ks = self._ks
+        keys = [ks.workers, ks.worker(worker_id), ks.worker_metrics]
+        if bounded:
+            keys.append(f"{ks.workers}:ticket:{uuid.uuid4().hex}")
+            await self._redis.set(keys[-1], "1", px=CHANGE_WITHIN_MS)
+        result = int(await self._scripts.call("worker_write", keys, [op, worker_id, *args]))
+        if result == -2:
+            raise StateUnavailable(f"redis ran the change of worker {worker_id!r} too late")
+        return result
 
 
 def _decoded(worker_id: str, fields: dict[str, str]) -> WorkerEntry | None:

@@ -6,8 +6,9 @@ transaction commits after it. Guarantees: a change the database cannot record (d
 read-only, a constraint) is refused before anything goes live, and a live change that fails
 (Redis unavailable: 503) leaves no row. Only a commit failing after the live change succeeded
 can leave it live without its row; that is logged as an error. A live change that timed out
-may still run when Redis answers again: knobs refuse that (`Knobs.replace`'s ticket, 1 s), the
-worker registry does not yet. Before, the live change came first and a database error after it
+may still run when Redis answers again: knobs and the worker registry refuse that (a ticket
+key with a 1 s expiry that the change needs: `Knobs.replace`, `WorkerRegistry`'s `bounded`
+writes). Before, the live change came first and a database error after it
 left a change in force that the audit log never saw.
 """
 

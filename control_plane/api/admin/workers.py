@@ -97,7 +97,7 @@ async def register_worker(ctx: Ctx, actor: Admin, body: WorkerIn) -> dict[str, A
     saved, _ = await recorded_then_live(
         ctx.db,
         lambda r: ops.register_rows(r, record, actor=actor, reason=body.reason),
-        lambda: ctx.stores.workers.upsert(record),
+        lambda: ctx.stores.workers.upsert(record, bounded=True),
     )
     return {**(await _known_in_redis(ctx, worker_id) or {}), "registered_at": saved.registered_at}
 
@@ -126,7 +126,7 @@ async def _set_status(
         lambda r: ops.set_status_rows(
             r, worker_id, sql_status, actor=actor, reason=reason, action=action
         ),
-        lambda: ctx.stores.workers.set_status(worker_id, status),
+        lambda: ctx.stores.workers.set_status(worker_id, status, bounded=True),
     )
     return await _known_in_redis(ctx, worker_id) or {}
 
@@ -149,6 +149,6 @@ async def delete_worker(ctx: Ctx, actor: Admin, worker_id: str, reason: Reason) 
     await recorded_then_live(
         ctx.db,
         lambda r: ops.remove_rows(r, worker_id, actor=actor, reason=reason, known=known),
-        lambda: ctx.stores.workers.remove(worker_id),
+        lambda: ctx.stores.workers.remove(worker_id, bounded=True),
     )
     return {"id": worker_id, "deleted": True}

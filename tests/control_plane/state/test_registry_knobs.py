@@ -26,8 +26,10 @@ from control_plane.state import (
     StateUnavailable,
     WorkerRegistry,
 )
+from control_plane.state import worker_registry as registry_module
 from control_plane.state.codec import dumps
 from control_plane.state.keys import KeySpace
+from control_plane.state.scripts import Scripts
 
 
 async def test_worker_registry_upserts_merges_and_removes(stores: StateStores) -> None:
@@ -67,6 +69,40 @@ async def test_worker_metrics_are_stamped_and_removed_with_the_worker(
     assert await workers.metrics() == {"w1": (sample, 12.5)}
     await workers.remove("w1")
     assert await workers.metrics() == {}
+
+
+async def test_a_bounded_worker_change_run_late_changes_nothing(
+    stores: StateStores, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An admin's worker change that timed out still runs when Redis answers again, after its
+    audit row was rolled back. Bounded, it must change nothing then: a registration, a drain
+    or a removal, each run past its one-second ticket."""
+    workers = stores.workers
+    await workers.upsert(WorkerEntry(id="w1", url="http://w1"), bounded=True)
+    assert await workers.set_status("w1", "draining", bounded=True)
+    assert not await workers.remove("ghost", bounded=True)
+    call = workers._scripts.call
+    sent = stall_scripts(monkeypatch, workers._scripts)
+    for change in (
+        workers.upsert(WorkerEntry(id="w2", url="http://w2"), bounded=True),
+        workers.set_status("w1", "active", bounded=True),
+        workers.remove("w1", bounded=True),
+    ):
+        with pytest.raises(StateUnavailable):
+            await change
+    await asyncio.sleep(1.1)
+    assert [await call(*late) for late in sent] == [-2, -2, -2]  # Redis runs them late
+    assert await workers.list() == [WorkerEntry(id="w1", url="http://w1", status="draining")]
+
+    async def slow(name: str, keys: Any, args: Any) -> Any:
+        await asyncio.sleep(0.2)  # the ticket runs out on the way
+        return await call(name, keys, args)
+
+    monkeypatch.setattr(workers._scripts, "call", slow)
+    monkeypatch.setattr(registry_module, "CHANGE_WITHIN_MS", 50)
+    with pytest.raises(StateUnavailable, match="too late"):
+        await workers.remove("w1", bounded=True)
+    assert [w.id for w in await workers.list()] == ["w1"]
 
 
 async def test_checkpoints_round_trip_and_replace(stores: StateStores) -> None:
@@ -178,20 +214,27 @@ async def test_a_knob_is_replaced_only_over_what_was_read_and_only_in_time(
     later = PluginChoice("capacity", {"max_concurrency": 8})
     with pytest.raises(KnobChanged):  # a change based on what was read before `first`
         await knobs.replace("admission", later, expected="")
-    sent: list[tuple[str, Any, Any]] = []
     call = knobs._scripts.call
-
-    async def stalled(name: str, keys: Any, args: Any) -> Any:
-        sent.append((name, keys, args))  # in Redis's socket buffer; the caller times out
-        raise StateUnavailable("Timeout reading from the socket")
-
-    monkeypatch.setattr(knobs._scripts, "call", stalled)
+    sent = stall_scripts(monkeypatch, knobs._scripts)
     with pytest.raises(StateUnavailable):
         await knobs.replace("admission", later, expected=text_of(first), within_ms=50)
     monkeypatch.setattr(knobs._scripts, "call", call)
     await asyncio.sleep(0.1)
     assert await call(*sent[0]) == -2  # Redis runs it late: nothing changes
     assert await knobs.get("admission") == first
+
+
+def stall_scripts(monkeypatch: pytest.MonkeyPatch, scripts: Scripts) -> list[tuple[str, Any, Any]]:
+    """Make `scripts` calls stall: each is kept (as if in Redis's socket buffer) and its caller
+    times out; → the calls kept, to be run late."""
+    sent: list[tuple[str, Any, Any]] = []
+
+    async def stalled(name: str, keys: Any, args: Any) -> Any:
+        sent.append((name, keys, args))
+        raise StateUnavailable("Timeout reading from the socket")
+
+    monkeypatch.setattr(scripts, "call", stalled)
+    return sent
 
 
 def text_of(value: PluginChoice) -> str:
