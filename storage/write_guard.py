@@ -112,9 +112,12 @@ class AuditDraft:
 
 def write_audit(db: Database, drafts: Sequence[AuditDraft]) -> int:
     """Append `drafts` in one transaction, skipping any already there (same actor, action,
-    time and new value: a replayed event); → how many were new. Raises as `write_requests`."""
+    time and new value: a replayed event, also by two writers at once: the look and the
+    append run under `AuditRepo.exclusive`); → how many were new. Raises as
+    `write_requests`."""
     written = 0
     with classified(), db.repos() as repos:
+        repos.audit.exclusive()
         for d in drafts:
             seen = repos.audit.list(action=d.action, since=d.at, limit=100)
             if any(e.at == d.at and e.actor == d.actor and e.new == d.new for e in seen):

@@ -5,12 +5,15 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import select, text
 from sqlalchemy.orm import Session
 
 from storage.errors import InvalidValueError
 from storage.models import AuditEntry
 from storage.records import AuditRecord, record_from
+
+APPEND_LOCK = 0x6172_6269_7465_7261
+"""PostgreSQL advisory-lock key that serializes checked appends (`AuditRepo.exclusive`)."""
 
 
 class AuditRepo:
@@ -46,6 +49,14 @@ class AuditRepo:
         self.session.add(row)
         self.session.flush()
         return record_from(AuditRecord, row.to_dict())
+
+    def exclusive(self) -> None:
+        """Until this transaction ends, no other transaction that calls `exclusive` runs past
+        it: a look for an entry and its append then cannot interleave with another writer's
+        (two recorders writing one replayed switch). PostgreSQL: a transaction-scoped
+        advisory lock; SQLite already runs one writing transaction at a time."""
+        if self.session.get_bind().dialect.name == "postgresql":
+            self.session.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": APPEND_LOCK})
 
     def list(
         self,

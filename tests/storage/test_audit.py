@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import concurrent.futures
+import contextlib
+import threading
+from typing import Any
+
 import pytest
 
 from storage.db import Database
@@ -53,3 +58,31 @@ def test_written_switches_are_not_written_twice(db: Database) -> None:
     with db.reader() as r:
         rows = r.audit.list(action="policy.switch")
     assert sorted(e.at for e in rows) == [1795521660.719571, 1795521690.25]
+
+
+def test_two_writers_of_one_switch_write_it_once(
+    db: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two recorders replay the same switch at once (a claim after a long outage). Each looks
+    for it before appending; both looks must not come before either append."""
+    from storage.repos.audit import AuditRepo
+    from storage.write_guard import AuditDraft, write_audit
+
+    draft = AuditDraft("controller", "policy.switch", "policy", {"name": "fcfs"},
+                       {"name": "edf"}, "rules: deadlines; view {}", 1795521660.5)  # fmt: skip
+    both_looked = threading.Barrier(2, timeout=2.0)
+    looked = AuditRepo.list
+
+    def list_then_wait(self: AuditRepo, **kwargs: Any) -> Any:
+        found = looked(self, **kwargs)
+        with contextlib.suppress(threading.BrokenBarrierError):  # the other one waits to look
+            both_looked.wait()
+        return found
+
+    monkeypatch.setattr(AuditRepo, "list", list_then_wait)
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        written = [f.result() for f in [pool.submit(write_audit, db, [draft]) for _ in "ab"]]
+    monkeypatch.setattr(AuditRepo, "list", looked)
+    assert sorted(written) == [0, 1]
+    with db.reader() as r:
+        assert len(r.audit.list(action="policy.switch")) == 1
