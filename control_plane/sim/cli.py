@@ -33,7 +33,7 @@ from control_plane.sim.cli_args import (
     parse_policies,
     plugin_choice,
 )
-from control_plane.sim.cli_inputs import check_outputs, replay_inputs
+from control_plane.sim.cli_inputs import check_outputs, check_plugins, live_scenarios, replay_inputs
 from control_plane.sim.cluster import unit_factors
 from control_plane.sim.live_report import live_document
 from control_plane.sim.report import write_report, write_results
@@ -82,10 +82,7 @@ def simulate(
     report: Annotated[bool, Opt(help="Also write report.html.")] = True,
     live_speed: Annotated[
         float | None,
-        Opt(
-            help="Model a live `arbiter sim replay --speed X` (scheduler's wall-clock times).",
-            min=0.001,
-        ),
+        Opt(help="Model a live `arbiter sim replay --speed X` (scheduler's wall-clock times)."),
     ] = None,
 ) -> None:
     """Simulate scenarios under policies in virtual time; write results.json and report.html."""
@@ -94,10 +91,11 @@ def simulate(
         specs = parse_policies(policy, params)
         plugins = plugin_choice(admission, placement, params)
     chosen = [_scenario(file).with_overrides(seed, duration) for file in files]
-    if live_speed is not None:
-        chosen = [scenario.as_live(live_speed) for scenario in chosen]
     with user_errors():
+        if live_speed is not None:
+            chosen = live_scenarios(chosen, live_speed)
         check_outputs(chosen, out)
+        check_plugins(chosen, plugins)
     for scenario in chosen:
         _check_runs(scenario, specs, plugins)
     workloads = [build_workload(scenario) for scenario in chosen]  # a bad trace: before any run
@@ -158,12 +156,16 @@ def simulate_bench(
     ] = False,
 ) -> None:
     """Print simulated requests per CPU-minute and write them as JSON."""
-    samples = speed_bench.measure(
-        files or list(speed_bench.DEFAULT_SCENARIOS),
-        policy or list(speed_bench.DEFAULT_POLICIES),
-        duration,
-        split,
-    )
+    # every scenario, trace and policy checked before the first run, not after the runs before it
+    chosen = [
+        _scenario(file).with_overrides(duration_s=duration)
+        for file in files or speed_bench.DEFAULT_SCENARIOS
+    ]
+    names = policy or list(speed_bench.DEFAULT_POLICIES)
+    for scenario in chosen:
+        _check_runs(scenario, [PolicySpec(name, name) for name in names], PluginChoice())
+    workloads = [(scenario, build_workload(scenario)) for scenario in chosen]
+    samples = speed_bench.measure(workloads, names, split)
     table = Table(title="simulator speed")
     for column in ("scenario", "policy", "requests", "cpu s", "requests / CPU-minute"):
         table.add_column(column, justify="right")

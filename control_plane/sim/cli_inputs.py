@@ -3,12 +3,86 @@ problem an operator typed is one line (`OptionError`) before anything is written
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
+from control_plane.admission.registry import build_admission
 from control_plane.core.cli_errors import OptionError
+from control_plane.core.plugins import PluginParamsError, UnknownPluginError
+from control_plane.placement.registry import build_placement
 from control_plane.sim.cli_args import parse_keys, parse_pairs
+from control_plane.sim.runner import PluginChoice
 from control_plane.sim.scenario import Scenario
 from control_plane.sim.workload import RequestSpec, build_workload
+
+MIN_LIVE_SPEED = 0.001
+"""Below it the scaled scheduler tick is so short that a run never ends in practice."""
+
+
+def live_scenarios(chosen: list[Scenario], speed: float) -> list[Scenario]:
+    """`--live-speed`: the scenarios as a live replay at `speed` sees them, refused unless
+    `speed` is a finite number ≥ `MIN_LIVE_SPEED` whose scaled scheduler times stay finite
+    (an infinite one ran every policy, then failed writing the results)."""
+    if not (math.isfinite(speed) and speed >= MIN_LIVE_SPEED):
+        raise OptionError(
+            f"--live-speed: must be a finite number >= {MIN_LIVE_SPEED:g}, got {speed}"
+        )
+    live = [scenario.as_live(speed) for scenario in chosen]
+    for scenario in live:
+        s = scenario.scheduler
+        times = (s.tick_s, s.progress_s, s.ledger_window_s, s.queue_timeout_s or 0.0)
+        if not all(math.isfinite(t) for t in times):
+            raise OptionError(
+                f"--live-speed: {speed} makes the scheduler times of {scenario.name!r} infinite"
+            )
+    return live
+
+
+def check_plugins(chosen: list[Scenario], plugins: PluginChoice) -> None:
+    """Build each scenario's admission and placement as its runs will (the flags over the
+    scenario's), so a bad name or param names `--admission`, `--placement` or `--param`, not
+    the policy whose run would have built it."""
+    for scenario in chosen:
+        sched = scenario.scheduler
+        _check_plugin(
+            scenario.name,
+            "admission",
+            build_admission,
+            (plugins.admission, plugins.admission_params),
+            (sched.admission, sched.admission_params),
+        )
+        _check_plugin(
+            scenario.name,
+            "placement",
+            build_placement,
+            (plugins.placement, plugins.placement_params),
+            (sched.placement, sched.placement_params),
+        )
+
+
+def _check_plugin(
+    scenario: str,
+    kind: str,
+    build: Callable[[str, dict[str, Any]], object],
+    flags: tuple[str | None, dict[str, Any] | None],
+    own: tuple[str, dict[str, Any]],
+) -> None:
+    name, params = flags
+    try:
+        build(name or own[0], own[1] if params is None else params)
+    except UnknownPluginError as exc:
+        field = f"--{kind}" if name else f"{scenario}: scheduler.{kind}"
+        raise OptionError(f"{field}: {exc}") from None
+    except PluginParamsError as exc:
+        if params is not None:
+            field = f"--param {kind}.*"
+        elif name:  # the scenario's params, given to another plug-in
+            field = f"--{kind} {name} with scheduler.{kind}_params of {scenario}"
+        else:
+            field = f"{scenario}: scheduler.{kind}_params"
+        raise OptionError(f"{field}: {exc}") from None
 
 
 def check_outputs(chosen: list[Scenario], out: Path) -> None:

@@ -15,10 +15,10 @@ from typing import Any
 
 from control_plane.sim.engine_loop import Simulator
 from control_plane.sim.phase_timer import PhaseTimer
+from control_plane.sim.request_spec import RequestSpec
 from control_plane.sim.runner import run_policy
-from control_plane.sim.scenario import load_scenario
+from control_plane.sim.scenario import Scenario
 from control_plane.sim.setup import PolicySpec
-from control_plane.sim.workload import build_workload
 
 DEFAULT_SCENARIOS = ("exfairs-V", "vtc-overload", "hmfs-multimodal")
 DEFAULT_POLICIES = ("fcfs", "vtc", "exfairs", "hmfs")
@@ -41,15 +41,14 @@ class SpeedSample:
 
 
 def measure(
-    scenarios: Sequence[str],
+    workloads: Sequence[tuple[Scenario, list[RequestSpec]]],
     policies: Sequence[str],
-    duration_s: float | None = None,
     split: bool = False,
 ) -> list[SpeedSample]:
+    """Run every scenario (with its workload, built and so checked before any run) under every
+    policy (checked by the caller: `arbiter sim speed` builds each run's scheduler first)."""
     samples = []
-    for name in scenarios:
-        scenario = load_scenario(name).with_overrides(duration_s=duration_s)
-        specs = build_workload(scenario)
+    for scenario, specs in workloads:
         for policy in policies:
             timer = PhaseTimer() if split else None
             attach: Callable[[Simulator], None] | None = timer.attach if timer else None

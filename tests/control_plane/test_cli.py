@@ -100,7 +100,10 @@ def test_bad_settings_are_one_line_naming_the_variable_and_exit_2(
         (["sim", "run", "noisy-neighbour-short", "-p", "nosuch"], "--policy nosuch on"),
         (["sim", "run", "noisy-neighbour-short", "-p", "vtc", "--param", "vtc.zzz=1"], "zzz"),
         (["sim", "run", "noisy-neighbour-short", "-p", "vtc", "--param", "garbage"], "--param"),
-        (["sim", "run", "noisy-neighbour-short", "-p", "vtc", "--admission", "no"], "admission"),
+        (
+            ["sim", "run", "noisy-neighbour-short", "-p", "vtc", "--admission", "no"],
+            "error: --admission: unknown admission 'no'",
+        ),
         (["sim", "run", "noisy-neighbour-short", "-p", "a=vtc", "-p", "a=rr"], "--policy"),
         (["sim", "speed", "noisy-neighbour-short", "-p", "nosuch"], "unknown policy 'nosuch'"),
         (["up", "--policy", "nosuch"], "error: --policy: unknown policy 'nosuch'"),

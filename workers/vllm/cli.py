@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import importlib.util
 import logging
+import math
 import shlex
 import subprocess
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, NoReturn
 
 import typer
 
@@ -25,6 +26,37 @@ PythonOpt = Annotated[
 ]
 
 
+def _refuse(param: typer.CallbackParam, problem: str) -> NoReturn:
+    """A bad number, refused while the flags are parsed (it used to fail only when vLLM was
+    restarted, stopped or never healthy): one line naming the flag, exit status 2."""
+    typer.echo(f"error: {param.opts[0]}: {problem}", err=True)
+    raise typer.Exit(2)
+
+
+def _positive(ctx: typer.Context, param: typer.CallbackParam, value: float) -> float:
+    if not ctx.resilient_parsing and not (math.isfinite(value) and value > 0):
+        _refuse(param, f"must be a finite number > 0, got {value}")
+    return value
+
+
+def _not_negative(ctx: typer.Context, param: typer.CallbackParam, value: float) -> float:
+    if not ctx.resilient_parsing and not (math.isfinite(value) and value >= 0):
+        _refuse(param, f"must be a finite number >= 0, got {value}")
+    return value
+
+
+def _count(ctx: typer.Context, param: typer.CallbackParam, value: int) -> int:
+    if not ctx.resilient_parsing and value < 0:
+        _refuse(param, f"must be at least 0, got {value}")
+    return value
+
+
+def _port(ctx: typer.Context, param: typer.CallbackParam, value: int) -> int:
+    if not ctx.resilient_parsing and not 1 <= value <= 65535:
+        _refuse(param, f"must be a TCP port (1 to 65535), got {value}")
+    return value
+
+
 def register(worker_app: typer.Typer) -> None:
     """Add the `vllm`, `tiny-model`, `tiny-vlm` and `fidelity` commands to `arbiter worker`."""
     worker_app.command("vllm", no_args_is_help=True)(vllm_worker)
@@ -35,17 +67,26 @@ def register(worker_app: typer.Typer) -> None:
 
 def vllm_worker(
     model: Annotated[str, typer.Option(help="Model directory or Hugging Face name.")],
-    port: Annotated[int, typer.Option(help="Port of vLLM's OpenAI server.")] = 8000,
+    port: Annotated[int, typer.Option(callback=_port, help="Port of vLLM's OpenAI server.")] = 8000,
     host: Annotated[str, typer.Option(help="Interface to bind.")] = "127.0.0.1",
     python: PythonOpt = None,
     served_model_name: Annotated[str | None, typer.Option(help="Name clients use.")] = None,
     tiny: Annotated[
         bool, typer.Option(help="Add the tiny-model CPU flags (dummy weights, eager, bf16).")
     ] = False,
-    startup_timeout: Annotated[float, typer.Option(help="Seconds to become healthy.")] = 600.0,
-    stop_timeout: Annotated[float, typer.Option(help="Seconds between SIGTERM and SIGKILL.")] = 30,
-    max_restarts: Annotated[int, typer.Option(help="Consecutive failures before giving up.")] = 10,
-    backoff: Annotated[float, typer.Option(help="First restart delay (doubles, max 60 s).")] = 1.0,
+    startup_timeout: Annotated[
+        float, typer.Option(callback=_positive, help="Seconds to become healthy.")
+    ] = 600.0,
+    stop_timeout: Annotated[
+        float, typer.Option(callback=_not_negative, help="Seconds between SIGTERM and SIGKILL.")
+    ] = 30,
+    max_restarts: Annotated[
+        int, typer.Option(callback=_count, help="Consecutive failures before giving up.")
+    ] = 10,
+    backoff: Annotated[
+        float,
+        typer.Option(callback=_not_negative, help="First restart delay (doubles, max 60 s)."),
+    ] = 1.0,
     extra: Annotated[
         list[str] | None, typer.Argument(help="Extra vLLM arguments after `--`.")
     ] = None,

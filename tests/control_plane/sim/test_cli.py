@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 import typer
 import yaml
-from typer.testing import CliRunner
+from typer.testing import CliRunner, Result
 
-from control_plane.sim import cli
+from control_plane.sim import cli, speed_bench
 from control_plane.sim.cli_args import parse_keys, parse_params, parse_policies
 from control_plane.sim.phase_timer import PHASES
 from tests.control_plane.sim.builders import scenario_dict
@@ -236,3 +236,82 @@ def test_run_refuses_outputs_that_would_overwrite_before_any_run(
     a_file.write_text("x")
     taken = CliRunner().invoke(app, [*args[:2], "-p", "rr", "--out", str(a_file)])
     assert taken.exit_code == 2 and "exists and is not a directory" in taken.output
+
+
+def _arbiter(args: list[str]) -> Result:
+    """`arbiter ARGS` as an operator runs it (its group turns input errors into one line)."""
+    from control_plane.cli import _register
+    from control_plane.cli import app as arbiter
+
+    _register()
+    return CliRunner().invoke(arbiter, args, terminal_width=200)
+
+
+def _one_error_line(result: Result, start: str) -> str:
+    assert result.exit_code == 2, result.output
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith(start), result.output
+    assert "Traceback" not in result.output
+    return lines[0]
+
+
+@pytest.mark.parametrize(
+    "late,expected",
+    [
+        (["no-such-scenario"], "no-such-scenario"),
+        (["TRACED"], "t.csv: cannot be read"),
+        (["-p", "nosuch"], "unknown policy 'nosuch'"),
+    ],
+)
+def test_speed_checks_every_scenario_and_policy_before_any_run(
+    scenario_file: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    late: list[str],
+    expected: str,
+) -> None:
+    """Regression: `sim speed A B -p X -p Y` loaded B and built Y only after the runs before
+    them, so a typo in the last scenario or policy failed after minutes of work."""
+
+    def no_run(*_args: object, **_kwargs: object) -> None:
+        raise AssertionError("a run started before every scenario and policy was checked")
+
+    monkeypatch.setattr(speed_bench, "run_policy", no_run)
+    stream = {"tenant": "a", "class": "small", "arrival": {"process": "trace", "path": "t.csv"}}
+    traced = tmp_path / "traced.yaml"  # its trace file is missing
+    traced.write_text(yaml.safe_dump(scenario_dict(name="traced", workload=[stream])))
+    late = [str(traced) if arg == "TRACED" else arg for arg in late]
+    out = tmp_path / "speed.json"
+    args = ["sim", "speed", str(scenario_file), "-p", "vtc", *late, "--out", str(out)]
+    assert expected in _one_error_line(_arbiter(args), "error: ")
+    assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    "args,start",
+    [
+        (["--admission", "nosuch"], "error: --admission: unknown admission 'nosuch'"),
+        (["--placement", "nosuch"], "error: --placement: unknown placement 'nosuch'"),
+        (["--param", "admission.zzz=1"], "error: --param admission."),
+    ],
+)
+def test_run_names_the_plug_in_flag_that_is_wrong(
+    scenario_file: Path, tmp_path: Path, args: list[str], start: str
+) -> None:
+    """Regression: `sim run --admission nosuch` said `error: --policy vtc on tiny: …`."""
+    out = tmp_path / "out"
+    result = _arbiter(["sim", "run", str(scenario_file), "-p", "vtc", *args, "--out", str(out)])
+    _one_error_line(result, start)
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("value", ["inf", "nan", "-1", "0", "0.0001", "1e308"])
+def test_run_refuses_a_live_speed_that_is_not_a_usable_finite_number(
+    scenario_file: Path, tmp_path: Path, value: str
+) -> None:
+    """Regression: `--live-speed inf` (or 1e308) ran every policy, then failed writing the
+    results with a traceback; 0 was a multi-line usage panel."""
+    out = tmp_path / "out"
+    args = ["sim", "run", str(scenario_file), "-p", "vtc", "--out", str(out)]
+    _one_error_line(_arbiter([*args, "--live-speed", value]), "error: --live-speed: ")
+    assert not out.exists()
