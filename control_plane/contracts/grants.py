@@ -1,8 +1,9 @@
 """A grant as it crosses processes: the scheduler's choice of worker for one request.
 
-Wire format: unchanged from the previous release. One entry of `grants:<gateway>` with text
-fields `id`, `worker_id`, `worker_url`, `granted_at` (epoch seconds) and `attempt`, written
-by the state package's grant script.
+Wire format: one entry of `grants:<gateway>` with text fields `id`, `worker_id`,
+`worker_url`, `granted_at` (epoch seconds), `attempt` and, from a leader's cycle, `policy` (the
+ordering policy that decided it; absent from older writers and single grants), written by the
+state package's grant scripts.
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ class Grant:
     """Where a request runs: chosen by the scheduler, delivered through `grants:<gateway>`.
 
     `attempt` counts from 1; a re-queued request is granted again with the next attempt.
+    `policy` names the ordering policy that chose it (None when not known: a fast-lane take,
+    an older writer); the request's `complete` event carries it to its SQL row.
     """
 
     request_id: str
@@ -29,6 +32,7 @@ class Grant:
     worker_url: str
     granted_at: float
     attempt: int = 1
+    policy: str | None = None
 
 
 def decode_grant(fields: Mapping[str, str]) -> Grant:
@@ -42,6 +46,7 @@ def decode_grant(fields: Mapping[str, str]) -> Grant:
         worker_url=fields["worker_url"],
         granted_at=_number(fields, "granted_at", float, 0.0),
         attempt=int(_number(fields, "attempt", int, 1)),
+        policy=fields.get("policy") or None,
     )
 
 

@@ -105,6 +105,7 @@ class Flight:
             n_in_est=job.n_in,
             n_out=stats.n_out,
             worker=self.grant.worker_id if self.grant else None,
+            policy=self.grant.policy if self.grant else None,
             attempts=self.attempts,
             finish_reason=stats.finish_reason,
             images=self.images,

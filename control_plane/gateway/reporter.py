@@ -255,4 +255,5 @@ def _bare(event: Complete, kept: Complete | None) -> Complete:
         dispatched=kept.dispatched if kept else None,
         first_token=kept.first_token if kept else None,
         attempts=kept.attempts if kept else 0, images=kept.images if kept else None,
+        policy=kept.policy if kept else None,
     )  # fmt: skip

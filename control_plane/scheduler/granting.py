@@ -31,7 +31,7 @@ async def grant(
     orders = [GrantOrder(d.job.id, d.worker.id, d.worker.url) for d in decisions]
     try:
         granted = await stores.requests.grant_many(
-            orders, now=time.time(), fencing_token=term.token
+            orders, now=time.time(), fencing_token=term.token, policy=core.dispatcher.policy.name
         )
     except StaleLeader:
         term.end()

@@ -161,26 +161,33 @@ class RequestStore(RequestReads):
 
     @guarded
     async def grant_many(
-        self, orders: Sequence[GrantOrder], *, now: float, fencing_token: int | None = None
+        self,
+        orders: Sequence[GrantOrder],
+        *,
+        now: float,
+        fencing_token: int | None = None,
+        policy: str | None = None,
     ) -> list[bool]:
         """`grant` for a whole scheduler cycle, one script call per `_GRANT_CHUNK` orders: per
         order, True when granted, False when no longer queued (drop it). The fencing token is
         checked once per call; a deposed leader raises `StaleLeader` (a later chunk of a long
-        batch may raise after earlier ones were granted, as a run of single grants would)."""
+        batch may raise after earlier ones were granted, as a run of single grants would).
+        `policy`, the ordering policy that decided the cycle, goes on each grant entry."""
         fence = "" if fencing_token is None else str(fencing_token)
         out: list[bool] = []
         for start in range(0, len(orders), _GRANT_CHUNK):
-            out += await self._grant_chunk(orders[start : start + _GRANT_CHUNK], now, fence)
+            chunk = orders[start : start + _GRANT_CHUNK]
+            out += await self._grant_chunk(chunk, now, fence, policy or "")
         return out
 
     async def _grant_chunk(
-        self, orders: Sequence[GrantOrder], now: float, fence: str
+        self, orders: Sequence[GrantOrder], now: float, fence: str, policy: str
     ) -> list[bool]:
         ks = self._ks
         keys = [ks.queued, ks.tenant_queued, ks.inflight, ks.grants_prefix, ks.leader_epoch]
         keys.append(ks.model_queued)
         keys += [ks.request(o.request_id) for o in orders]
-        args: list[str | int] = [time_arg(now), self._grants_maxlen, fence]
+        args: list[str | int] = [time_arg(now), self._grants_maxlen, fence, policy]
         for o in orders:
             args += [o.request_id, o.worker_id, o.worker_url]
         result = await self._scripts.call("grant_many", keys, args)

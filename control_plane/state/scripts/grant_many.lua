@@ -15,7 +15,9 @@
 -- ARGV[1]  now (epoch seconds)
 -- ARGV[2]  grants stream approximate MAXLEN
 -- ARGV[3]  fencing token of the granting leader ('' = unfenced, for tools and tests)
--- ARGV[4…] per item, three values: request id, worker id, worker base URL
+-- ARGV[4]  the ordering policy that decided the batch ('' = unnamed), written on each grant
+--          entry as `policy` (the recorder labels the request's row with it)
+-- ARGV[5…] per item, three values: request id, worker id, worker base URL
 -- Returns  -1 when ARGV[3] is not the latest fencing token (nothing changes); otherwise a
 --          list with, per item, 1 (granted to this worker) or 0 (not queued: withdrawn,
 --          finished, granted elsewhere or unknown; the scheduler drops it).
@@ -27,7 +29,7 @@ end
 local out = {}
 for i = 1, #KEYS - 6 do
   local key = KEYS[6 + i]
-  local base = 3 + (i - 1) * 3
+  local base = 4 + (i - 1) * 3
   local id, worker, url = ARGV[base + 1], ARGV[base + 2], ARGV[base + 3]
   local st = redis.call('HMGET', key, 'status', 'tenant', 'gateway', 'worker', 'attempts',
     'model')
@@ -46,8 +48,13 @@ for i = 1, #KEYS - 6 do
       redis.call('HDEL', KEYS[6], st[6])
     end
     redis.call('HSET', KEYS[3], id, worker)
-    redis.call('XADD', KEYS[4] .. st[3], 'MAXLEN', '~', ARGV[2], '*', 'id', id,
-      'worker_id', worker, 'worker_url', url, 'granted_at', ARGV[1], 'attempt', st[5])
+    local entry = {'id', id, 'worker_id', worker, 'worker_url', url, 'granted_at', ARGV[1],
+      'attempt', st[5]}
+    if ARGV[4] ~= '' then
+      entry[#entry + 1] = 'policy'
+      entry[#entry + 1] = ARGV[4]
+    end
+    redis.call('XADD', KEYS[4] .. st[3], 'MAXLEN', '~', ARGV[2], '*', unpack(entry))
     out[i] = 1
   end
 end

@@ -13,13 +13,14 @@ import pytest
 from redis.asyncio import Redis
 from redis.exceptions import ResponseError
 
-from control_plane.contracts.events import Complete, Event
+from control_plane.contracts.events import Complete, Event, decode, encode
 from control_plane.contracts.grants import Grant
 from control_plane.gateway.deps import GatewayDeps
 from control_plane.gateway.finish import Finisher
 from control_plane.gateway.flight import Flight
 from control_plane.gateway.metrics import GatewayMetrics
 from control_plane.gateway.reporter import EventReporter, EventSink
+from control_plane.recorder.rows import request_row
 from control_plane.state import GrantOrder, KeySpace, StateStores, StateUnavailable, connect
 from tests.control_plane.gateway.test_door import flight_of
 from tests.support.envelopes import envelope
@@ -238,3 +239,27 @@ async def test_an_orphan_grant_is_marked_with_or_after_its_event(
     assert await target.requests.status(rid) == "aborted"
     events = await target.events.read("recorder", "r", count=10, block_ms=None)
     assert [(e.id, e.orphan) for _, e in events if isinstance(e, Complete)] == [(rid, True)]
+
+
+async def test_a_completion_names_the_policy_its_grant_names(stores: StateStores) -> None:
+    """The row of a request is labelled with the policy that decided it, carried by its grant
+    and its `complete` event; before, the recorder used the policy active when it wrote the
+    row (wrong for requests in flight at a switch and for rows written after an outage)."""
+    decided, taken = (flight_of({"model": "m", "prompt": p}) for p in "ab")
+    for flight in (decided, taken):
+        rid = flight.job.id
+        await stores.requests.submit(
+            envelope(rid, "acme"), request_id=rid, tenant="acme", gateway_id="gw",
+            queue_cap=1000, now=0.0,
+        )  # fmt: skip
+    assert await stores.requests.grant_many(
+        [GrantOrder(decided.job.id, "w1", "http://w1")], now=0.0, policy="wfq"
+    )
+    assert await stores.requests.grant_many([GrantOrder(taken.job.id, "w1", "u")], now=0.0)
+    (_, first), (_, second) = await stores.grants.read("gw", "0-0", block_ms=None)
+    assert (first.policy, second.policy) == ("wfq", None)
+    decided.grant, taken.grant = first, second
+    event = decided.completion_event("ok")
+    assert event.policy == "wfq" and decode(encode(event)) == event
+    assert request_row(event, "vtc").policy == "wfq"  # type: ignore[union-attr]
+    assert request_row(taken.completion_event("ok"), "vtc").policy == "vtc"  # type: ignore[union-attr]
