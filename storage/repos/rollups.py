@@ -12,7 +12,7 @@ from storage.dialects import insert_new, lock_rows, update_rows
 from storage.latency_sketch import DenseHistogram
 from storage.models import FairnessRollup, table_of
 from storage.records import Level
-from storage.report_windows import auto_step, check_step, cover, minute_range
+from storage.report_windows import DAY, auto_step, check_step, cover, minute_range
 from storage.reports import (
     DEFAULT_ALPHA,
     NodeLatency,
@@ -45,7 +45,13 @@ class MinuteRow(NamedTuple):
 class RollupRepo:
     """Per-minute, per-hour and per-day totals per node. `add_many` adds deltas to rows
     (upsert-add, safe under concurrent writers); `report` merges the fewest aligned rows
-    covering a range."""
+    covering a range.
+
+    A report's totals and percentiles always read the coarsest rows that exactly cover its
+    range (days inside, hours then minutes only at the ragged edges), whatever its series step;
+    only the series reads rows as fine as its step. Both are exact partitions of the same
+    range, so counts and histograms are those of every minute row; float sums differ from a
+    minute-by-minute sum only by rounding order, and no longer depend on the step."""
 
     def __init__(self, session: Session) -> None:
         self.session = session
@@ -87,19 +93,21 @@ class RollupRepo:
         """The report over [start, end) widened to whole minutes, from the rollups.
 
         `tenant` restricts it to one tenant's nodes; `step` (60, 3600 or 86400 s, default by
-        span) is the series resolution; `weights` maps node keys to weights for Jain.
+        span) is the series resolution only: totals and percentiles come from day rows with
+        finer rows at the edges (a one-minute step over a month reads ~30 day rows a node for its
+        totals, not 43,200 minute rows); `weights` maps node keys to weights for Jain.
         """
         lo, hi = minute_range(start, end)
         step = check_step(step or auto_step(lo, hi), lo, hi)
-        where = _where(lo, hi, step, level, tenant)
-        stats = self._node_counters(level, where)
+        whole = _where(lo, hi, DAY, level, tenant)
+        stats = self._node_counters(level, whole)
         return assemble_report(
             level=level,
             span=(lo, hi, step),
             source="rollups",
             stats=stats,
-            latency=self._node_latency(level, where, stats),
-            windows=self._windows(level, where, step),
+            latency=self._node_latency(level, whole, stats),
+            windows=self._windows(level, _where(lo, hi, step, level, tenant), step),
             weights=weights,
             alpha=alpha,
         )
