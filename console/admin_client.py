@@ -144,10 +144,15 @@ class AdminClient:
     def knobs(self) -> dict[str, Any]:
         return dict(self._json("GET", "/admin/knobs"))
 
-    def set_knob(self, name: str, value: Any, reason: str) -> dict[str, Any]:
-        return dict(
-            self._json("PUT", f"/admin/knobs/{_seg(name)}", body={"value": value, "reason": reason})
-        )
+    def set_knob(
+        self, name: str, value: Any, reason: str, *, expected: str | None = None
+    ) -> dict[str, Any]:
+        """Set a knob; with `expected` (its text from `knobs()["expected"]`) only over that
+        value: a knob changed since is refused (409 `knob_changed`)."""
+        body = {"value": value, "reason": reason}
+        if expected is not None:
+            body["expected"] = expected
+        return dict(self._json("PUT", f"/admin/knobs/{_seg(name)}", body=body))
 
     def set_weight(self, node: str, weight: float, reason: str) -> dict[str, Any]:
         body = {"weight": weight, "reason": reason}
@@ -161,11 +166,17 @@ class AdminClient:
         return list(self._json("GET", "/admin/audit", params=filters)["data"])
 
     # -- workflows and reports -------------------------------------------------------------
-    def workflows(self) -> list[dict[str, Any]]:
-        return list(self._json("GET", "/admin/workflows")["data"])
+    def workflows(self, limit: int | None = None) -> dict[str, Any]:
+        """Applications in the last 24 h's request history (`data`), from the `limit` most
+        recent rows (`rows`: how many were read)."""
+        return dict(self._json("GET", "/admin/workflows", params={"limit": limit}))
 
-    def workflow(self, app: str, tenant: str | None = None) -> dict[str, Any]:
-        return dict(self._json("GET", f"/admin/workflows/{_seg(app)}", params={"tenant": tenant}))
+    def workflow(
+        self, app: str, tenant: str | None = None, limit: int | None = None
+    ) -> dict[str, Any]:
+        """One application's graph from its `limit` most recent rows (`calls`: rows read)."""
+        params = {"tenant": tenant, "limit": limit}
+        return dict(self._json("GET", f"/admin/workflows/{_seg(app)}", params=params))
 
     def learned_workflows(
         self, tenant: str | None = None, app: str | None = None

@@ -4,23 +4,93 @@ the leader's live view reports; the console polls and shows the answer)."""
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from console.admin_client import AdminApiError
+
+AUTO = "auto"
+"""The policy that hands the choice to the meta-controller: the leader then reports the
+concrete policy the controller runs, and its controller (`GET /admin/policy` `controller`)."""
+CONTROLLER_FIELDS = ("selector", "pool", "period_s")
+"""`auto` params the leader's controller view reports, compared to tell an old controller
+from the asked one."""
+NO_LIVE_STATE = "no_live_state"
+"""The API's code for "no scheduler leader has published yet": still waiting, not an error."""
+
+Fetch = Callable[[], Mapping[str, Any]]
 
 
-def policy_applied(asked: Mapping[str, Any], running: Mapping[str, Any] | None) -> bool:
+@dataclass(frozen=True, slots=True)
+class Note:
+    """What to show about a watched change: `kind` (`success`, `info` or `error`, the
+    Streamlit call), its text, and `done` (applied: stop watching)."""
+
+    kind: Literal["success", "info", "error"]
+    text: str
+    done: bool = False
+
+
+def policy_applied(
+    asked: Mapping[str, Any],
+    running: Mapping[str, Any] | None,
+    controller: Mapping[str, Any] | None = None,
+) -> bool:
     """True once the leader runs the asked policy with the asked params (params the leader
-    fills in by default are not compared)."""
-    if not running or running.get("name") != asked.get("name"):
+    fills in by default are not compared). `auto`: once a controller runs with the asked
+    selector, pool and period (whatever policy it chose); any other policy: once it runs and
+    no controller is attached any more."""
+    params = asked.get("params") or {}
+    if asked.get("name") == AUTO:
+        if not controller:
+            return False
+        return all(
+            _same(controller[k], params[k])
+            for k in CONTROLLER_FIELDS
+            if k in params and k in controller
+        )
+    if controller or not running or running.get("name") != asked.get("name"):
         return False
     have = running.get("params") or {}
-    return all(_same(have[k], v) for k, v in (asked.get("params") or {}).items() if k in have)
+    return all(_same(have[k], v) for k, v in params.items() if k in have)
 
 
 def weight_applied(node: str, weight: float, live_weights: Mapping[str, Any] | None) -> bool:
     """True once the leader's weight table holds `weight` for `node` ('tenant/app/...')."""
     have = (live_weights or {}).get(node)
     return have is not None and _same(have, weight)
+
+
+def policy_note(asked: Mapping[str, Any], fetch: Fetch) -> Note:
+    """The note on a policy switch; `fetch` reads `GET /admin/policy`."""
+    name = asked["name"]
+    try:
+        view = fetch()
+    except AdminApiError as exc:
+        return _failed(exc, f"{name}")
+    if policy_applied(asked, view.get("running"), view.get("controller")):
+        runs = "its meta-controller runs" if name == AUTO else "it now runs"
+        return Note("success", f"Applied by the scheduler leader: {runs} {name}.", done=True)
+    return Note("info", f"Waiting for the scheduler leader to apply {name}…")
+
+
+def weight_note(asked: Mapping[str, Any], fetch: Fetch) -> Note:
+    """The note on a weight change; `fetch` reads `GET /admin/state`."""
+    node, weight = asked["node"], asked["weight"]
+    try:
+        weights = fetch().get("weights")
+    except AdminApiError as exc:
+        return _failed(exc, f"{node}'s new weight")
+    if weight_applied(node, weight, weights):
+        return Note("success", f"Applied by the scheduler leader: {node} weighs {weight:g}.", True)
+    return Note("info", f"Waiting for the scheduler leader to apply {node}'s new weight…")
+
+
+def _failed(exc: AdminApiError, what: str) -> Note:
+    if exc.code == NO_LIVE_STATE:
+        return Note("info", f"Waiting for the scheduler leader to apply {what}: {exc.message}")
+    return Note("error", f"Cannot tell whether the scheduler leader applied {what}: {exc}")
 
 
 def _same(a: Any, b: Any) -> bool:

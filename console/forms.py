@@ -5,7 +5,13 @@ A change goes in two steps: the form's button ("Review …") keeps the change an
 (current → new, per field) for `confirm_panel`, whose "Confirm" sends it once. On success a
 message is kept for the next run ("flash") and the page reruns so every table shows the new
 value; on a 422 the API's field errors are kept under the form's key and shown beside the
-fields; other errors are shown plainly. Viewers see every change button disabled.
+fields; a 409 `knob_changed` (the knob changed since the review's read) keeps the change under
+`<form>_conflict` for the form to review again over the value read now (`knob_forms.py`);
+other errors are shown plainly. Viewers see every change button disabled.
+
+Streamlit keeps a keyed widget's own state and ignores a changed `value=`: every widget that
+shows a value in force takes its key from `synced`, which drops that state when the value in
+force changed (here or elsewhere), so the widget shows the new value.
 """
 
 from __future__ import annotations
@@ -19,10 +25,12 @@ import streamlit as st
 
 from console import session
 from console.admin_client import AdminApiError
-from console.form_specs import FieldSpec, diff_rows, to_json_value
+from console.form_specs import FieldSpec, diff_rows, field_specs, to_json_value
 from console.session import field_error, show_error
 
 FLASH = "flash"
+SEEN = "__seen"
+KNOB_CHANGED = "knob_changed"
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,6 +44,10 @@ class Pending:
     action: Callable[[], Any]
     success: str
     watch: Any = None
+    new: Any = None
+    """The value asked for (reviewed again over a fresh read after a conflict)."""
+    note: str | None = None
+    """Shown above the diff (why the change is reviewed again)."""
 
 
 def errors_of(form: str) -> dict[str, str]:
@@ -49,12 +61,28 @@ def show_flash() -> None:
         st.success(message)
 
 
-def submit(form: str, action: Callable[[], Any], success: str, *, watch: Any = None) -> None:
-    """Run `action` (an API call); remember field errors or a success message (and, if
-    given, what the leader's live view should come to show: `<form>_watch`); rerun."""
+def synced(key: str, shown: Any) -> str:
+    """`key`, for a widget showing `shown` (the value in force, or anything that decides what
+    the widget shows): when `shown` changed since the last run, the widget's kept state is
+    dropped so that it shows its new `value=`; an edit over an unchanged value is kept."""
+    seen = key + SEEN
+    if seen in st.session_state and st.session_state[seen] != shown:
+        st.session_state.pop(key, None)
+    st.session_state[seen] = shown
+    return key
+
+
+def submit(form: str, pending: Pending) -> None:
+    """Send `pending`; remember field errors or a success message (and, if given, what the
+    leader's live view should come to show: `<form>_watch`), or a knob changed meanwhile
+    (`<form>_conflict`); rerun."""
     try:
-        action()
+        pending.action()
     except AdminApiError as exc:
+        if exc.status == 409 and exc.code == KNOB_CHANGED:
+            st.session_state[f"{form}_conflict"] = pending
+            st.session_state[f"{form}_errors"] = {}
+            st.rerun()
         fields = exc.field_errors() if exc.status == 422 else {}
         if not fields:
             show_error(exc)
@@ -63,9 +91,9 @@ def submit(form: str, action: Callable[[], Any], success: str, *, watch: Any = N
         st.session_state[FLASH] = None
     else:
         st.session_state[f"{form}_errors"] = {}
-        st.session_state[FLASH] = success
-        if watch is not None:
-            st.session_state[f"{form}_watch"] = watch
+        st.session_state[FLASH] = pending.success
+        if pending.watch is not None:
+            st.session_state[f"{form}_watch"] = pending.watch
     st.rerun()
 
 
@@ -80,10 +108,15 @@ def change_button(label: str, key: str) -> bool:
 
 def review(form: str, what: str, old: Any, new: Any, reason: str, **call: Any) -> None:
     """Keep a change for confirmation (`call`: action, success and optionally watch)."""
-    pending = Pending(what, diff_rows(old, new), reason, **call)
+    keep(form, Pending(what, diff_rows(old, new), reason, new=new, **call))
+
+
+def keep(form: str, pending: Pending, *, rerun: bool = True) -> None:
+    """Keep `pending` for `confirm_panel` (then rerun, unless the panel is yet to be drawn)."""
     st.session_state[f"{form}_pending"] = pending
     st.session_state[f"{form}_errors"] = {}
-    st.rerun()
+    if rerun:
+        st.rerun()
 
 
 def confirm_panel(form: str) -> None:
@@ -93,6 +126,8 @@ def confirm_panel(form: str) -> None:
         return
     with st.container(border=True, key=f"{form}_review"):
         st.markdown(f"**Review: {pending.what}**")
+        if pending.note:
+            st.warning(pending.note)
         if pending.rows:
             st.table(pending.rows)
         else:
@@ -106,7 +141,7 @@ def confirm_panel(form: str) -> None:
         st.rerun()
     if confirmed:
         st.session_state.pop(f"{form}_pending", None)
-        submit(form, pending.action, pending.success, watch=pending.watch)
+        submit(form, pending)
 
 
 def _bounds(spec: FieldSpec) -> str:
@@ -155,3 +190,34 @@ def reason_field(form: str, errors: dict[str, str]) -> str:
     reason = st.text_input("Reason (required, kept in the audit log)", key=f"{form}_reason")
     field_error(errors, "reason")
     return str(reason)
+
+
+def plugin_form(
+    form: str, catalogue: list[dict[str, Any]], active: dict[str, Any], prefix: str
+) -> tuple[str, dict[str, Any], str, bool]:
+    """A name selector (outside the form: it decides the fields) and the params form, both
+    showing what is in force (`synced`); the API names params fields `<prefix><field>` and
+    the name `<prefix minus params.>name`."""
+    errors = errors_of(form)
+    names = [p["name"] for p in catalogue]
+    current = active.get("name") if active.get("name") in names else names[0]
+    key = synced(f"{form}_name", current)
+    name = st.selectbox("Name", names, index=names.index(current), key=key)
+    field_error(errors, prefix.removesuffix("params.") + "name")
+    entry = next(p for p in catalogue if p["name"] == name)
+    st.caption(entry["summary"])
+    base = (active.get("params") if name == active.get("name") else entry["defaults"]) or {}
+    with st.form(form):
+        params = {}
+        for spec in field_specs(entry["params_schema"]):
+            shown = base.get(spec.name, spec.default)
+            params[spec.name] = params_field(
+                spec,
+                shown,
+                key=synced(f"{form}_{name}_{spec.name}", shown),
+                errors=errors,
+                param=f"{prefix}{spec.name}",
+            )
+        reason = reason_field(form, errors)
+        submitted = change_button("Review", key=f"{form}_submit")
+    return name, params, reason, submitted

@@ -37,6 +37,13 @@ COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("counter", "Virtual counter", "rate"),
     ("credit", "Credit", "int"),
 )
+PUBLISH_PERIOD_S = 1.0
+"""How often the scheduler leader publishes its live view (`checkpoint_interval_s`, 1 s by
+default; the console talks to the admin API only, so it is restated here)."""
+STALE_AFTER_S = 3 * PUBLISH_PERIOD_S
+"""A live snapshot older than three publish periods is stale: the leader missed at least two
+publications in a row (it stopped, stalled or lost its lease); its numbers are not now."""
+UTC_TIME = "time (UTC)"
 RANGES: dict[str, tuple[int, str]] = {
     "5m": (300, "5 min"),
     "15m": (900, "15 min"),
@@ -171,6 +178,24 @@ def grouped_bars(rows: Sequence[Row], fields: Mapping[str, str], title: str) -> 
     return fig
 
 
+def staleness(payload: Row) -> tuple[float | None, bool]:
+    """(age of the leader's live snapshot in seconds, whether it is stale: older than
+    `STALE_AFTER_S`); (None, False) when no leader published one."""
+    age = payload.get("age_s")
+    if age is None:
+        return None, False
+    return float(age), float(age) > STALE_AFTER_S
+
+
+def jain_text(payload: Row, level: str = "tenant") -> str:
+    """Jain's index of SAFI over the level's active nodes, `—` when none is active (the API's
+    index of nobody is 1.0, which would read as perfectly fair)."""
+    jain = (payload.get("jain") or {}).get(level) or {}
+    if not jain.get("nodes") or jain.get("safi") is None:
+        return MISSING
+    return f"{float(jain['safi']):.3f}"
+
+
 def range_key(wanted: str | None) -> str:
     """A valid range key (`RANGES`): `wanted` when it is one, else the default."""
     return wanted if wanted in RANGES else DEFAULT_RANGE
@@ -186,7 +211,7 @@ def history_query(tenant: str | None, app: str | None) -> dict[str, str]:
 
 
 def series_frame(points: Sequence[Row], field: str) -> pd.DataFrame:
-    """Long table (time, node, value) of one history field (None → a gap)."""
+    """Long table (time in UTC, node, value) of one history field (None → a gap)."""
     records = [
         {"time": pd.to_datetime(p["t"], unit="s"), "node": p["key"], "value": p.get(field)}
         for p in points
@@ -232,5 +257,5 @@ def lines_figure(frame: pd.DataFrame, title: str, y_title: str) -> go.Figure:
             for node, part in frame.groupby("node", sort=True)
         ]
     )
-    fig.update_layout(title=title, height=300, yaxis_title=y_title)
+    fig.update_layout(title=title, height=300, yaxis_title=y_title, xaxis_title=UTC_TIME)
     return fig

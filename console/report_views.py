@@ -26,15 +26,15 @@ COLUMNS = (
     "n_out",
     "unified_service",
     "safi",
-    "ttft_p50",
-    "ttft_p95",
-    "ttft_p99",
-    "tpot_p50",
-    "tpot_p95",
-    "tpot_p99",
-    "e2e_p50",
-    "e2e_p95",
-    "e2e_p99",
+    "ttft_p50_ms",
+    "ttft_p95_ms",
+    "ttft_p99_ms",
+    "tpot_p50_ms",
+    "tpot_p95_ms",
+    "tpot_p99_ms",
+    "e2e_p50_ms",
+    "e2e_p95_ms",
+    "e2e_p99_ms",
 )
 
 
@@ -49,14 +49,14 @@ def _pct(node: Mapping[str, Any], name: str, p: str) -> float | None:
 
 
 def report_frame(report: Mapping[str, Any]) -> pd.DataFrame:
-    """One row per node with every figure of the report (latencies in ms)."""
+    """One row per node with every figure of the report (latency columns end in `_ms`)."""
     records = []
     for n in report["nodes"]:
         row = {c: n.get(c) for c in COLUMNS}
         row["node"] = n["key"]
         for name in ("ttft", "tpot", "e2e"):
             for p in ("p50", "p95", "p99"):
-                row[f"{name}_{p}"] = _pct(n, name, p)
+                row[f"{name}_{p}_ms"] = _pct(n, name, p)
         records.append(row)
     return pd.DataFrame(records, columns=list(COLUMNS))
 
@@ -76,7 +76,10 @@ def jain_figure(report: Mapping[str, Any]) -> go.Figure:
     )
     fig.add_hline(y=report["jain_service"], line_dash="dot", annotation_text="whole period")
     fig.update_layout(
-        title="Jain's index (service per weight) over time", height=300, yaxis_range=[0, 1.05]
+        title="Jain's index (service per weight) over time",
+        height=300,
+        yaxis_range=[0, 1.05],
+        xaxis_title="window start (UTC)",
     )
     return fig
 

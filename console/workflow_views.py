@@ -23,6 +23,9 @@ ENTRY = "(entry)"
 SEQUENTIAL_COLOUR = "#4c78a8"
 PARALLEL_COLOUR = "#e45756"
 NODE_COLOUR = "#9ecae9"
+HISTORY_ROWS = 50_000
+"""Most request rows the "From history" views ask the API to read (the API's own cap): a view
+that read this many left older rows of the period out."""
 PULL_BACK = 0.12
 """Edges start and stop this share of their length away from their agents, so that the
 arrowhead shows beside the target's marker."""
@@ -261,3 +264,16 @@ def agents_frame(graph: Mapping[str, Any]) -> pd.DataFrame:
             }
         )
     return pd.DataFrame(records)
+
+
+def rows_note(read: int, what: str, limit: int | None = None) -> tuple[str, str | None]:
+    """(caption on how many request rows `what` was built from, warning when the read limit
+    — `HISTORY_ROWS` unless given — cut it short, else None)."""
+    cap = HISTORY_ROWS if limit is None else limit
+    caption = f"{what}: built from the {read:,} most recent request rows of the last 24 h."
+    if read < cap:
+        return caption, None
+    return caption, (
+        f"Truncated: only the {cap:,} most recent request rows were read; older calls of the "
+        f"last 24 h are not in {what.lower()}."
+    )

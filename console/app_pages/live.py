@@ -1,6 +1,9 @@
 """Live: who is getting what right now — per node demand against received and entitled,
 queues and waits, a starved / over-served status, SLO attainment, and (under a policy that
-keeps them) SAFI and credits, with a drill-down tenant → applications → agents.
+keeps them) SAFI and credits, with a drill-down tenant → applications → agents. The snapshot's
+age is shown ("as of N s ago"); one older than `live_views.STALE_AFTER_S` is flagged stale (a
+red error and a "stale" mark on every header figure): a scheduler that stopped leaves its last
+numbers behind.
 
 The selectors stay outside the refreshing fragment, so a refresh never loses the operator's
 place. The time series come from the server (`/admin/live/history`: the leader's rolling
@@ -25,26 +28,47 @@ RANGE_PARAM = "range"
 KEPT_RANGE = "live_range_kept"
 
 
+def _freshness(payload: dict[str, Any]) -> dict[str, Any]:
+    """How old the leader's snapshot is: a stale one (`views.STALE_AFTER_S`) gets a red error
+    and every figure of the header a red "stale" delta; returns the header's metric options."""
+    age, stale = views.staleness(payload)
+    if age is None:
+        return {}
+    if not stale:
+        st.caption(f"Live state as of {age:.0f} s ago (leader {payload.get('leader')}).")
+        return {}
+    st.error(
+        f"Live state is stale: the scheduler leader {payload.get('leader')!r} last published "
+        f"{age:.0f} s ago (it publishes every {views.PUBLISH_PERIOD_S:g} s). Every number below "
+        "is from then, not now: is the scheduler running?"
+    )
+    st.caption(f"Live state as of {age:.0f} s ago: stale.")
+    return {"delta": f"stale: {age:.0f} s old", "delta_color": "red", "delta_arrow": "off"}
+
+
 def _header(payload: dict[str, Any]) -> None:
-    """Totals of the same snapshot as the table (`/admin/nodes`), so the two always agree."""
+    """Totals of the same snapshot as the table (`/admin/nodes`), so the two always agree;
+    its age first, and every figure marked when the snapshot is stale."""
     if payload.get("leader") is None:
         st.warning("No scheduler leader has published live state yet (is the scheduler up?).")
+    mark = _freshness(payload)
     totals = payload.get("totals") or {}
     top = st.columns(4)
-    top[0].metric("Leader", str(payload.get("leader") or "—"))
-    top[1].metric("Policy", str(payload.get("policy") or "—"))
-    top[2].metric("Starved nodes", int(totals.get("starved", 0)))
-    top[3].metric("Jain (tenant SAFI)", f"{payload['jain']['tenant']['safi']:.3f}")
+    top[0].metric("Leader", str(payload.get("leader") or "—"), **mark)
+    top[1].metric("Policy", str(payload.get("policy") or "—"), **mark)
+    top[2].metric("Starved nodes", int(totals.get("starved", 0)), **mark)
+    top[3].metric("Jain (tenant SAFI)", views.jain_text(payload), **mark)
     low = st.columns(5)
-    low[0].metric("Queued (scheduler)", int(totals.get("queued", 0)))
-    low[1].metric("In flight", int(totals.get("inflight", 0)))
-    low[2].metric("Waiting in engines", int(totals.get("waiting_in_engines", 0)))
-    low[3].metric("Demand (UT/s)", f"{float(totals.get('demand_rate', 0.0)):,.1f}")
-    low[4].metric("Received (UT/s)", f"{float(totals.get('service_rate', 0.0)):,.1f}")
+    low[0].metric("Queued (scheduler)", int(totals.get("queued", 0)), **mark)
+    low[1].metric("In flight", int(totals.get("inflight", 0)), **mark)
+    low[2].metric("Waiting in engines", int(totals.get("waiting_in_engines", 0)), **mark)
+    low[3].metric("Demand (UT/s)", f"{float(totals.get('demand_rate', 0.0)):,.1f}", **mark)
+    low[4].metric("Received (UT/s)", f"{float(totals.get('service_rate', 0.0)):,.1f}", **mark)
     st.caption(
         "Queued counts requests waiting for the scheduler; a request the scheduler admitted to "
         "a worker is in flight, even while it waits inside the engine (Waiting in engines). "
-        f"Rates are over the last {float(payload.get('window_s') or 60):g} s."
+        f"Rates are over the last {float(payload.get('window_s') or 60):g} s. Jain's index is "
+        "over the tenants active in that window (— when none is)."
     )
 
 
@@ -64,10 +88,13 @@ def _table(payload: dict[str, Any], rows: list[views.Row]) -> None:
         st.warning(f"Over-served: {', '.join(flags['over-served'])}")
     tolerance = payload.get("tolerance")
     threshold = payload.get("wait_threshold_s")
+    age, stale = views.staleness(payload)
+    as_of = f"**Stale: as of {age:.0f} s ago.** " if stale and age is not None else ""
     st.caption(
-        f"Status rule (tolerance {tolerance if tolerance is not None else '—'}, wait threshold "
-        f"{threshold if threshold is not None else '—'} s): {payload.get('status_rule', '')} "
-        "Shares are of what the siblings received together; UT = Unified Tokens."
+        f"{as_of}Status rule (tolerance {tolerance if tolerance is not None else '—'}, wait "
+        f"threshold {threshold if threshold is not None else '—'} s): "
+        f"{payload.get('status_rule', '')} Shares are of what the siblings received together; "
+        "UT = Unified Tokens."
     )
 
 
@@ -95,7 +122,10 @@ def _charts(payload: dict[str, Any], rows: list[views.Row], history: dict[str, A
     }
     if history.get("source") in sources:
         step = float(history.get("step_s") or 0)
-        st.caption(f"Time series from {sources[history['source']]}, one point per {step:g} s.")
+        st.caption(
+            f"Time series from {sources[history['source']]}, one point per {step:g} s; "
+            "times in UTC."
+        )
 
 
 def _history(range_s: int, tenant: str | None, app: str | None) -> dict[str, Any]:

@@ -4,7 +4,10 @@
 Every change needs a reason and goes in two steps: "Review" shows the diff (current → new),
 "Confirm" sends it; the API validates it (its per-field errors appear next to the fields) and
 audits it under the signed-in operator. A policy or weight change then shows when the
-scheduler leader has actually applied it (its live view), polled every refresh period."""
+scheduler leader has actually applied it (its live view; `auto`: once its meta-controller
+runs), polled every refresh period — or the error when that cannot be read. A knob change is
+refused if the knob changed since the page read it, then reviewed again (`knob_forms.py`);
+every field shows the value in force, also after a change made elsewhere."""
 
 from __future__ import annotations
 
@@ -14,21 +17,28 @@ import streamlit as st
 
 from console import session
 from console.admin_client import AdminApiError, AdminClient
-from console.applied import policy_applied, weight_applied
+from console.applied import Note, policy_note, weight_note
 from console.controller_views import limits_line, llm_line, switch_rows, timeline_figure
-from console.form_specs import audit_frame, field_specs, flat, node_keys, shown
+from console.form_specs import audit_frame, flat, node_keys, shown
 from console.forms import (
     change_button,
     confirm_panel,
     errors_of,
-    params_field,
+    plugin_form,
     reason_field,
     review,
     show_flash,
+    synced,
+)
+from console.knob_forms import (
+    KnobState,
+    fairness_section,
+    plugin_section,
+    queue_section,
+    slo_section,
 )
 from console.session import field_error
 
-SLO_FIELDS = (("ttft_ms", "TTFT (ms)"), ("tpot_ms", "TPOT (ms)"), ("e2e_ms", "End to end (ms)"))
 TABS = (
     "Policy",
     "Weights",
@@ -37,35 +47,6 @@ TABS = (
     "Controller",
     "Audit",
 )
-
-
-def _plugin_form(
-    form: str, catalogue: list[dict[str, Any]], active: dict[str, Any], prefix: str
-) -> tuple[str, dict[str, Any], str, bool]:
-    """A name selector (outside the form: it decides the fields) and the params form;
-    the API names params fields `<prefix><field>` and the name `<prefix minus params.>name`."""
-    errors = errors_of(form)
-    names = [p["name"] for p in catalogue]
-    current = active.get("name") if active.get("name") in names else names[0]
-    name = st.selectbox("Name", names, index=names.index(current), key=f"{form}_name")
-    field_error(errors, prefix.removesuffix("params.") + "name")
-    entry = next(p for p in catalogue if p["name"] == name)
-    st.caption(entry["summary"])
-    base = active.get("params") if name == active.get("name") else entry["defaults"]
-    with st.form(form):
-        params = {
-            spec.name: params_field(
-                spec,
-                (base or {}).get(spec.name, spec.default),
-                key=f"{form}_{name}_{spec.name}",
-                errors=errors,
-                param=f"{prefix}{spec.name}",
-            )
-            for spec in field_specs(entry["params_schema"])
-        }
-        reason = reason_field(form, errors)
-        submitted = change_button("Review", key=f"{form}_submit")
-    return name, params, reason, submitted
 
 
 def controller_section(policy: dict[str, Any]) -> None:
@@ -110,18 +91,16 @@ def params_table(policy: dict[str, Any]) -> None:
         st.caption("This policy has no parameters.")
 
 
+def _show(note: Note, watch: str) -> None:
+    getattr(st, note.kind)(note.text)
+    if note.done:  # applied: stop watching (the message shows this once)
+        st.session_state.pop(watch, None)
+
+
 def _policy_note() -> None:
     asked = st.session_state.get("policy_watch")
-    if asked is None:
-        return
-    try:
-        running = session.client().policy().get("running")
-    except AdminApiError:
-        running = None
-    if policy_applied(asked, running):
-        st.success(f"Applied by the scheduler leader: it now runs {asked['name']}.")
-    else:
-        st.info(f"Waiting for the scheduler leader to apply {asked['name']}…")
+    if asked is not None:
+        _show(policy_note(asked, session.client().policy), "policy_watch")
 
 
 def policy_section(api: AdminClient, policy: dict[str, Any]) -> None:
@@ -133,7 +112,7 @@ def policy_section(api: AdminClient, policy: dict[str, Any]) -> None:
     params_table(policy)
     st.fragment(run_every=session.refresh_seconds())(_policy_note)()
     st.markdown("**Switch policy**")
-    name, params, reason, submitted = _plugin_form("policy", policy["policies"], active, "params.")
+    name, params, reason, submitted = plugin_form("policy", policy["policies"], active, "params.")
     if submitted:
         new = {"name": name, "params": params}
         review(
@@ -151,16 +130,8 @@ def policy_section(api: AdminClient, policy: dict[str, Any]) -> None:
 
 def _weight_note() -> None:
     asked = st.session_state.get("weight_watch")
-    if asked is None:
-        return
-    try:
-        weights = session.client().state().get("weights")
-    except AdminApiError:
-        weights = None
-    if weight_applied(asked["node"], asked["weight"], weights):
-        st.success(f"Applied by the scheduler leader: {asked['node']} weighs {asked['weight']:g}.")
-    else:
-        st.info(f"Waiting for the scheduler leader to apply {asked['node']}'s new weight…")
+    if asked is not None:
+        _show(weight_note(asked, session.client().state), "weight_watch")
 
 
 def weights_section(api: AdminClient) -> None:
@@ -174,14 +145,20 @@ def weights_section(api: AdminClient) -> None:
     )
     errors = errors_of("weight")
     st.fragment(run_every=session.refresh_seconds())(_weight_note)()
+    node = st.selectbox(  # outside the form: the weight field starts at the node's weight
+        "Node (tenant, tenant/app or tenant/app/agent)",
+        list(weights),
+        key="weight_node",
+        placeholder="Type to search…",
+    )
+    current = weights.get(node) if node else None
     with st.form("weight"):
-        node = st.selectbox(
-            "Node (tenant, tenant/app or tenant/app/agent)",
-            list(weights),
-            key="weight_node",
-            placeholder="Type to search…",
+        weight = st.number_input(
+            "New weight",
+            value=float(current if current is not None else 1.0),
+            format="%.4f",
+            key=synced("weight_value", (node, current)),
         )
-        weight = st.number_input("New weight", value=1.0, format="%.4f", key="weight_value")
         field_error(errors, "weight")
         reason = reason_field("weight", errors)
         submitted = change_button("Review weight", key="weight_submit")
@@ -189,7 +166,7 @@ def weights_section(api: AdminClient) -> None:
         review(
             "weight",
             f"weight of {node}",
-            {"weight": weights[node]},
+            {"weight": current},
             {"weight": weight},
             reason,
             action=lambda: api.set_weight(node, weight, reason),
@@ -199,130 +176,12 @@ def weights_section(api: AdminClient) -> None:
     confirm_panel("weight")
 
 
-def fairness_section(api: AdminClient, knobs: dict[str, Any], policy: dict[str, Any]) -> None:
-    st.subheader("SAFI α and exchange threshold β")
-    params = policy["active"]["params"]
-    current = {**{"alpha": 0.7, "beta": 0.1}, **(knobs.get("fairness") or {})}
-    current = {k: params.get(k, v) for k, v in current.items()}
-    errors = errors_of("fairness")
-    with st.form("fairness"):
-        alpha = st.number_input("α", value=float(current["alpha"]), format="%.3f", key="alpha")
-        field_error(errors, "value.alpha")
-        beta = st.number_input("β", value=float(current["beta"]), format="%.3f", key="beta")
-        field_error(errors, "value.beta")
-        reason = reason_field("fairness", errors)
-        submitted = change_button("Review α and β", key="fairness_submit")
-    if submitted:
-        value = {"alpha": alpha, "beta": beta}
-        review(
-            "fairness",
-            "SAFI α and exchange threshold β",
-            current,
-            value,
-            reason,
-            action=lambda: api.set_knob("fairness", value, reason),
-            success="α and β updated.",
-        )
-    confirm_panel("fairness")
-
-
-def slo_section(api: AdminClient, knobs: dict[str, Any]) -> None:
-    st.subheader("Default SLOs (when tenant, app and agent set none)")
-    current = knobs.get("slo_defaults") or {}
-    errors = errors_of("slo")
-    with st.form("slo"):
-        value: dict[str, float | None] = {}
-        for name, label in SLO_FIELDS:
-            value[name] = st.number_input(label, value=current.get(name), key=f"slo_{name}")
-            field_error(errors, f"value.{name}")
-        reason = reason_field("slo", errors)
-        submitted = change_button("Review SLO defaults", key="slo_submit")
-    if submitted:
-        review(
-            "slo",
-            "default SLOs",
-            {name: current.get(name) for name, _ in SLO_FIELDS},
-            value,
-            reason,
-            action=lambda: api.set_knob("slo_defaults", value, reason),
-            success="SLO defaults set.",
-        )
-    confirm_panel("slo")
-
-
-def queue_section(api: AdminClient, knobs: dict[str, Any]) -> None:
-    st.subheader("Queue caps")
-    errors = errors_of("queue")
-    caps = {t["tenant"]["name"]: t["tenant"].get("queue_cap") for t in api.hierarchy()}
-    tenants = list(caps)
-    default = int((knobs.get("queue_cap") or {}).get("default", 256))
-    with st.form("queue"):
-        cap = st.number_input(
-            "Default cap (tenants without their own)", value=default, step=1, key="queue_default"
-        )
-        field_error(errors, "value.default")
-        tenant = st.selectbox(
-            "…or this tenant's own cap", ["(default cap)", *tenants], key="queue_tenant"
-        )
-        own = st.number_input(
-            "Tenant cap (empty = use the default)", value=None, step=1, key="queue_own"
-        )
-        field_error(errors, "queue_cap")
-        reason = reason_field("queue", errors)
-        submitted = change_button("Review queue cap", key="queue_submit")
-    if submitted and tenant == "(default cap)":
-        value = {"default": cap}
-        review(
-            "queue",
-            "default queue cap",
-            {"default": default},
-            value,
-            reason,
-            action=lambda: api.set_knob("queue_cap", value, reason),
-            success="Cap set.",
-        )
-    elif submitted and tenant:
-        change = {"queue_cap": None if own is None else int(own)}
-        review(
-            "queue",
-            f"{tenant}'s queue cap",
-            {"queue_cap": caps.get(tenant)},
-            change,
-            reason,
-            action=lambda: api.update_tenant(tenant, change, reason),
-            success=f"{tenant}: cap set.",
-        )
-    confirm_panel("queue")
-
-
-def plugin_section(api: AdminClient, policy: dict[str, Any], knob: str) -> None:
-    """The admission or placement plug-in (`knob`) and its params."""
-    st.subheader("Admission bounds" if knob == "admission" else "Placement")
-    default = "capacity" if knob == "admission" else policy[f"{knob}s"][0]["name"]
-    active = policy.get(knob) or {"name": default, "params": {}}
-    name, params, reason, submitted = _plugin_form(
-        knob, policy[f"{knob}s"], active, "value.params."
-    )
-    if submitted:
-        value = {"name": name, "params": params}
-        review(
-            knob,
-            f"{knob} plug-in",
-            active,
-            value,
-            reason,
-            action=lambda: api.set_knob(knob, value, reason),
-            success=f"{knob.capitalize()} set.",
-        )
-    confirm_panel(knob)
-
-
 def main() -> None:
     st.title("Policy & knobs")
     show_flash()
     api = session.client()
     try:
-        policy, knobs = api.policy(), api.knobs()["knobs"]
+        policy, knobs = api.policy(), KnobState.of(api.knobs())
     except AdminApiError as exc:
         session.show_error(exc)
         return
@@ -334,8 +193,8 @@ def main() -> None:
         with tabs["Weights"]:
             weights_section(api)
         with tabs["Admission & placement"]:
-            plugin_section(api, policy, "admission")
-            plugin_section(api, policy, "placement")
+            plugin_section(api, knobs, policy, "admission")
+            plugin_section(api, knobs, policy, "placement")
         with tabs["Queue & SLO defaults"]:
             queue_section(api, knobs)
             slo_section(api, knobs)

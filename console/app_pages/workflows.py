@@ -19,6 +19,7 @@ NO_LEADER = (
     "No scheduler leader has published its live state yet (is the scheduler up?): nothing "
     "learned to show."
 )
+NO_LIVE_STATE = "no_live_state"
 TAGS_HINT = (
     "Agents appear here when requests carry X-Arbiter-App, X-Arbiter-Agent, "
     "X-Arbiter-Workflow and X-Arbiter-Upstream (the upstream agent's name)."
@@ -58,10 +59,15 @@ def _show_learned_app(app: dict[str, Any], policy: str, updated_at: float) -> No
     )
 
 
+def _no_leader(error: AdminApiError | None) -> bool:
+    """The learned view's 503 `no_live_state`: nothing learned, not a failure."""
+    return error is not None and error.code == NO_LIVE_STATE
+
+
 def _learned_panel(tenant: str, app_name: str) -> None:
     payload, error = _learned_payload()
     if error is not None:
-        if error.status == 503:
+        if _no_leader(error):
             st.info(NO_LEADER)
         else:
             session.show_error(error)
@@ -81,11 +87,16 @@ def _history_panel(known: dict[str, Any] | None, tenant: str, app_name: str) -> 
     if known is None:
         st.info(f"No requests of {tenant}/{app_name} in the last 24 h.")
         return
+    limit = views.HISTORY_ROWS
     try:
-        graph = session.client().workflow(app_name, tenant)
+        graph = session.client().workflow(app_name, tenant, limit=limit)
     except AdminApiError as exc:
         session.show_error(exc)
         return
+    caption, truncated = views.rows_note(int(graph["calls"]), "This graph", limit)
+    if truncated:
+        st.warning(truncated)
+    st.caption(caption)
     cols = st.columns(3)
     cols[0].metric("Calls", graph["calls"])
     cols[1].metric("Workflows", graph["workflows"])
@@ -101,15 +112,24 @@ def _history_panel(known: dict[str, Any] | None, tenant: str, app_name: str) -> 
 def main() -> None:
     st.title("Workflows")
     api = session.client()
+    limit = views.HISTORY_ROWS
     try:
-        history = api.workflows()
+        answer = api.workflows(limit=limit)
     except AdminApiError as exc:
         session.show_error(exc)
         return
-    payload, _ = _learned_payload()
+    history = list(answer["data"])
+    payload, error = _learned_payload()
+    _, truncated = views.rows_note(int(answer.get("rows") or 0), "The application list", limit)
+    if truncated:
+        st.warning(truncated)
     labels = learned.app_labels(payload["data"] if payload else [], history)
     if not labels:
-        st.info(f"Nothing learned by the scheduler and no requests in the last 24 h. {TAGS_HINT}")
+        failed = error is not None and not _no_leader(error)
+        if error is not None and failed:  # the learned view is unknown, not empty
+            session.show_error(error)
+        what = "No requests" if failed else "Nothing learned by the scheduler and no requests"
+        st.info(f"{what} in the last 24 h. {TAGS_HINT}")
         return
     label = st.selectbox("Application", labels, key="wf_app")
     tenant, app_name = label.split("/", 1)

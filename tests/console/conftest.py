@@ -4,6 +4,7 @@ session's redis-server and a SQLite file; console tests point Streamlit's AppTes
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,6 +17,8 @@ from streamlit.testing.v1 import AppTest
 import console
 from control_plane.api.app import create_app
 from control_plane.contracts.workers import decode_sample
+from control_plane.core.scheduler_core import SchedulerCore
+from control_plane.scheduler.views import live_view
 from control_plane.settings import Settings
 from control_plane.state import HistoryPoint, StateStores
 from storage.db import Database
@@ -110,3 +113,16 @@ def signed_in(at: AppTest, page: str) -> AppTest:
     at.run()
     assert not at.exception, at.exception
     return at.switch_page(page).run()
+
+
+def publish_core(admin_server: AdminServer, core: SchedulerCore) -> None:
+    """Publish `core`'s live view as a scheduler leader would (`leader-test`, now)."""
+
+    async def save() -> None:
+        stores = StateStores.open(admin_server.redis_url, "default")
+        try:
+            await stores.checkpoints.save_live(live_view(core, "leader-test", time.time()))
+        finally:
+            await stores.aclose()
+
+    asyncio.run(save())

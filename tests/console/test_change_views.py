@@ -3,7 +3,11 @@ values, and whether the scheduler leader has applied a change."""
 
 from __future__ import annotations
 
-from console.applied import policy_applied, weight_applied
+from collections.abc import Mapping
+from typing import Any
+
+from console.admin_client import AdminApiError
+from console.applied import policy_applied, policy_note, weight_applied, weight_note
 from console.form_specs import audit_frame, diff_rows, readable
 
 
@@ -47,3 +51,42 @@ def test_applied_when_the_leader_reports_it() -> None:
     assert weight_applied("acme/chat", 2.0, {"acme/chat": 2.0})
     assert not weight_applied("acme/chat", 2.0, {"acme/chat": 1.0})
     assert not weight_applied("acme", 2.0, None)
+
+
+AUTO = {"name": "auto", "params": {"selector": "rules", "pool": ["fcfs", "edf"], "period_s": 30.0}}
+CONTROLLER = {"selector": "rules", "pool": ["fcfs", "edf"], "period_s": 30.0, "current": "edf"}
+
+
+def test_auto_is_applied_once_the_controller_runs_it() -> None:
+    """The leader reports the concrete policy the controller runs, never `auto`."""
+    running = {"name": "edf", "params": {}}
+    assert not policy_applied(AUTO, running, None)  # no controller attached yet
+    assert policy_applied(AUTO, running, CONTROLLER)
+    bandit = {"name": "auto", "params": {**AUTO["params"], "selector": "bandit"}}
+    assert not policy_applied(bandit, running, CONTROLLER)  # still the old controller
+    # a pinned policy is applied once the controller is gone, not because it chose the same
+    assert not policy_applied({"name": "edf", "params": {}}, running, CONTROLLER)
+    assert policy_applied({"name": "edf", "params": {}}, running, None)
+
+
+def _failing(exc: AdminApiError) -> Any:
+    def fetch() -> Mapping[str, Any]:
+        raise exc
+
+    return fetch
+
+
+def test_a_failed_check_reads_as_the_error_not_as_waiting() -> None:
+    down = AdminApiError(503, "Redis unreachable", code="state_unavailable")
+    note = policy_note(AUTO, _failing(down))
+    assert note.kind == "error" and "Redis unreachable" in note.text and not note.done
+    refused = weight_note({"node": "t", "weight": 2.0}, _failing(AdminApiError(401, "revoked")))
+    assert refused.kind == "error" and "revoked" in refused.text
+    no_leader = AdminApiError(503, "No scheduler leader", code="no_live_state")
+    waiting = weight_note({"node": "t", "weight": 2.0}, _failing(no_leader))
+    assert waiting.kind == "info" and "Waiting" in waiting.text and not waiting.done
+    view = {"running": {"name": "edf", "params": {}}, "controller": CONTROLLER}
+    applied = policy_note(AUTO, lambda: view)
+    assert applied.kind == "success" and applied.done  # the watch can be cleared
+    assert policy_note(AUTO, lambda: {**view, "controller": None}).kind == "info"
+    assert weight_note({"node": "t", "weight": 2.0}, lambda: {"weights": {"t": 2.0}}).done

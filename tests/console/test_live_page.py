@@ -61,6 +61,27 @@ def test_live_page_shows_nodes_and_drills_down(
     assert at.selectbox(key="live_tenant").value == "alpha"  # the place is kept across reruns
 
 
+def test_an_old_snapshot_is_shown_as_stale(admin_server: AdminServer, app_test: AppTest) -> None:
+    """A scheduler that stopped publishing: its last numbers are flagged, never shown as now."""
+    admin_server.publish_live_state(time.time() - 120)
+    at = signed_in(app_test, "app_pages/live.py")
+    assert not at.exception, at.exception
+    assert any("stale" in e.value and "12" in e.value for e in at.error), [
+        e.value for e in at.error
+    ]
+    metrics = {m.label: m for m in at.metric}
+    assert metrics["Leader"].value == "leader-test"  # still said: who published it last
+    for label in ("Queued (scheduler)", "In flight", "Jain (tenant SAFI)"):
+        assert "stale" in str(metrics[label].proto.delta), label
+    assert any("as of" in c.value for c in at.caption)
+
+    admin_server.publish_live_state(time.time())
+    at.run()
+    assert not [e for e in at.error if "stale" in e.value]
+    assert not [m for m in at.metric if "stale" in str(m.proto.delta)]
+    assert any("as of" in c.value for c in at.caption)
+
+
 def _traces(at: AppTest, title: str) -> dict[str, list[float]]:
     spec = next(
         json.loads(c.proto.spec)

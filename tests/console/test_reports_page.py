@@ -74,7 +74,7 @@ def test_report_page_table_and_downloads(
         row = table.loc[node["key"]]
         assert row["requests"] == node["requests"] and row["safi"] == pytest.approx(node["safi"])
         assert row["unified_service"] == pytest.approx(node["unified_service"])
-        assert row["e2e_p99"] == pytest.approx(node["e2e_ms"]["p99"])
+        assert row["e2e_p99_ms"] == pytest.approx(node["e2e_ms"]["p99"])
     assert {"north", "south"} <= set(table.index)
     metrics = {m.label: m.value for m in at.metric}
     assert metrics["Jain: service / weight"] == f"{report['jain_service']:.3f}"

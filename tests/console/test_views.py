@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import httpx
@@ -16,12 +17,16 @@ from console.live_views import (
     flagged,
     history_figures,
     history_query,
+    jain_text,
+    lines_figure,
     nodes_frame,
     range_key,
+    series_frame,
+    staleness,
     totals_frame,
     visible_nodes,
 )
-from console.report_views import report_frame
+from console.report_views import jain_figure, report_frame
 from control_plane.admission.capacity import CapacityParams
 from control_plane.policies.exfairs import ExfairsParams
 from control_plane.policies.vtc import VtcParams
@@ -99,8 +104,9 @@ def test_node_keys_and_report_frame() -> None:
         ]
     }
     frame = report_frame(report)
-    assert frame.loc[0, "ttft_p99"] == 3.0 and frame.loc[0, "requests"] == 3
-    assert frame["tpot_p50"].isna().all()
+    assert frame.loc[0, "ttft_p99_ms"] == 3.0 and frame.loc[0, "requests"] == 3
+    assert frame["tpot_p50_ms"].isna().all()  # latency columns say their unit: ms
+    assert not [c for c in frame.columns if c.startswith(("ttft", "e2e")) and "_ms" not in c]
 
 
 def test_client_errors_are_plain(admin_server: AdminServer) -> None:
@@ -154,4 +160,36 @@ def test_the_client_quotes_every_name_it_puts_in_a_path() -> None:
         "/admin/weights/a%23b/x%3Fy",
         "/admin/tenants/a%2Fb",
         "/admin/workers/w%201/drain",
+    ]
+
+
+def test_live_header_reads_honestly() -> None:
+    """No active node: no Jain index (not a perfect 1.000); the snapshot's age decides stale;
+    chart times are UTC and say so."""
+    jain = {"tenant": {"service": 1.0, "safi": 1.0, "nodes": 0}}
+    assert jain_text({"jain": jain}) == "—"
+    assert jain_text({"jain": {"tenant": {"safi": 0.8123, "nodes": 2}}}) == "0.812"
+    assert staleness({"age_s": 0.4}) == (0.4, False)
+    assert staleness({"age_s": 30.0}) == (30.0, True)
+    assert staleness({"age_s": None}) == (None, False)  # no leader: said elsewhere
+    points = [{"t": 100.0, "key": "a", "service_rate": 1.0}]
+    figure = lines_figure(series_frame(points, "service_rate"), "Received", "UT/s")
+    assert "UTC" in figure.layout.xaxis.title.text
+    series = [{"start": 100.0, "jain_service": 0.9}]
+    assert "UTC" in jain_figure({"series": series, "jain_service": 0.9}).layout.xaxis.title.text
+
+
+def test_the_client_sends_expected_only_when_given() -> None:
+    bodies: list[dict[str, Any]] = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        bodies.append(json.loads(request.content))
+        return httpx.Response(200, json={})
+
+    client = AdminClient("http://admin.test", TOKEN, transport=httpx.MockTransport(answer))
+    client.set_knob("queue_cap", {"default": 8}, "r")
+    client.set_knob("queue_cap", {"default": 8}, "r", expected="")
+    assert bodies == [
+        {"value": {"default": 8}, "reason": "r"},
+        {"value": {"default": 8}, "reason": "r", "expected": ""},
     ]

@@ -3,20 +3,19 @@ convergence) and the graph rebuilt from the request history, against a served ad
 
 from __future__ import annotations
 
-import asyncio
 import json
 import time
 from typing import Any
 
 import pandas as pd
+import pytest
 from streamlit.testing.v1 import AppTest
 
+from console import workflow_views
 from control_plane.contracts.knobs import PluginChoice
 from control_plane.core.ledger import Ledger
 from control_plane.scheduler.rebuild import build_core
-from control_plane.scheduler.views import live_view
-from control_plane.state import StateStores
-from tests.console.conftest import AdminServer, signed_in
+from tests.console.conftest import AdminServer, publish_core, signed_in
 from tests.control_plane.api.admin.test_workflows import qa_rows
 from tests.support.qa_workflows import feed_qa
 
@@ -45,15 +44,7 @@ def publish_learned(admin_server: AdminServer, policy: str, workflows: int) -> f
     orch = core.ctx.workflows
     t = feed_qa(orch, workflows, time.time() - 20.0 * workflows - 30.0)
     core.tick(t)  # kairos refreshes its scores here; other policies leave them alone
-
-    async def save() -> None:
-        stores = StateStores.open(admin_server.redis_url, "default")
-        try:
-            await stores.checkpoints.save_live(live_view(core, "leader-test", time.time()))
-        finally:
-            await stores.aclose()
-
-    asyncio.run(save())
+    publish_core(admin_server, core)
     return t
 
 
@@ -129,3 +120,21 @@ def test_learned_view_says_what_another_policy_does(
     assert "none computed by this leader yet" in notes
     priority = _frame(at, "priority")
     assert priority["priority"].isna().all()
+
+
+def test_the_history_says_how_many_rows_it_read(
+    admin_server: AdminServer, app_test: AppTest, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with admin_server.db.repos() as r:
+        r.requests.insert_many(qa_rows(time.time()))
+    at = signed_in(app_test, "app_pages/workflows.py")
+    at.selectbox(key="wf_app").select("acme/qa").run()
+    with admin_server.http() as http:
+        calls = http.get("/admin/workflows/qa", params={"tenant": "acme"}).json()["calls"]
+    read = f"the {calls} most recent request rows"
+    assert any(read in c.value for c in at.caption), [c.value for c in at.caption]
+    assert not any("only the" in w.value for w in at.warning)
+
+    monkeypatch.setattr(workflow_views, "HISTORY_ROWS", 10)  # the API reads at most this many
+    at.run()
+    assert any("only the 10 most recent" in w.value for w in at.warning), at.warning

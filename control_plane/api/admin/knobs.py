@@ -115,25 +115,43 @@ async def _carry_fairness(
 
 @router.get("/knobs")
 async def list_knobs(ctx: Ctx, _: Admin) -> dict[str, Any]:
-    """Current values, the change counter, and what each known knob means (with its schema)."""
-    return {
-        "knobs": {k: v.to_json() for k, v in (await ctx.stores.knobs.get_all()).items()},
-        "version": await ctx.stores.knobs.version(),
-        "known": known_knobs(),
+    """Current values, the change counter, what each known knob means (with its schema) and,
+    per knob (every known one, set or not), `expected`: its stored text ('' = unset), read
+    together with its value — send it back with a change to refuse it (409 `knob_changed`)
+    if the knob changed since."""
+    knobs = ctx.stores.knobs
+    version = await knobs.version()
+    known = known_knobs()
+    values: dict[str, Any] = {}
+    expected: dict[str, str] = {}
+    for name in sorted({*(await knobs.get_all()), *known}):
+        value, expected[name] = await knobs.read(name)
+        if value is not None:
+            values[name] = value.to_json()
+    return {"knobs": values, "version": version, "known": known, "expected": expected}
+
+
+KNOB_CHANGED: dict[int | str, dict[str, Any]] = {
+    409: {
+        "description": "The knob changed since it was read (`knob_changed`: since the `expected` "
+        "text, or while this change was made): read it again and retry",
+        "content": {"application/json": {"schema": {"$ref": "#/components/schemas/AdminError"}}},
     }
+}
 
 
-@router.put("/knobs/{name}")
+@router.put("/knobs/{name}", responses=KNOB_CHANGED)
 async def put_knob(
     ctx: Ctx, actor: Admin, who: Caller, name: str, body: KnobChange
 ) -> dict[str, Any]:
-    """Validate and set a knob; subscribers (the scheduler, gateways) see it at once."""
+    """Validate and set a knob; subscribers (the scheduler, gateways) see it at once. With
+    `expected` (from `GET /admin/knobs`), only over that value (409 `knob_changed` otherwise)."""
     if name in PLUGIN_KNOBS:
         refuse_imports(who, plugin_name(body.value), "value.name")
     value = validate_knob(name, body.value)
     action = "policy.switch" if name == "policy" else "knob.set"
     version, audit = await set_knob(
-        ctx, name, value, actor=actor, reason=body.reason, action=action
+        ctx, name, value, actor=actor, reason=body.reason, action=action, expected=body.expected
     )
     policy = None
     if name == "fairness":

@@ -118,3 +118,9 @@ class PolicyChange(Change):
 
 class KnobChange(Change):
     value: Any
+    expected: str | None = Field(
+        None,
+        description="The knob's stored JSON text as `GET /admin/knobs` gave it under "
+        "`expected` ('' = unset): the change is then refused with 409 `knob_changed` if the "
+        "knob changed since that read. Without it the change goes over the current value.",
+    )

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 
+from control_plane.api.app import create_app
 from control_plane.contracts.knobs import Fairness, Other, PluginChoice
+from control_plane.settings import Settings
 from tests.control_plane.api.admin.conftest import AdminApi
 
 
@@ -151,3 +153,43 @@ async def test_auto_is_offered_validated_and_set_like_a_policy(api: AdminApi) ->
     knob = await api.stores.knobs.get("policy")
     assert isinstance(knob, PluginChoice) and knob.name == "auto"
     assert knob.params["selector"] == "bandit" and knob.params["period_s"] == 30.0
+
+
+async def test_a_change_decided_on_a_stale_read_is_refused(api: AdminApi) -> None:
+    """`expected` (the knob's stored text as `GET /admin/knobs` gave it) makes a change a
+    compare-and-set: another operator's change since that read wins with a 409."""
+    listed = (await api.client.get("/admin/knobs")).json()
+    assert listed["expected"]["queue_cap"] == ""  # unset, and known: '' is what to send
+    first = await api.client.put(
+        "/admin/knobs/queue_cap", json={"value": {"default": 64}, "reason": "r", "expected": ""}
+    )
+    assert first.status_code == 200, first.text
+    seen = (await api.client.get("/admin/knobs")).json()
+    assert seen["knobs"]["queue_cap"] == {"default": 64}
+    assert seen["expected"]["queue_cap"] == (await api.stores.knobs.read("queue_cap"))[1]
+
+    other = {"value": {"default": 32}, "reason": "someone else"}
+    assert (await api.client.put("/admin/knobs/queue_cap", json=other)).status_code == 200
+    mine = {"value": {"default": 128}, "reason": "mine", "expected": seen["expected"]["queue_cap"]}
+    stale = await api.client.put("/admin/knobs/queue_cap", json=mine)
+    assert stale.status_code == 409, stale.text
+    assert stale.json()["error"]["code"] == "knob_changed"
+    assert (await api.client.get("/admin/knobs")).json()["knobs"]["queue_cap"] == {"default": 32}
+    audit = (await api.client.get("/admin/audit", params={"action": "knob.set"})).json()["data"]
+    assert [a["reason"] for a in audit] == ["someone else", "r"]  # no row for the refused one
+
+    fresh = (await api.client.get("/admin/knobs")).json()["expected"]["queue_cap"]
+    retried = await api.client.put("/admin/knobs/queue_cap", json={**mine, "expected": fresh})
+    assert retried.status_code == 200 and retried.json()["value"] == {"default": 128}
+    bad = await api.client.put("/admin/knobs/queue_cap", json={**mine, "expected": 3})
+    assert bad.status_code == 422 and bad.json()["error"]["param"] == "expected"
+
+
+def test_the_openapi_document_names_the_knob_conflict() -> None:
+    spec = create_app(Settings(admin_token="t")).openapi()
+    put = spec["paths"]["/admin/knobs/{name}"]["put"]
+    assert "knob_changed" in put["responses"]["409"]["description"]
+    ref = put["responses"]["409"]["content"]["application/json"]["schema"]["$ref"]
+    assert ref.endswith("/AdminError")
+    body = spec["components"]["schemas"]["KnobChange"]["properties"]
+    assert "expected" in body and "knob_changed" in body["expected"]["description"]

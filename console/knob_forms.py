@@ -1,0 +1,189 @@
+"""The Policy & knobs page's knob forms: SAFI α and β, default SLOs, queue caps, and the
+admission and placement plug-ins.
+
+A knob change is made over what the operator reviewed: the page reads `GET /admin/knobs` once
+per run, the review's diff is against those values, and "Confirm" sends the knob's stored text
+from that same read as `expected`. If the knob changed meanwhile (another operator), the API
+refuses it (409 `knob_changed`) and nothing changes; the form then reviews the same change
+again against the value read now, with a warning, for the operator to confirm or cancel.
+Every widget shows the value in force (`forms.synced`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import streamlit as st
+
+from console.admin_client import AdminClient
+from console.form_specs import diff_rows
+from console.forms import (
+    Pending,
+    change_button,
+    confirm_panel,
+    errors_of,
+    keep,
+    plugin_form,
+    reason_field,
+    review,
+    synced,
+)
+from console.session import field_error
+
+SLO_FIELDS = (("ttft_ms", "TTFT (ms)"), ("tpot_ms", "TPOT (ms)"), ("e2e_ms", "End to end (ms)"))
+FAIRNESS_DEFAULTS = {"alpha": 0.7, "beta": 0.1}
+DEFAULT_QUEUE_CAP = 256
+OWN_CAP = "(default cap)"
+CHANGED = (
+    "The {what} changed since you reviewed it (another operator?): nothing was sent. Below "
+    "is your change against the value in force now: confirm it again, or cancel."
+)
+
+
+@dataclass(frozen=True, slots=True)
+class KnobState:
+    """One read of `GET /admin/knobs`: the values, and per knob the stored text a change is
+    made over (`expected`; none from an API that does not give it: no check then)."""
+
+    values: dict[str, Any]
+    expected: dict[str, str]
+
+    @classmethod
+    def of(cls, answer: Mapping[str, Any]) -> KnobState:
+        return cls(dict(answer.get("knobs") or {}), dict(answer.get("expected") or {}))
+
+
+@dataclass(frozen=True, slots=True)
+class KnobForm:
+    """One knob's change: reviewed over the knob as `knobs` read it, and reviewed again over
+    a fresh read after a 409 `knob_changed` (`again`)."""
+
+    api: AdminClient
+    knobs: KnobState
+    form: str
+    knob: str
+    what: str
+    success: str
+
+    def review(
+        self, old: Any, new: Any, reason: str, *, note: str | None = None, rerun: bool = True
+    ) -> None:
+        """Keep the change `old` → `new` for confirmation, sent over this read's value."""
+        api, knob, expected = self.api, self.knob, self.knobs.expected.get(self.knob)
+        pending = Pending(
+            self.what,
+            diff_rows(old, new),
+            reason,
+            action=lambda: api.set_knob(knob, new, reason, expected=expected),
+            success=self.success,
+            new=new,
+            note=note,
+        )
+        keep(self.form, pending, rerun=rerun)
+
+    def again(self, old: Any) -> None:
+        """After a conflict: the refused change, reviewed against `old` (read now)."""
+        refused: Pending | None = st.session_state.pop(f"{self.form}_conflict", None)
+        if refused is not None:
+            note = CHANGED.format(what=self.what)
+            self.review(old, refused.new, refused.reason, note=note, rerun=False)
+
+
+def fairness_section(api: AdminClient, knobs: KnobState, policy: dict[str, Any]) -> None:
+    st.subheader("SAFI α and exchange threshold β")
+    params = policy["active"]["params"]
+    knob = {k: v for k, v in (knobs.values.get("fairness") or {}).items() if v is not None}
+    current = {k: params.get(k, v) for k, v in {**FAIRNESS_DEFAULTS, **knob}.items()}
+    errors = errors_of("fairness")
+    with st.form("fairness"):
+        alpha = st.number_input(
+            "α", value=float(current["alpha"]), format="%.3f", key=synced("alpha", current["alpha"])
+        )
+        field_error(errors, "value.alpha")
+        beta = st.number_input(
+            "β", value=float(current["beta"]), format="%.3f", key=synced("beta", current["beta"])
+        )
+        field_error(errors, "value.beta")
+        reason = reason_field("fairness", errors)
+        submitted = change_button("Review α and β", key="fairness_submit")
+    change = KnobForm(
+        api, knobs, "fairness", "fairness", "SAFI α and exchange threshold β", "α and β updated."
+    )
+    if submitted:
+        change.review(current, {"alpha": alpha, "beta": beta}, reason)
+    change.again(current)
+    confirm_panel("fairness")
+
+
+def slo_section(api: AdminClient, knobs: KnobState) -> None:
+    st.subheader("Default SLOs (when tenant, app and agent set none)")
+    knob = knobs.values.get("slo_defaults") or {}
+    current = {name: knob.get(name) for name, _ in SLO_FIELDS}
+    errors = errors_of("slo")
+    with st.form("slo"):
+        value: dict[str, float | None] = {}
+        for name, label in SLO_FIELDS:
+            key = synced(f"slo_{name}", current[name])
+            value[name] = st.number_input(label, value=current[name], key=key)
+            field_error(errors, f"value.{name}")
+        reason = reason_field("slo", errors)
+        submitted = change_button("Review SLO defaults", key="slo_submit")
+    change = KnobForm(api, knobs, "slo", "slo_defaults", "default SLOs", "SLO defaults set.")
+    if submitted:
+        change.review(current, value, reason)
+    change.again(current)
+    confirm_panel("slo")
+
+
+def queue_section(api: AdminClient, knobs: KnobState) -> None:
+    st.subheader("Queue caps")
+    errors = errors_of("queue")
+    caps = {t["tenant"]["name"]: t["tenant"].get("queue_cap") for t in api.hierarchy()}
+    knob = knobs.values.get("queue_cap") or {}
+    default = int(knob.get("default") or DEFAULT_QUEUE_CAP)
+    with st.form("queue"):
+        cap = st.number_input(
+            "Default cap (tenants without their own)",
+            value=default,
+            step=1,
+            key=synced("queue_default", default),
+        )
+        field_error(errors, "value.default")
+        tenant = st.selectbox("…or this tenant's own cap", [OWN_CAP, *caps], key="queue_tenant")
+        own = st.number_input(
+            "Tenant cap (empty = use the default)", value=None, step=1, key="queue_own"
+        )
+        field_error(errors, "queue_cap")
+        reason = reason_field("queue", errors)
+        submitted = change_button("Review queue cap", key="queue_submit")
+    change = KnobForm(api, knobs, "queue", "queue_cap", "default queue cap", "Cap set.")
+    if submitted and tenant == OWN_CAP:
+        change.review({"default": default}, {"default": cap}, reason)
+    elif submitted and tenant:
+        new = {"queue_cap": None if own is None else int(own)}
+        review(
+            "queue",
+            f"{tenant}'s queue cap",
+            {"queue_cap": caps.get(tenant)},
+            new,
+            reason,
+            action=lambda: api.update_tenant(tenant, new, reason),
+            success=f"{tenant}: cap set.",
+        )
+    change.again({"default": default})
+    confirm_panel("queue")
+
+
+def plugin_section(api: AdminClient, knobs: KnobState, policy: dict[str, Any], knob: str) -> None:
+    """The admission or placement plug-in (`knob`) and its params."""
+    st.subheader("Admission bounds" if knob == "admission" else "Placement")
+    default = "capacity" if knob == "admission" else policy[f"{knob}s"][0]["name"]
+    active = policy.get(knob) or {"name": default, "params": {}}
+    name, params, reason, submitted = plugin_form(knob, policy[f"{knob}s"], active, "value.params.")
+    change = KnobForm(api, knobs, knob, knob, f"{knob} plug-in", f"{knob.capitalize()} set.")
+    if submitted:
+        change.review(active, {"name": name, "params": params}, reason)
+    change.again(active)
+    confirm_panel(knob)

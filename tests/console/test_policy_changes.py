@@ -1,0 +1,130 @@
+"""Policy & knobs page against changes made elsewhere: a change reads as applied once the
+leader runs it (`auto`: once its controller runs), a check that fails shows its error, a knob
+changed since the review is refused and reviewed again, and the forms show the values in force
+(Streamlit keeps a keyed widget's own state and ignores a new `value=`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from console.admin_client import AdminApiError, AdminClient
+from control_plane.contracts.knobs import KnobValue, PluginChoice
+from control_plane.core.ledger import Ledger
+from control_plane.scheduler.rebuild import build_core
+from tests.console.conftest import AdminServer, publish_core, signed_in
+
+
+def _publish(admin_server: AdminServer, knobs: dict[str, KnobValue]) -> None:
+    """A scheduler leader built from `knobs` publishes its live view."""
+    core = build_core(knobs, Ledger(), "vtc")
+    publish_core(admin_server, core)
+
+
+def _put(admin_server: AdminServer, path: str, body: dict[str, Any]) -> None:
+    with admin_server.http() as http:
+        resp = http.put(path, json={**body, "reason": "another operator"})
+    assert resp.status_code == 200, resp.text
+
+
+def _knob(admin_server: AdminServer, name: str) -> Any:
+    with admin_server.http() as http:
+        return http.get("/admin/knobs").json()["knobs"].get(name)
+
+
+def test_auto_reads_applied_once_its_controller_runs(
+    admin_server: AdminServer, app_test: AppTest
+) -> None:
+    at = signed_in(app_test, "app_pages/policy.py")
+    at.selectbox(key="policy_name").select("auto").run()
+    at.text_input(key="policy_reason").input("let the controller choose")
+    at.button(key="policy_submit").click().run()
+    at.button(key="policy_confirm").click().run()
+    assert not at.exception, at.exception
+    assert any("Waiting for the scheduler leader to apply auto" in i.value for i in at.info)
+
+    knob = _knob(admin_server, "policy")
+    _publish(admin_server, {"policy": PluginChoice("auto", knob["params"])})
+    at.run()  # the leader reports the policy its controller runs (not "auto")
+    assert any("Applied by the scheduler leader" in s.value for s in at.success)
+    assert "policy_watch" not in at.session_state  # cleared once applied
+    at.run()
+    assert not any("Waiting for the scheduler leader" in i.value for i in at.info)
+
+
+def test_a_check_that_fails_shows_its_error(
+    admin_server: AdminServer, app_test: AppTest, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with admin_server.http() as http:
+        http.post("/admin/tenants", json={"name": "checked", "reason": "setup"})
+    at = signed_in(app_test, "app_pages/policy.py")
+    at.selectbox(key="weight_node").select("checked").run()
+    at.number_input(key="weight_value").set_value(3.0)
+    at.text_input(key="weight_reason").input("trial")
+    at.button(key="weight_submit").click().run()
+
+    def down(self: AdminClient) -> dict[str, Any]:
+        raise AdminApiError(503, "Arbiter's state store is unreachable", code="state_unavailable")
+
+    monkeypatch.setattr(AdminClient, "state", down)
+    at.button(key="weight_confirm").click().run()
+    assert not at.exception, at.exception
+    assert any("state store is unreachable" in e.value for e in at.error), at.error
+    assert not any("Waiting for the scheduler leader" in i.value for i in at.info)
+
+
+def test_a_knob_changed_since_the_review_is_refused_and_reviewed_again(
+    admin_server: AdminServer, app_test: AppTest
+) -> None:
+    _put(admin_server, "/admin/knobs/queue_cap", {"value": {"default": 64}})
+    at = signed_in(app_test, "app_pages/policy.py")
+    assert at.number_input(key="queue_default").value == 64
+    at.number_input(key="queue_default").set_value(100)
+    at.text_input(key="queue_reason").input("more room")
+    at.button(key="queue_submit").click().run()
+    _put(admin_server, "/admin/knobs/queue_cap", {"value": {"default": 32}})  # meanwhile
+
+    at.button(key="queue_confirm").click().run()
+    assert not at.exception, at.exception
+    assert _knob(admin_server, "queue_cap") == {"default": 32}  # the other change stands
+    assert any("changed since you reviewed it" in w.value for w in at.warning), at.warning
+    diff = next(t.value for t in at.table if "field" in t.value)
+    assert diff.to_dict("records") == [{"field": "default", "current": "32", "new": "100"}]
+
+    at.button(key="queue_confirm").click().run()
+    assert not at.exception, at.exception
+    assert _knob(admin_server, "queue_cap") == {"default": 100}
+    assert any("Cap set" in s.value for s in at.success)
+
+
+def test_the_forms_show_the_values_in_force(admin_server: AdminServer, app_test: AppTest) -> None:
+    with admin_server.http() as http:
+        http.post("/admin/tenants", json={"name": "heavy", "reason": "setup"})
+    _put(admin_server, "/admin/weights/heavy", {"weight": 4.0})
+    _put(admin_server, "/admin/policy", {"name": "fcfs"})
+    at = signed_in(app_test, "app_pages/policy.py")
+    at.selectbox(key="weight_node").select("heavy").run()
+    assert at.number_input(key="weight_value").value == 4.0  # the node's weight, not 1.0
+    assert at.selectbox(key="policy_name").value == "fcfs"
+
+    _put(admin_server, "/admin/policy", {"name": "exfairs", "params": {"alpha": 0.3, "beta": 0.25}})
+    _put(admin_server, "/admin/knobs/slo_defaults", {"value": {"ttft_ms": 900.0}})
+    _put(admin_server, "/admin/knobs/queue_cap", {"value": {"default": 48}})
+    _put(admin_server, "/admin/weights/heavy", {"weight": 6.0})
+    at.run()
+    assert not at.exception, at.exception
+    assert at.selectbox(key="policy_name").value == "exfairs"
+    assert at.number_input(key="policy_exfairs_alpha").value == 0.3
+    assert (at.number_input(key="alpha").value, at.number_input(key="beta").value) == (0.3, 0.25)
+    assert at.number_input(key="slo_ttft_ms").value == 900.0
+    assert at.number_input(key="queue_default").value == 48
+    assert at.number_input(key="weight_value").value == 6.0
+
+    at.number_input(key="queue_default").set_value(50)
+    at.text_input(key="queue_reason").input("a little more")
+    at.button(key="queue_submit").click().run()
+    assert at.number_input(key="queue_default").value == 50  # an edit of the value is kept
+    diff = next(t.value for t in at.table if "field" in t.value)
+    assert diff.to_dict("records") == [{"field": "default", "current": "48", "new": "50"}]
