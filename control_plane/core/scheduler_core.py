@@ -255,11 +255,12 @@ class SchedulerCore:
         return run.job
 
     def worker_failed(self, worker_id: str, now: float) -> None:
-        """A request failed on the worker: it takes nothing for `failure_cooldown_s`."""
+        """A request failed on the worker at `now`: it takes nothing for `failure_cooldown_s`
+        from then (a failure reported late never shortens a later one's cool-down)."""
         slot = self.workers.get(worker_id)
         if slot is not None:
             slot.failed = True
-            slot.failed_until = now + self.failure_cooldown_s
+            slot.failed_until = max(slot.failed_until, now + self.failure_cooldown_s)
 
     def worker_recovered(self, worker_id: str, at: float) -> None:
         """The worker was seen healthy at `at`: clears its failure mark after the cool-down."""

@@ -64,7 +64,8 @@ def arrive_each(
     core: SchedulerCore, records: Iterable[tuple[str, RequestRecord]], now: float
 ) -> list[Failure]:
     """Queue every still-queued record in `core`; → the ones that could not be queued, each
-    with its label (the arrival's entry id, or `request <id>` for one read from its hash)."""
+    with its label (the arrival's entry id: its first submission's, or for one read from its
+    hash its re-queue's)."""
     failed: list[Failure] = []
     for label, record in records:
         if record.status != "queued":

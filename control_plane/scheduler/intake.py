@@ -16,7 +16,9 @@ takes at or before the tail are the predecessor's, which `LendingDesk.adopt` ign
 A re-queue, before the tail or after it, is applied only if its record, read from Redis,
 still says `queued`; that read waits until no cycle's grants are being written, so a request
 a cycle granted since reads `granted` and is kept running, never `queued` from before its
-grant landed. (Its failed worker is marked either way; marking it again is harmless.)
+grant landed. Its failed worker is marked either way, from the re-queue's time (`requeued_at`),
+so a re-queue read again by a new term (which starts at its predecessor's last mark) rests
+the worker only for what is left of that cool-down.
 
 Guarantee: the batch is applied whole or not at all. Its only read comes before anything is
 applied, so a Redis outage during it leaves the core untouched and `ArrivalsIntake` applies the
@@ -79,10 +81,12 @@ async def take_in(
     takes = [a for a in arrivals if a.worker is not None]
     failed = desk.adopt(core, takes, now)
     for record in again:
-        if record.prev_worker:
-            core.worker_failed(record.prev_worker, now)
+        failed_at = record.requeued_at or now
+        if record.prev_worker and failed_at + core.failure_cooldown_s > now:
+            core.worker_failed(record.prev_worker, failed_at)
     records = [(a.entry_id, a.record()) for a in arrivals if _first(a) and a.id not in core.running]
-    records += [(f"request {r.id}", r) for r in again]
+    entry_of = {a.id: a.entry_id for a in arrivals if a.envelope is None}
+    records += [(entry_of.get(r.id, f"request {r.id}"), r) for r in again]
     failed += arrive_each(core, records, now)
     return Taken(len(takes) + len(records), failed)
 

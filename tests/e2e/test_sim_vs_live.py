@@ -13,8 +13,10 @@ The simulated side is the mean of `ENSEMBLE` runs whose arrivals are each shifte
 which turned out to sit 2.4 standard deviations above the simulator's own spread under
 millisecond nudges (24 runs: 0.416 ± 0.023 s; 5 % engine-step jitter gives 0.421 ± 0.017;
 the noisy tenant stays at 78.0–78.2 s). The live stack, with millisecond noise at every hop,
-draws one trajectory from that spread; the deterministic run was one unlucky draw, not a
-modelling bias. The live run remains a single draw (about ±0.03 s for a quiet tenant), so the
+draws one trajectory from that spread; most of the gap was the deterministic run being an
+unlucky draw. A residual in the same direction remains (below). The seeds are fixed, so the
+simulated side is the same number on every run of this test. The live run remains a single
+draw (about ±0.03 s for a quiet tenant), so the
 absolute slack stays. Against the ensemble, a live run on an idle box had the quiet tenants
 5–13 % below (0.496/0.360/0.372/0.500 s vs 0.536/0.413/0.394/0.532 s) and the noisy one
 0.3 % above; a second one put quiet-2 at 0.422 s. Live queue time starts at the gateway's
@@ -66,17 +68,16 @@ def test_per_tenant_queue_times_agree(cluster: Cluster) -> None:
 
     records = asyncio.run(replay(specs, unit_factors(scenario), LiveTarget(url, keys, SPEED)))
     live = live_document(scenario, records, PolicySpec("vtc", "vtc"), SPEED)
+    names = [t.name for t in scenario.tenants]
     runs = [compare(_simulated(scenario, specs, seed), live) for seed in range(ENSEMBLE)]
+    assert all([d.tenant for d in run] == names for run in runs)  # averaged tenant by tenant
     diffs = [_mean_of(draws) for draws in zip(*runs, strict=True)]
     print(f"\nqueue_mean_s per tenant, sim (mean ± sd of {ENSEMBLE} runs) vs live:")
     for d, draws in zip(diffs, zip(*runs, strict=True), strict=True):
         spread = statistics.stdev(x.a or 0.0 for x in draws)
-        print(
-            f"  {d.tenant:8} sim {d.a:.3f} ± {spread:.3f} s  live {d.b:.3f} s  ({d.relative:.1%})"
-        )
+        print(f"  {d.tenant:8} sim {_s(d.a)} ± {spread:.3f} s  live {_s(d.b)} s  ({d.relative})")
     statuses = {r.status for r in records}
     assert statuses <= {"ok", "rejected"}, statuses  # nothing lost; only the cap's 429s
-    assert [d.tenant for d in diffs] == [t.name for t in scenario.tenants]
     bad = [
         d
         for d in diffs
@@ -94,6 +95,10 @@ def _simulated(scenario: Scenario, specs: list[RequestSpec], seed: int) -> dict[
     shifted.sort(key=lambda s: s.arrival)
     run = run_policy(scenario.as_live(SPEED), PolicySpec("vtc", "vtc"), shifted)
     return results_document(scenario, [run])
+
+
+def _s(value: float | None) -> str:
+    return "—" if value is None else f"{value:.3f}"
 
 
 def _mean_of(draws: tuple[TenantDiff, ...]) -> TenantDiff:

@@ -281,3 +281,23 @@ async def test_a_read_whose_reply_was_lost_is_read_again(
     finally:
         await stop_tasks([loop])
     assert lost and set(core.pending) == {"q", "n"}
+
+
+async def test_a_requeue_read_again_rests_its_worker_only_for_what_is_left(
+    stores: StateStores,
+) -> None:
+    """A new term re-reads the arrivals its predecessor applied since its last mark. A re-queue
+    among them marks the worker that failed it from the re-queue's time: one whose cool-down
+    is over leaves the worker alone (before: every takeover rested it again for 5 s), and an
+    old one never shortens a later failure's cool-down."""
+    await _submit(stores, "q", NOW)
+    assert await stores.requests.grant("q", worker_id="w1", worker_url="u", now=NOW)
+    assert await stores.requests.requeue("q", now=NOW + 1)
+    core = (await rebuild(stores, "fcfs", NOW + 20)).core
+    desk = LendingDesk(stores.lending, 0, enabled=False, per_worker=1)
+    cooldown = core.failure_cooldown_s
+    await take_in(core, stores, desk, await read_all(stores), NOW + 2 + cooldown)
+    assert not core.workers["w1"].failed  # over since NOW + 1 + cooldown
+    core.worker_failed("w1", NOW + 30)
+    await take_in(core, stores, desk, await read_all(stores), NOW + 1.5)
+    assert core.workers["w1"].failed_until == NOW + 30 + cooldown
