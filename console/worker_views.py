@@ -18,7 +18,7 @@ COLUMNS = (
     "inflight",
     "running",
     "waiting",
-    "kv_usage",
+    "kv_usage_pct",
     "preemptions",
     "max_num_seqs",
     "kv_tokens",
@@ -36,9 +36,23 @@ def health_label(row: Mapping[str, Any]) -> str:
     return health
 
 
+def kv_percent(row: Mapping[str, Any]) -> float | None:
+    """The worker's KV-cache usage in percent (the API's `kv_usage` is a fraction), as the
+    table and the chart both show it."""
+    usage = row.get("kv_usage")
+    return None if usage is None else round(100.0 * float(usage), 1)
+
+
 def workers_frame(rows: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
-    """One row per worker; `healthy` shown as a word, drain state included."""
-    records = [{**{c: r.get(c) for c in COLUMNS}, "healthy": health_label(r)} for r in rows]
+    """One row per worker; `healthy` shown as a word, drain state included, KV usage in %."""
+    records = [
+        {
+            **{c: r.get(c) for c in COLUMNS},
+            "healthy": health_label(r),
+            "kv_usage_pct": kv_percent(r),
+        }
+        for r in rows
+    ]
     return pd.DataFrame(records, columns=list(COLUMNS))
 
 
@@ -51,7 +65,7 @@ def load_figure(rows: Sequence[Mapping[str, Any]]) -> go.Figure:
             go.Bar(x=ids, y=[r.get("waiting") for r in rows], name="waiting"),
             go.Scatter(
                 x=ids,
-                y=[None if r.get("kv_usage") is None else 100 * r["kv_usage"] for r in rows],
+                y=[kv_percent(r) for r in rows],
                 name="KV usage %",
                 yaxis="y2",
                 mode="markers",

@@ -30,7 +30,7 @@ def test_workers_table_and_drain(admin_server: AdminServer, app_test: AppTest) -
     table = at.dataframe[0].value.set_index("id")
     assert table.loc["gpu-1", "healthy"] == "healthy" and table.loc["gpu-2", "healthy"] == "unknown"
     assert (table.loc["gpu-1", "running"], table.loc["gpu-1", "waiting"]) == (5, 2)
-    assert table.loc["gpu-1", "preemptions"] == 3 and table.loc["gpu-1", "kv_usage"] == 0.4
+    assert table.loc["gpu-1", "preemptions"] == 3 and table.loc["gpu-1", "kv_usage_pct"] == 40.0
 
     at.selectbox(key="drain_worker").select("gpu-2")
     at.button(key="drain_submit").click().run()
