@@ -35,7 +35,6 @@ from console.session import field_error
 SLO_FIELDS = (("ttft_ms", "TTFT (ms)"), ("tpot_ms", "TPOT (ms)"), ("e2e_ms", "End to end (ms)"))
 FAIRNESS_DEFAULTS = {"alpha": 0.7, "beta": 0.1}
 DEFAULT_QUEUE_CAP = 256
-OWN_CAP = "(default cap)"
 CHANGED = (
     "The {what} changed since you reviewed it (another operator?): nothing was sent. Below "
     "is your change against the value in force now: confirm it again, or cancel."
@@ -138,9 +137,10 @@ def slo_section(api: AdminClient, knobs: KnobState) -> None:
 
 
 def queue_section(api: AdminClient, knobs: KnobState) -> None:
+    """The default queue cap (a knob) and, in a form of its own, one tenant's own cap: one
+    review never changes both (a tenant left selected had its cap cleared by a default edit)."""
     st.subheader("Queue caps")
     errors = errors_of("queue")
-    caps = {t["tenant"]["name"]: t["tenant"].get("queue_cap") for t in api.hierarchy()}
     knob = knobs.values.get("queue_cap") or {}
     default = int(knob.get("default") or DEFAULT_QUEUE_CAP)
     with st.form("queue"):
@@ -151,29 +151,46 @@ def queue_section(api: AdminClient, knobs: KnobState) -> None:
             key=synced("queue_default", default),
         )
         field_error(errors, "value.default")
-        tenant = st.selectbox("…or this tenant's own cap", [OWN_CAP, *caps], key="queue_tenant")
+        reason = reason_field("queue", errors)
+        submitted = change_button("Review default cap", key="queue_submit")
+    change = KnobForm(api, knobs, "queue", "queue_cap", "default queue cap", "Cap set.")
+    if submitted:
+        change.review({"default": default}, {"default": cap}, reason)
+    change.again({"default": default})
+    confirm_panel("queue")
+    _tenant_cap(api)
+
+
+def _tenant_cap(api: AdminClient) -> None:
+    """One tenant's own cap, prefilled with the cap it has (empty: it uses the default)."""
+    caps = {t["tenant"]["name"]: t["tenant"].get("queue_cap") for t in api.hierarchy()}
+    tenant = st.selectbox("A tenant's own cap", list(caps), index=None, key="queue_tenant")
+    if not tenant:
+        return
+    errors = errors_of("queue_tenant")
+    current = caps.get(tenant)
+    with st.form("queue_tenant_form"):
         own = st.number_input(
-            "Tenant cap (empty = use the default)", value=None, step=1, key="queue_own"
+            f"{tenant}'s cap (empty = use the default)",
+            value=current,
+            step=1,
+            key=synced("queue_own", (tenant, current)),
         )
         field_error(errors, "queue_cap")
-        reason = reason_field("queue", errors)
-        submitted = change_button("Review queue cap", key="queue_submit")
-    change = KnobForm(api, knobs, "queue", "queue_cap", "default queue cap", "Cap set.")
-    if submitted and tenant == OWN_CAP:
-        change.review({"default": default}, {"default": cap}, reason)
-    elif submitted and tenant:
+        reason = reason_field("queue_tenant", errors)
+        submitted = change_button("Review tenant cap", key="queue_tenant_submit")
+    if submitted:
         new = {"queue_cap": None if own is None else int(own)}
         review(
-            "queue",
+            "queue_tenant",
             f"{tenant}'s queue cap",
-            {"queue_cap": caps.get(tenant)},
+            {"queue_cap": current},
             new,
             reason,
             action=lambda: api.update_tenant(tenant, new, reason),
             success=f"{tenant}: cap set.",
         )
-    change.again({"default": default})
-    confirm_panel("queue")
+    confirm_panel("queue_tenant")
 
 
 def plugin_section(api: AdminClient, knobs: KnobState, policy: dict[str, Any], knob: str) -> None:

@@ -140,3 +140,34 @@ def test_viewer_sees_every_change_button_disabled(
     assert not at.exception, at.exception
     for key in ("policy_submit", "fairness_submit", "slo_submit", "queue_submit"):
         assert at.button(key=key).disabled, key
+
+
+def test_the_default_cap_and_a_tenant_s_own_cap_are_separate_changes(
+    admin_server: AdminServer, app_test: AppTest
+) -> None:
+    """One form held both: with a tenant left selected, reviewing a new default cleared that
+    tenant's own cap (its empty field) and dropped the default edit."""
+    with admin_server.http() as http:
+        http.post("/admin/tenants", json={"name": "capped", "queue_cap": 7, "reason": "setup"})
+    at = signed_in(app_test, "app_pages/policy.py")
+    at.selectbox(key="queue_tenant").select("capped").run()
+    assert not at.exception, at.exception
+    assert at.number_input(key="queue_own").value == 7  # the cap it has, not empty
+
+    at.number_input(key="queue_default").set_value(64)
+    at.text_input(key="queue_reason").input("smaller queues")
+    at.button(key="queue_submit").click().run()
+    at.button(key="queue_confirm").click().run()
+    assert not at.exception, at.exception
+    with admin_server.http() as http:
+        assert http.get("/admin/knobs").json()["knobs"]["queue_cap"] == {"default": 64}
+        assert http.get("/admin/tenants/capped").json()["queue_cap"] == 7
+
+    at.number_input(key="queue_own").set_value(9)
+    at.text_input(key="queue_tenant_reason").input("a bit more")
+    at.button(key="queue_tenant_submit").click().run()
+    at.button(key="queue_tenant_confirm").click().run()
+    assert not at.exception, at.exception
+    with admin_server.http() as http:
+        assert http.get("/admin/tenants/capped").json()["queue_cap"] == 9
+        assert http.get("/admin/knobs").json()["knobs"]["queue_cap"] == {"default": 64}
