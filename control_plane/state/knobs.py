@@ -39,9 +39,12 @@ class KnobSubscription:
     On `StateUnavailable` a reader re-subscribes and then re-reads `Knobs.get_all()` (compare
     `Knobs.version()`) to catch up. Close it with `aclose()` or `async with`.
 
-    Guarantee: a dead or silent connection is noticed. After `probe_after_s` without traffic
-    the subscription PINGs Redis on its own connection; no PONG within `SOCKET_TIMEOUT_S`
-    raises `StateUnavailable` (a half-open socket would otherwise wait for messages forever).
+    Guarantee: no change is missed silently. A lost connection raises `StateUnavailable`,
+    also when redis-py reconnected and re-subscribed on its own (a killed connection, a
+    fail-over): every later `__anext__` then raises it, so the reader catches up as above.
+    A dead or silent connection is noticed too: after `probe_after_s` without traffic the
+    subscription PINGs Redis on its own connection; no PONG within `SOCKET_TIMEOUT_S` raises
+    `StateUnavailable` (a half-open socket would otherwise wait for messages forever).
     """
 
     def __init__(self, pubsub: PubSub, probe_after_s: float = 5.0) -> None:
@@ -49,6 +52,15 @@ class KnobSubscription:
         self._probe_after_s = probe_after_s
         self._last_heard = time.monotonic()
         self._probe_sent_at: float | None = None
+        self._reconnected = False
+        # registered after the first connect, so only reconnects call it (kept as a weak
+        # method by redis-py: this object, held by its reader, keeps it alive)
+        self._connection = pubsub.connection
+        if self._connection is not None:
+            self._connection.register_connect_callback(self._note_reconnect)
+
+    def _note_reconnect(self, _connection: object) -> None:
+        self._reconnected = True
 
     def __aiter__(self) -> KnobSubscription:
         return self
@@ -60,6 +72,11 @@ class KnobSubscription:
             message = await self._unavailable_as_state(
                 self._pubsub.get_message(ignore_subscribe_messages=False, timeout=1.0)
             )
+            if self._reconnected:
+                raise StateUnavailable(
+                    "knobs subscription: the connection to Redis was re-established; "
+                    "changes published meanwhile were missed (re-subscribe and re-read)"
+                )
             now = time.monotonic()
             if message is None:
                 await self._probe(now)
@@ -91,6 +108,8 @@ class KnobSubscription:
 
     async def aclose(self) -> None:
         """Unsubscribe and release the connection (bounded: a stalled Redis cannot hold it)."""
+        if self._connection is not None:  # back in the pool, its later connects are not ours
+            self._connection.deregister_connect_callback(self._note_reconnect)
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(SOCKET_TIMEOUT_S):
                 await self._pubsub.aclose()  # type: ignore[no-untyped-call]  # untyped in redis-py

@@ -8,7 +8,9 @@ from typing import Any, Protocol
 
 from redis.asyncio import BlockingConnectionPool, Redis
 from redis.asyncio.connection import SSLConnection, parse_url
+from redis.asyncio.retry import Retry
 from redis.asyncio.sentinel import Sentinel, SentinelConnectionPool
+from redis.backoff import NoBackoff
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,12 +39,21 @@ def sentinel_client(
 
     `url` gives the data nodes' credentials, database and TLS (its host and port are not
     used); `pool_kwargs` are the pool's settings as `connect` builds them. Does no I/O.
+
+    Guarantee: finding the primary asks each Sentinel once, in turn, each ask bounded by
+    `sentinel_timeout_s` to connect and again to answer; a dead or silent Sentinel costs one
+    such try and discovery asks the next one. So one discovery takes at most the number of
+    Sentinels times those bounds, with no overall cap on top (any shorter cap would skip the
+    healthy Sentinels behind a silent one). Retrying the whole discovery is the data
+    connection's retry (`connect`'s `retries`).
     """
     node = _node_kwargs(url)
     sentinel_kwargs: dict[str, Any] = {
         "socket_connect_timeout": sentinel_timeout_s,
         "socket_timeout": sentinel_timeout_s,
         "decode_responses": True,
+        # redis-py's default would retry one Sentinel 10 times with backoff before the next
+        "retry": Retry(NoBackoff(), 0),
     }
     if target.password:
         sentinel_kwargs["password"] = target.password
