@@ -246,7 +246,9 @@ def up(
     import time
 
     from control_plane.up.checks import option_problems
-    from control_plane.up.deploy import Deployment, UpError, UpOptions
+    from control_plane.up.deploy import Deployment, UpOptions
+    from control_plane.up.errors import UpError
+    from control_plane.up.supervisor import STOP_SIGNALS
 
     out = Console()
     opts = UpOptions(
@@ -279,8 +281,9 @@ def up(
             f"{time.strftime('%H:%M:%S')} {line}", markup=False, highlight=False, soft_wrap=True
         ),
     )
-    # SIGTERM stops the deployment exactly like Ctrl-C, even while it is still starting
-    signal.signal(signal.SIGTERM, signal.default_int_handler)
+    # SIGTERM and SIGHUP stop the deployment exactly like Ctrl-C, even while it is starting
+    for sig in STOP_SIGNALS:
+        signal.signal(sig, signal.default_int_handler)
     try:
         with out.status("starting Redis, workers, schedulers, gateway, console…"):
             info = dep.start()
@@ -292,7 +295,7 @@ def up(
         out.print(f"[red]arbiter up failed:[/red] {exc}")
         raise typer.Exit(1) from exc
     finally:
-        for sig in (signal.SIGINT, signal.SIGTERM):
+        for sig in (signal.SIGINT, *STOP_SIGNALS):
             signal.signal(sig, signal.SIG_IGN)  # a second Ctrl-C must not orphan children
         with out.status("stopping…"):
             dep.stop()

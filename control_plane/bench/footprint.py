@@ -8,8 +8,10 @@ RSS comes from `/proc/<pid>/status` (VmRSS). Redis's figure is asked of the serv
 from __future__ import annotations
 
 import asyncio
+import os
 import shutil
 from dataclasses import dataclass, field
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 from control_plane.bench import procs
 
@@ -42,18 +44,32 @@ def parse_used_memory(info: str) -> int | None:
     return None
 
 
+def _without_password(redis_url: str) -> tuple[str, str | None]:
+    """The URL without its password, and the password (for `REDISCLI_AUTH`: a command line is
+    readable by every local user)."""
+    parts = urlsplit(redis_url)
+    if parts.password is None:
+        return redis_url, None
+    host = parts.netloc.rsplit("@", 1)[1]
+    user = f"{parts.username}@" if parts.username else ""
+    return urlunsplit(parts._replace(netloc=f"{user}{host}")), unquote(parts.password)
+
+
 async def redis_used_memory(redis_url: str, timeout_s: float = 5.0) -> int | None:
     exe = shutil.which("redis-cli")
     if exe is None or not redis_url:
         return None
+    url, password = _without_password(redis_url)
+    env = {**os.environ, "REDISCLI_AUTH": password} if password else None
     proc = await asyncio.create_subprocess_exec(
         exe,
         "-u",
-        redis_url,
+        url,
         "INFO",
         "memory",
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.DEVNULL,
+        env=env,
     )
     try:
         out, _ = await asyncio.wait_for(proc.communicate(), timeout_s)

@@ -9,7 +9,7 @@ from typing import Any, TypeVar, cast
 from redis.asyncio import BlockingConnectionPool, Redis
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialWithJitterBackoff
-from redis.exceptions import ResponseError
+from redis.exceptions import AuthenticationError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from control_plane.state.errors import guarded
@@ -160,10 +160,11 @@ async def ping(redis: Redis) -> float:
 async def server_pid(redis: Redis) -> int | None:
     """The answering server's process id (so a caller that started a server on a port can tell
     its own from another that holds the port); None when it answers but will not say (`INFO`
-    refused: a password, an ACL, a renamed command), which no server we started does."""
+    refused: a password it does not take, an ACL, a renamed command), which no server we
+    started does."""
     try:
         info = await redis.info("server")
-    except ResponseError:
+    except (ResponseError, AuthenticationError):
         return None
     return int(info["process_id"])
 

@@ -17,6 +17,11 @@ import httpx
 SECRET_ENV = ("ARBITER_ADMIN_TOKEN",)
 
 
+class NotHealthy(RuntimeError):
+    """A child exited while starting, or did not answer its health check in time (the message
+    ends with its log's tail)."""
+
+
 @dataclass
 class Child:
     """One child process with its log file, in its own process group.
@@ -65,21 +70,26 @@ class Child:
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
 
+    def pid(self) -> int | None:
+        """The running process's pid; None while down."""
+        return self.proc.pid if self.proc is not None and self.proc.poll() is None else None
+
     def wait_healthy(self, timeout_s: float) -> None:
-        """Block until `health_url` answers 200; raise with the log's tail if it never does."""
+        """Block until `health_url` answers 200; `NotHealthy` with the log's tail if it never
+        does."""
         if self.health_url is None:
             return
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if not self.alive():
-                raise RuntimeError(f"{self.name} exited early:\n{self.tail()}")
+                raise NotHealthy(f"{self.name} exited early:\n{self.tail()}")
             try:
                 if httpx.get(self.health_url, timeout=1.0).status_code == 200:
                     return
             except httpx.HTTPError:
                 pass
             time.sleep(0.2)
-        raise RuntimeError(f"{self.name} not healthy after {timeout_s:.0f}s:\n{self.tail()}")
+        raise NotHealthy(f"{self.name} not healthy after {timeout_s:.0f}s:\n{self.tail()}")
 
     def stop(self, grace_s: float = 10.0) -> None:
         """SIGTERM the child's process group, then SIGKILL after `grace_s`."""

@@ -5,8 +5,11 @@ database), seeds demo tenants, starts N workers (simulated by default, or real v
 recorder, two scheduler replicas (leader and standby), the gateway (one process, or N sharing
 its port: `control_plane.up.gateways`) and the console; prints how
 to reach them and writes `<state-dir>/up.json` (mode 0600). Any child that exits is restarted
-on the same port, with exponential backoff. Only Ctrl-C (or SIGTERM) stops the deployment:
-every child in reverse order. A second run reuses the database and, when still valid, the
+on the same port, with exponential backoff. Only Ctrl-C (or SIGTERM, or SIGHUP) stops the
+deployment: every child in reverse order. One `up` per state directory: a second is refused
+while the first lives, and one that follows an `up` killed outright first stops the children
+it left (`control_plane.up.leftovers`); the private Redis requires a generated password
+(`control_plane.up.redis_child`). A second run reuses the database and, when still valid, the
 admin token and demo keys of the first.
 """
 
@@ -15,18 +18,20 @@ from __future__ import annotations
 import asyncio
 import os
 import secrets
-import shutil
 import sys
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from control_plane.state import StateStores, StateUnavailable, connect, server_pid
-from control_plane.up.children import Child
-from control_plane.up.gateways import GatewayGroup, PortTaken
+from control_plane.state import StateStores
+from control_plane.up.children import Child, NotHealthy
+from control_plane.up.errors import UpError
+from control_plane.up.gateways import GatewayGroup, PortTaken, port_in_use
+from control_plane.up.leftovers import StateDirBusy, StateLock, record_children, stop_leftovers
+from control_plane.up.redis_child import redis_child, redis_url, wait_redis
 from control_plane.up.seed import ensure_demo_tenants, register_model, register_workers
 from control_plane.up.state_files import private_dir, read_json, write_private_json
 from control_plane.up.supervisor import Backoff, Supervisor
@@ -35,8 +40,6 @@ from workers.engine.profile import load_profile
 
 ARBITER = [sys.executable, "-m", "control_plane"]
 CONSOLE_API_ENV = "ARBITER_CONSOLE_API"
-REDIS_DIRTY_DECAY_MS = 1000
-"""How long Redis's allocator keeps freed pages before returning them (jemalloc: 10,000)."""
 """The admin API the console talks to: fixed by `arbiter up`, not chosen by a visitor."""
 
 
@@ -68,89 +71,12 @@ class UpOptions:
     backoff: Backoff = field(default_factory=Backoff)
 
 
-class UpError(RuntimeError):
-    """A clear, user-facing reason why the deployment could not start."""
-
-
 def _free_port() -> int:
     import socket
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
-
-
-def _redis_child(opts: UpOptions, port: int) -> Child:
-    exe = shutil.which("redis-server")
-    if exe is None:
-        raise UpError(
-            "redis-server is not on PATH. Install it first, e.g. "
-            "`sudo apt-get install redis-server` (Debian/Ubuntu) or "
-            "`brew install redis` (macOS)."
-        )
-    data = opts.state_dir / "redis"
-    data.mkdir(parents=True, exist_ok=True)
-    return Child(
-        "redis",
-        [
-            exe,
-            "--port",
-            str(port),
-            "--bind",
-            "127.0.0.1",
-            "--dir",
-            str(data.resolve()),
-            "--appendonly",
-            "yes",
-            # everysec: written to the file before each reply, so a kill -9 of redis-server
-            # keeps every acknowledged write; a machine crash may lose the last second or two
-            "--appendfsync",
-            opts.redis_fsync,
-            "--save",
-            "",
-        ],
-        opts.state_dir / "logs" / "redis.log",
-        env=redis_allocator_env(os.environ),
-    )
-
-
-def redis_allocator_env(environ: Mapping[str, str]) -> dict[str, str]:
-    """jemalloc settings for the private `redis-server`, unless the operator set their own.
-
-    Freed pages go back to the OS within `REDIS_DIRTY_DECAY_MS` instead of jemalloc's default
-    10 s, so Redis's RSS follows its live data: under steady churn (every request hash lives
-    about a minute) the default kept up to ~6 MiB of freed pages resident and RSS crept up
-    with every burst (docs/operations.md, "Soak"). Debian's and most distributions' builds
-    link the system jemalloc, which reads `MALLOC_CONF` (Redis's own `activedefrag` needs
-    the bundled one).
-    """
-    if "MALLOC_CONF" in environ:
-        return {}
-    return {"MALLOC_CONF": f"dirty_decay_ms:{REDIS_DIRTY_DECAY_MS},muzzy_decay_ms:0"}
-
-
-def _wait_redis(url: str, child: Child) -> None:
-    """Until the child answers on its port. Another server that holds the port (taken between
-    choosing it and the child's bind) is told apart by its pid and refused, never used."""
-
-    async def answering_pid() -> int | str | None:
-        """The pid answering on the port; None when nothing answers yet."""
-        client = connect(url, retries=0)
-        try:
-            pid = await server_pid(client)
-            return "one that will not say" if pid is None else pid
-        except StateUnavailable:
-            return None
-        finally:
-            await client.aclose()
-
-    deadline = time.monotonic() + 15
-    while (pid := asyncio.run(answering_pid())) is None:
-        if time.monotonic() > deadline or not child.alive():
-            raise UpError(f"redis-server did not start:\n{child.tail()}")
-        time.sleep(0.1)
-    if child.proc is None or pid != child.proc.pid:
-        raise UpError(f"{url} is answered by another Redis (pid {pid}); run `arbiter up` again")
 
 
 class Deployment:
@@ -165,6 +91,8 @@ class Deployment:
         self.opts = opts
         self.supervisor = Supervisor(opts.backoff, say=say, on_change=self._write_status)
         self.redis_url = ""
+        self._say = say
+        self._lock: StateLock | None = None
         self.info: dict[str, Any] = {}
         self._status_lock = threading.Lock()
 
@@ -189,18 +117,41 @@ class Deployment:
     def _spawn(self, child: Child, timeout_s: float) -> Child:
         self.supervisor.add(child)
         child.start()
-        child.wait_healthy(timeout_s)
+        self._record_children()
+        try:
+            child.wait_healthy(timeout_s)
+        except NotHealthy as exc:
+            raise UpError(str(exc)) from None
         return child
+
+    def _record_children(self) -> None:
+        """children.json, only while this `up` holds the state directory (another's is not
+        ours to overwrite)."""
+        if self._lock is not None:
+            pids = {child.name: child.pid() for child in self.supervisor.children}
+            record_children(self.opts.state_dir, pids)
+
+    def _take_state_dir(self) -> None:
+        """Lock the state directory and stop what a dead `up` left there (`up/leftovers.py`)."""
+        private_dir(self.opts.state_dir)
+        try:
+            self._lock = StateLock.take(self.opts.state_dir)
+        except StateDirBusy as exc:
+            raise UpError(str(exc)) from None
+        stop_leftovers(self.opts.state_dir, self._say)
 
     def start(self) -> dict[str, Any]:
         o = self.opts
-        private_dir(o.state_dir)
+        self._take_state_dir()
         gateways = self._gateways()
+        if self._console() and port_in_use(o.host, o.console_port):
+            raise UpError(f"--console-port: {o.host}:{o.console_port} is already in use")
         previous = read_json(self.up_json)
         redis_port = _free_port()
-        self.redis_url = f"redis://127.0.0.1:{redis_port}/0"
-        child = self._spawn(_redis_child(o, redis_port), 15)
-        _wait_redis(self.redis_url, child)
+        password = secrets.token_urlsafe(24)
+        self.redis_url = redis_url(redis_port, password)
+        child = self._spawn(redis_child(o.state_dir, redis_port, o.redis_fsync, password), 15)
+        wait_redis(self.redis_url, child)
         db = Database(o.database_url)
         db.migrate()
         admin_token = str(previous.get("admin_token") or secrets.token_urlsafe(24))
@@ -226,10 +177,10 @@ class Deployment:
         return self.info
 
     def _write_status(self, children: dict[str, dict[str, Any]]) -> None:
-        if not self.info:
-            return
         with self._status_lock:
-            write_private_json(self.up_json, {**self.info, "children": children})
+            self._record_children()
+            if self.info:
+                write_private_json(self.up_json, {**self.info, "children": children})
 
     def _start_workers(self, db: Database, env: dict[str, str]) -> list[dict[str, Any]]:
         o = self.opts
@@ -318,7 +269,7 @@ class Deployment:
         try:
             return GatewayGroup.for_up(o.gateways, o.host, o.port, o.state_dir)
         except PortTaken as exc:
-            raise UpError(str(exc)) from None
+            raise UpError(f"--port: {exc}") from None
 
     def _start_control_plane(
         self, env: dict[str, str], admin_token: str, gateways: GatewayGroup
@@ -395,6 +346,11 @@ class Deployment:
             time.sleep(1.0)
 
     def stop(self) -> None:
-        """No more restarts; children stop in reverse order of start; up.json says so."""
-        self.supervisor.stop()
-        self._write_status(self.supervisor.status())
+        """No more restarts; children stop in reverse order of start; up.json says so; the
+        state directory is unlocked."""
+        try:
+            self.supervisor.stop()
+            self._write_status(self.supervisor.status())
+        finally:
+            if self._lock is not None:
+                self._lock.release()

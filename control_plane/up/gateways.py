@@ -34,7 +34,7 @@ from pathlib import Path
 
 from control_plane.core.cli_errors import OptionError
 from control_plane.up.children import Child
-from control_plane.up.supervisor import Supervisor
+from control_plane.up.supervisor import STOP_SIGNALS, Supervisor
 
 GATEWAYS_ENV = "ARBITER_GATEWAYS"
 """How many gateway processes `arbiter gateway` runs when `--processes` is not given."""
@@ -95,7 +95,11 @@ class GatewayGroup:
     @classmethod
     def for_up(cls, processes: int, host: str, port: int, state_dir: Path) -> GatewayGroup:
         """`arbiter up`'s gateways: logs and metrics under `state_dir`, status ports for their
-        health checks, the port checked (`prepare`); `env` is set before `children()`."""
+        health checks, the port checked (`prepare`; for one process too, whose health check
+        asks the port itself: another listener there would answer it); `env` is set before
+        `children()`."""
+        if processes == 1 and port_in_use(host, port):
+            raise PortTaken(f"{host}:{port} is already in use")
         group = cls(
             processes,
             host,
@@ -180,8 +184,9 @@ def run_group(group: GatewayGroup, say: Callable[[str], None] = print) -> None:
     if temporary:
         group.metrics_dir = Path(tempfile.mkdtemp(prefix="arbiter-gateway-metrics-"))
     supervisor = Supervisor(say=say)
-    # SIGTERM (docker stop) stops the group exactly like Ctrl-C
-    signal.signal(signal.SIGTERM, signal.default_int_handler)
+    # SIGTERM (docker stop) and SIGHUP stop the group exactly like Ctrl-C
+    for sig in STOP_SIGNALS:
+        signal.signal(sig, signal.default_int_handler)
     try:
         group.prepare()
         for child in group.children():
@@ -194,7 +199,7 @@ def run_group(group: GatewayGroup, say: Callable[[str], None] = print) -> None:
     except KeyboardInterrupt:
         pass
     finally:
-        for sig in (signal.SIGINT, signal.SIGTERM):
+        for sig in (signal.SIGINT, *STOP_SIGNALS):
             signal.signal(sig, signal.SIG_IGN)
         supervisor.stop()
         if temporary and group.metrics_dir is not None:

@@ -7,6 +7,7 @@ argv, environment and ports), and every exit is reported with its reason and the
 from __future__ import annotations
 
 import signal
+import subprocess
 import threading
 import time
 from collections.abc import Callable
@@ -14,6 +15,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from control_plane.up.children import Child
+
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
+"""Signals on which a supervising process stops its children as on Ctrl-C: SIGTERM (`kill`,
+`docker stop`) and SIGHUP (its terminal closed, an SSH session dropped). The children run in
+sessions of their own, so no hang-up reaches them: left to the default action, the supervisor
+would die alone and leave them running."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,9 +67,8 @@ class Watched:
     last_exit: str | None = None
 
     def status(self) -> dict[str, Any]:
-        proc = self.child.proc
         return {
-            "pid": proc.pid if proc is not None and proc.poll() is None else None,
+            "pid": self.child.pid(),
             "restarts": self.restarts,
             "last_exit": self.last_exit,
             "health_url": self.child.health_url,
@@ -75,7 +81,8 @@ class Supervisor:
 
     Guarantees: no child is started once `stop()` has begun (restarts and shutdown take the same
     lock, and the monitor thread is joined before any child is stopped); a child waiting out its
-    backoff when `stop()` is called is simply not restarted.
+    backoff when `stop()` is called is simply not restarted; a child that cannot be stopped is
+    reported and does not keep the others running.
     """
 
     def __init__(
@@ -121,7 +128,15 @@ class Supervisor:
             self._thread.join()
         with self._lock:
             for w in reversed(self._watched):
-                w.child.stop(grace_s)
+                self._stop_one(w.child, grace_s)
+
+    def _stop_one(self, child: Child, grace_s: float) -> None:
+        """Stop one child; one that cannot be stopped (still there after SIGKILL, not ours to
+        signal) is reported and the others are stopped all the same."""
+        try:
+            child.stop(grace_s)
+        except (OSError, subprocess.SubprocessError) as exc:
+            self._say(f"{child.name} could not be stopped: {exc!r}")
 
     def _status(self) -> dict[str, dict[str, Any]]:
         return {w.child.name: w.status() for w in self._watched}

@@ -264,3 +264,16 @@ def test_a_single_gateway_with_a_fixed_id_is_a_new_replica_at_every_start(
             child.stop(grace_s=20)
     assert all(re.fullmatch(r"edge-[0-9a-f]{8}", i) for i in ids), ids
     assert ids[0] != ids[1]
+
+
+def test_up_checks_the_port_of_a_single_gateway_too(tmp_path: Path) -> None:
+    """One gateway's health check asks the port itself: whatever else listens there (an
+    earlier deployment's gateway) would answer it, so `up` refuses the port up front."""
+    port = free_port()
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", port))
+        taken.listen()
+        with pytest.raises(PortTaken, match=f"127.0.0.1:{port} is already in use"):
+            GatewayGroup.for_up(1, "127.0.0.1", port, tmp_path)
+    (child,) = GatewayGroup.for_up(1, "127.0.0.1", port, tmp_path).children()
+    assert child.health_url == f"http://127.0.0.1:{port}/readyz"

@@ -7,7 +7,7 @@ import os
 import pytest
 import redis
 
-from control_plane.up.deploy import REDIS_DIRTY_DECAY_MS, redis_allocator_env
+from control_plane.up.redis_child import REDIS_DIRTY_DECAY_MS, redis_allocator_env
 from tests.support.redis_server import RedisServer
 
 

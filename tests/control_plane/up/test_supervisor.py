@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -173,3 +174,28 @@ def test_shutdown_stops_children_in_reverse_order_and_restarts_none(
     assert all(len(starts(tmp_path, n)) == 1 for n in names)
     assert not r.said("exited") and not r.said("restarted")
     assert all(s["pid"] is None and s["restarts"] == 0 for s in r.sup.status().values())
+
+
+class Unkillable(Child):
+    """A child whose process outlives SIGKILL (uninterruptible I/O): `stop` raises as
+    `Child.stop` then does, after its last wait."""
+
+    def stop(self, grace_s: float = 10.0) -> None:
+        raise subprocess.TimeoutExpired(self.argv, 5)
+
+
+def test_a_child_that_cannot_be_stopped_does_not_keep_the_others_running(
+    tmp_path: Path, run: Callable[[Backoff], Run]
+) -> None:
+    terms = tmp_path / "terms"
+    r = run(Backoff(initial_s=0.0))
+    stuck = Unkillable("stuck", child(tmp_path, "stuck", 60.0).argv, tmp_path / "stuck.log")
+    r.add(child(tmp_path, "redis", 60.0, terms=terms), stuck, child(tmp_path, "worker", 60.0))
+    r.sup.start()
+    wait_for("all started", lambda: all(starts(tmp_path, n) for n in ("redis", "stuck", "worker")))
+    try:
+        r.sup.stop(grace_s=5.0)
+        assert terms.read_text() == "term redis\n"  # stopped after the stuck one, in order
+        assert r.said("stuck could not be stopped: TimeoutExpired")
+    finally:
+        Child.stop(stuck, 2.0)

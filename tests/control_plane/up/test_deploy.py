@@ -1,0 +1,37 @@
+"""`arbiter up` reports a child that cannot start as its reason (`UpError`, printed in one
+block with the child's log), never as a traceback; and it holds its state directory."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from control_plane.up.children import Child
+from control_plane.up.deploy import Deployment, UpOptions
+from control_plane.up.errors import UpError
+from control_plane.up.leftovers import StateLock
+from tests.support.ports import free_port
+
+
+def test_a_child_that_exits_while_starting_is_an_up_error(tmp_path: Path) -> None:
+    dep = Deployment(UpOptions(state_dir=tmp_path), say=print)
+    argv = [sys.executable, "-c", "import sys; print('no such model: x'); sys.exit(3)"]
+    failing = Child(
+        "worker-0", argv, tmp_path / "w.log", health_url=f"http://127.0.0.1:{free_port()}/"
+    )
+    try:
+        with pytest.raises(UpError, match=r"worker-0 exited early:\nno such model: x"):
+            dep._spawn(failing, 30)
+    finally:
+        dep.stop()
+
+
+def test_a_deployment_holds_its_state_directory_until_stopped(tmp_path: Path) -> None:
+    dep = Deployment(UpOptions(state_dir=tmp_path), say=print)
+    dep._take_state_dir()
+    with pytest.raises(UpError, match="another `arbiter up`"):
+        Deployment(UpOptions(state_dir=tmp_path), say=print).start()
+    dep.stop()
+    StateLock.take(tmp_path).release()

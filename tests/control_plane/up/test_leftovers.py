@@ -1,0 +1,112 @@
+"""One `arbiter up` per state directory, and what a dead one leaves behind, with real processes:
+the lock refuses a second holder while the first lives and is free once it is killed -9; the
+children an earlier `up` recorded are stopped by the next one, but a pid that now belongs to
+another process is never touched."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from control_plane.up.children import Child
+from control_plane.up.leftovers import (
+    CHILDREN_FILE,
+    StateDirBusy,
+    StateLock,
+    process_started,
+    record_children,
+    stop_leftovers,
+)
+from control_plane.up.state_files import read_json, write_private_json
+
+SLEEPER = [sys.executable, "-c", "import time; time.sleep(120)"]
+HOLDER = """
+import sys, time
+from pathlib import Path
+from control_plane.up.leftovers import StateLock
+lock = StateLock.take(Path(sys.argv[1]))
+print("locked", flush=True)
+time.sleep(120)
+"""
+
+
+def test_a_second_up_is_refused_while_the_first_holds_the_directory(tmp_path: Path) -> None:
+    lock = StateLock.take(tmp_path)
+    with pytest.raises(StateDirBusy, match=rf"another `arbiter up` \(pid {os.getpid()}\)"):
+        StateLock.take(tmp_path)
+    lock.release()
+    StateLock.take(tmp_path).release()
+
+
+def test_an_up_killed_outright_leaves_the_directory_free(tmp_path: Path) -> None:
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, str(tmp_path)], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
+        with pytest.raises(StateDirBusy, match=rf"pid {holder.pid}\b"):
+            StateLock.take(tmp_path)
+        holder.send_signal(signal.SIGKILL)
+        holder.wait(10)
+        StateLock.take(tmp_path).release()
+    finally:
+        holder.kill()
+        holder.wait(10)
+
+
+def _started(tmp_path: Path, name: str) -> Child:
+    child = Child(name, SLEEPER, tmp_path / f"{name}.log")
+    child.start()
+    return child
+
+
+def test_the_children_of_a_dead_up_are_stopped_by_the_next(tmp_path: Path) -> None:
+    children = [_started(tmp_path, "redis"), _started(tmp_path, "gateway")]
+    try:
+        pids = {c.name: c.pid() for c in children}
+        record_children(tmp_path, pids)
+        said: list[str] = []
+        stopped = stop_leftovers(tmp_path, said.append, grace_s=5.0)
+        assert sorted(stopped) == sorted(pid or 0 for pid in pids.values())
+        for child in children:
+            assert child.proc is not None
+            assert child.proc.wait(10) == -signal.SIGTERM
+        assert len(said) == 1 and "left redis (pid" in said[0] and "stopping them" in said[0]
+        assert stop_leftovers(tmp_path, said.append) == []  # nothing left the second time
+    finally:
+        for child in children:
+            child.stop(2.0)
+
+
+def test_a_recorded_pid_that_is_another_process_now_is_left_alone(tmp_path: Path) -> None:
+    stranger = _started(tmp_path, "stranger")
+    try:
+        pid = stranger.pid()
+        assert pid is not None and process_started(pid) is not None
+        # the pid recorded by an earlier `up`, since reused: its start time differs
+        write_private_json(
+            tmp_path / CHILDREN_FILE, {"children": {"worker-0": {"pid": pid, "started": "1"}}}
+        )
+        assert stop_leftovers(tmp_path, print, grace_s=1.0) == []
+        time.sleep(0.2)
+        assert stranger.alive()
+    finally:
+        stranger.stop(2.0)
+
+
+def test_only_live_children_are_recorded(tmp_path: Path) -> None:
+    child = _started(tmp_path, "worker-0")
+    try:
+        record_children(tmp_path, {"worker-0": child.pid(), "worker-1": None})
+        entry = read_json(tmp_path / CHILDREN_FILE)["children"]
+        assert list(entry) == ["worker-0"]
+        assert entry["worker-0"]["pid"] == child.pid()
+    finally:
+        child.stop(2.0)
+    assert child.proc is not None and process_started(child.proc.pid) is None
