@@ -32,7 +32,12 @@ from control_plane.up.errors import UpError
 from control_plane.up.gateways import GatewayGroup, PortTaken, port_in_use
 from control_plane.up.leftovers import StateDirBusy, StateLock, record_children, stop_leftovers
 from control_plane.up.redis_child import redis_child, redis_url, wait_redis
-from control_plane.up.seed import ensure_demo_tenants, register_model, register_workers
+from control_plane.up.seed import (
+    ensure_demo_tenants,
+    register_model,
+    register_workers,
+    retire_workers,
+)
 from control_plane.up.state_files import private_dir, read_json, write_private_json
 from control_plane.up.supervisor import Backoff, Supervisor
 from storage.db import Database
@@ -157,7 +162,7 @@ class Deployment:
         admin_token = str(previous.get("admin_token") or secrets.token_urlsafe(24))
         keys = ensure_demo_tenants(db, o.tenants, dict(previous.get("tenants") or {}))
         env = self._env()
-        workers = self._start_workers(db, env)
+        workers = self._start_workers(db, env, self._earlier_workers(previous))
         self._start_control_plane(env, admin_token, gateways)
         db.dispose()
         gateway_url = f"http://{o.host}:{o.port}"
@@ -167,6 +172,7 @@ class Deployment:
             "admin_token": admin_token,
             "tenants": keys,
             "workers": [w["url"] for w in workers],
+            "worker_ids": [w["id"] for w in workers],
             "redis_url": self.redis_url,
             "cluster": o.cluster,
             "database_url": o.database_url,
@@ -182,7 +188,19 @@ class Deployment:
             if self.info:
                 write_private_json(self.up_json, {**self.info, "children": children})
 
-    def _start_workers(self, db: Database, env: dict[str, str]) -> list[dict[str, Any]]:
+    def _earlier_workers(self, previous: dict[str, Any]) -> list[str]:
+        """The workers the previous `up` of this state directory registered in the same cluster
+        and database (an `up.json` older than `worker_ids` names none)."""
+        o, ids = self.opts, previous.get("worker_ids")
+        same = (previous.get("cluster"), previous.get("database_url")) == (
+            o.cluster,
+            o.database_url,
+        )
+        return [str(i) for i in ids] if same and isinstance(ids, list) else []
+
+    def _start_workers(
+        self, db: Database, env: dict[str, str], earlier: list[str]
+    ) -> list[dict[str, Any]]:
         o = self.opts
         workers: list[dict[str, Any]] = []
         if o.worker_kind == "sim":
@@ -257,6 +275,10 @@ class Deployment:
         stores = StateStores.open(self.redis_url, o.cluster)
 
         async def register() -> None:
+            current = {w["id"] for w in workers}
+            gone = await retire_workers(db, stores, [i for i in earlier if i not in current])
+            if gone:
+                self._say(f"forgot workers of an earlier run, not started now: {', '.join(gone)}")
             await register_workers(db, stores, workers)
             await stores.aclose()
 

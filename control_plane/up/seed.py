@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
+from control_plane.api.admin.worker_ops import remove_rows
 from control_plane.contracts.workers import WorkerEntry
 from control_plane.state import StateStores
 from storage.db import Database
 from workers.engine.profile import LatencyProfile
+
+RETIRED = "registered by an earlier `arbiter up` of this state directory, not started by this one"
 
 
 def ensure_demo_tenants(db: Database, names: list[str], known: dict[str, str]) -> dict[str, str]:
@@ -67,3 +71,22 @@ async def register_workers(
             w.get("max_num_seqs"),
         )
         await stores.workers.upsert(entry)
+
+
+async def retire_workers(db: Database, stores: StateStores, worker_ids: Iterable[str]) -> list[str]:
+    """Forget, in SQL (with an audit row) and in the Redis registry, workers an earlier `arbiter
+    up` of this state directory registered and this one does not start; the ids it forgot.
+
+    Their processes are gone, and the port in a stale entry's URL may since be another worker's:
+    the scheduler would count that worker's slots twice.
+    """
+    retired: list[str] = []
+    for worker_id in worker_ids:
+        known = await stores.workers.get(worker_id) is not None
+        with db.repos() as r:
+            if not known and r.workers.get(worker_id=worker_id) is None:
+                continue
+            remove_rows(r, worker_id, actor="arbiter up", reason=RETIRED, known=True)
+        await stores.workers.remove(worker_id)
+        retired.append(worker_id)
+    return retired

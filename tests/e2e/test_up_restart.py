@@ -3,8 +3,9 @@
 While one `up` lives, a second is refused in one line naming it (never a second redis-server
 over the same AOF). When the first is killed outright (kill -9: its children live on, each in
 a session of its own), the next `up` of that directory stops what it left — Redis, workers,
-schedulers, recorder, gateway — and serves on the same port. Its Redis requires the generated
-password. A hang-up (the terminal closed) stops it like Ctrl-C: every child, exit code 0.
+schedulers, recorder, gateway — and serves on the same port; the worker it no longer starts is
+forgotten (its stale entry could name a port another worker has since). Its Redis requires the
+generated password. A hang-up (the terminal closed) stops it like Ctrl-C: every child, exit code 0.
 """
 
 from __future__ import annotations
@@ -49,7 +50,7 @@ def test_one_up_per_state_directory_and_the_next_cleans_up_after_a_dead_one(
 ) -> None:
     state = tmp_path / ".arbiter"
     first = UpProcess(state)
-    third = UpProcess(state, port=first.port)
+    third = UpProcess(state, port=first.port, workers=1)
     seen: list[int] = []  # every child's pid, killed at the end whatever happens
     try:
         first.start()
@@ -68,11 +69,15 @@ def test_one_up_per_state_directory_and_the_next_cleans_up_after_a_dead_one(
         first.proc.send_signal(signal.SIGKILL)
         first.proc.wait(10)
         assert not any(_gone(pid) for pid in left.values()), "children die with their up"
-        (state / "up.json").unlink()  # so that `start` waits for the new one's
         third.start()
         assert all(_gone(pid) for pid in left.values()), third.output()
-        assert "left redis (pid" in " ".join(third.output().split())
+        said = " ".join(third.output().split())
+        assert "left redis (pid" in said
+        assert "forgot workers of an earlier run, not started now: sim-1" in said
         _served(third)
+        token = {"Authorization": f"Bearer {third.info()['admin_token']}"}
+        listed = httpx.get(f"{third.gateway_url}/admin/workers", headers=token, timeout=10)
+        assert [w["id"] for w in listed.json()["data"]] == ["sim-0"], listed.text
 
         url = third.info()["redis_url"]
         stranger = redis.Redis(port=int(url.rsplit(":", 1)[1].split("/")[0]))

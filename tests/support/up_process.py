@@ -91,7 +91,7 @@ class UpProcess:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"arbiter up exited ({self.proc.returncode}):\n{self.output()}")
             data = self.info()
-            if data.get("children"):
+            if data.get("children") and data.get("up_pid") == self.proc.pid:  # not an earlier one's
                 return data
             time.sleep(0.2)
         raise TimeoutError(f"arbiter up wrote no up.json in {timeout_s}s:\n{self.output()}")
