@@ -248,7 +248,7 @@ def up(
     from control_plane.up.checks import option_problems
     from control_plane.up.deploy import Deployment, UpOptions
     from control_plane.up.errors import UpError
-    from control_plane.up.supervisor import STOP_SIGNALS
+    from control_plane.up.supervisor import STOP_SIGNALS, catch_stop_signals
 
     out = Console()
     opts = UpOptions(
@@ -282,8 +282,7 @@ def up(
         ),
     )
     # SIGTERM and SIGHUP stop the deployment exactly like Ctrl-C, even while it is starting
-    for sig in STOP_SIGNALS:
-        signal.signal(sig, signal.default_int_handler)
+    catch_stop_signals()
     try:
         with out.status("starting Redis, workers, schedulers, gateway, console…"):
             info = dep.start()

@@ -19,7 +19,8 @@ class Settings(BaseSettings):
 
     model_config = SettingsConfigDict(env_prefix="ARBITER_", extra="ignore")
 
-    redis_url: str = "redis://127.0.0.1:6379/0"
+    redis_url: str = Field(default="redis://127.0.0.1:6379/0", repr=False)
+    """May carry a password (`arbiter up`'s private Redis always does): kept out of reprs."""
     redis_sentinels: str = ""
     """Comma-separated `host:port` of Redis Sentinels; when set, processes connect to the
     primary they name for `redis_sentinel_service` and follow fail-overs (`redis_url` then

@@ -44,27 +44,30 @@ def parse_used_memory(info: str) -> int | None:
     return None
 
 
-def _without_password(redis_url: str) -> tuple[str, str | None]:
-    """The URL without its password, and the password (for `REDISCLI_AUTH`: a command line is
-    readable by every local user)."""
+def _without_password(redis_url: str) -> tuple[str, str | None, str | None]:
+    """The URL without its credentials, its user and its password (for `--user` and
+    `REDISCLI_AUTH`: a command line is readable by every local user, and redis-cli reads a
+    URL's lone user as a password)."""
     parts = urlsplit(redis_url)
-    if parts.password is None:
-        return redis_url, None
+    if parts.password is None and parts.username is None:
+        return redis_url, None, None
     host = parts.netloc.rsplit("@", 1)[1]
-    user = f"{parts.username}@" if parts.username else ""
-    return urlunsplit(parts._replace(netloc=f"{user}{host}")), unquote(parts.password)
+    user = unquote(parts.username) if parts.username else None
+    password = None if parts.password is None else unquote(parts.password)
+    return urlunsplit(parts._replace(netloc=host)), user, password
 
 
 async def redis_used_memory(redis_url: str, timeout_s: float = 5.0) -> int | None:
     exe = shutil.which("redis-cli")
     if exe is None or not redis_url:
         return None
-    url, password = _without_password(redis_url)
+    url, user, password = _without_password(redis_url)
     env = {**os.environ, "REDISCLI_AUTH": password} if password else None
     proc = await asyncio.create_subprocess_exec(
         exe,
         "-u",
         url,
+        *(("--user", user) if user else ()),
         "INFO",
         "memory",
         stdout=asyncio.subprocess.PIPE,

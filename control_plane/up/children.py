@@ -37,6 +37,9 @@ class Child:
     env: dict[str, str] = field(default_factory=dict)
     health_url: str | None = None
     proc: subprocess.Popen[bytes] | None = None
+    grace_s: float | None = None
+    """At least this long between SIGTERM and SIGKILL when it is stopped (a vLLM worker's
+    wrapper needs its own stop timeout to stop vLLM, which runs in a group of its own)."""
 
     def start(self) -> None:
         if self.log_path is None:
@@ -61,7 +64,8 @@ class Child:
         return {**inherited, **self.env}
 
     def kill_leftovers(self) -> None:
-        """SIGKILL what is left of an exited child's process group (e.g. vLLM under its wrapper)."""
+        """SIGKILL what is left of an exited child's process group (what it started in its own
+        group: vLLM's wrapper starts vLLM in a group of its own, which dies with the wrapper)."""
         if self.proc is None or self.proc.poll() is None:
             return
         with contextlib.suppress(ProcessLookupError, PermissionError):

@@ -46,6 +46,9 @@ from workers.engine.profile import load_profile
 ARBITER = [sys.executable, "-m", "control_plane"]
 CONSOLE_API_ENV = "ARBITER_CONSOLE_API"
 """The admin API the console talks to: fixed by `arbiter up`, not chosen by a visitor."""
+VLLM_STOP_GRACE_S = 40.0
+"""A vLLM worker's SIGTERM-to-SIGKILL: more than its wrapper's own (`--stop-timeout`, 30 s),
+so the wrapper stops vLLM (a process group of its own) before anything is killed."""
 
 
 @dataclass
@@ -133,24 +136,27 @@ class Deployment:
         """children.json, only while this `up` holds the state directory (another's is not
         ours to overwrite)."""
         if self._lock is not None:
-            pids = {child.name: child.pid() for child in self.supervisor.children}
-            record_children(self.opts.state_dir, pids)
+            record_children(self.opts.state_dir, self.supervisor.children)
 
     def _take_state_dir(self) -> None:
         """Lock the state directory and stop what a dead `up` left there (`up/leftovers.py`)."""
         private_dir(self.opts.state_dir)
         try:
-            self._lock = StateLock.take(self.opts.state_dir)
+            lock = StateLock.take(self.opts.state_dir)
         except StateDirBusy as exc:
             raise UpError(str(exc)) from None
-        stop_leftovers(self.opts.state_dir, self._say)
+        try:
+            stop_leftovers(self.opts.state_dir, self._say)
+        except BaseException:
+            lock.release()  # children.json still names what is left, for the next `up`
+            raise
+        self._lock = lock
 
     def start(self) -> dict[str, Any]:
         o = self.opts
         self._take_state_dir()
         gateways = self._gateways()
-        if self._console() and port_in_use(o.host, o.console_port):
-            raise UpError(f"--console-port: {o.host}:{o.console_port} is already in use")
+        self._check_ports()
         previous = read_json(self.up_json)
         redis_port = _free_port()
         password = secrets.token_urlsafe(24)
@@ -235,7 +241,7 @@ class Deployment:
                     "profile": o.profile,
                     "max_num_seqs": o.max_num_seqs or profile.max_num_seqs,
                 }
-                timeout = 30.0
+                timeout, grace = 30.0, None
             else:
                 if not o.vllm_model:
                     raise UpError("--worker-kind vllm needs --vllm-model (a directory or name)")
@@ -260,7 +266,7 @@ class Deployment:
                     "model": Path(o.vllm_model).name,
                     "max_num_seqs": 64,
                 }
-                timeout = 600.0
+                timeout, grace = 600.0, VLLM_STOP_GRACE_S
             self._spawn(
                 Child(
                     f"worker-{i}",
@@ -268,6 +274,7 @@ class Deployment:
                     o.state_dir / "logs" / f"worker-{i}.log",
                     env,
                     health_url=f"{url}/health",
+                    grace_s=grace,
                 ),
                 timeout,
             )
@@ -284,6 +291,15 @@ class Deployment:
 
         asyncio.run(register())
         return workers
+
+    def _check_ports(self) -> None:
+        """The gateway's and the console's ports are free: their readiness checks ask those
+        ports, which another listener would answer."""
+        o = self.opts
+        if port_in_use(o.host, o.port):
+            raise UpError(f"--port: {o.host}:{o.port} is already in use")
+        if self._console() and port_in_use(o.host, o.console_port):
+            raise UpError(f"--console-port: {o.host}:{o.console_port} is already in use")
 
     def _gateways(self) -> GatewayGroup:
         """The gateway processes, their port checked free (N > 1: they share it)."""
@@ -328,6 +344,7 @@ class Deployment:
                 30,
             )
         gateways.env = {**env, "ARBITER_ADMIN_TOKEN": admin_token}
+        self._check_ports()  # again: starting the workers may have taken minutes
         for gateway in gateways.children():
             self._spawn(gateway, 30)
         if self._console():

@@ -34,7 +34,7 @@ from pathlib import Path
 
 from control_plane.core.cli_errors import OptionError
 from control_plane.up.children import Child
-from control_plane.up.supervisor import STOP_SIGNALS, Supervisor
+from control_plane.up.supervisor import STOP_SIGNALS, Supervisor, catch_stop_signals
 
 GATEWAYS_ENV = "ARBITER_GATEWAYS"
 """How many gateway processes `arbiter gateway` runs when `--processes` is not given."""
@@ -185,8 +185,7 @@ def run_group(group: GatewayGroup, say: Callable[[str], None] = print) -> None:
         group.metrics_dir = Path(tempfile.mkdtemp(prefix="arbiter-gateway-metrics-"))
     supervisor = Supervisor(say=say)
     # SIGTERM (docker stop) and SIGHUP stop the group exactly like Ctrl-C
-    for sig in STOP_SIGNALS:
-        signal.signal(sig, signal.default_int_handler)
+    catch_stop_signals()
     try:
         group.prepare()
         for child in group.children():

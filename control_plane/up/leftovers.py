@@ -6,12 +6,15 @@ Rules and guarantees:
   for its whole life; the kernel drops the lock when the process ends, however it ends (kill -9,
   OOM), so a second `up` is refused while the first lives and never after it died. Children do
   not inherit the lock (`Popen` closes inherited descriptors).
-- `<state-dir>/children.json` (0600) names every child started, by pid and by the process's
-  start time, rewritten at every start, restart and stop.
+- `<state-dir>/children.json` (0600) names the `up` that wrote it and every child started, each
+  by pid and by the process's start time, rewritten at every start, restart and stop.
 - An `up` that takes the lock first stops every process that file names which is still the same
   process (same pid and same start time): the children of an `up` that died without stopping
   them, still holding the Redis AOF, the ports and the worker slots. Its whole process group is
-  sent SIGTERM, then SIGKILL after a grace. A pid reused by another process is never touched.
+  sent SIGTERM, then SIGKILL after a grace (the child's own when longer); every signal is sent
+  only after checking again that the pid is still that process, so a pid reused by another
+  process is never touched. Children whose writer still runs (a state directory copied from a
+  live deployment) are left alone. One that survives SIGKILL stops the new `up`.
 """
 
 from __future__ import annotations
@@ -23,14 +26,19 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
+from control_plane.up.children import Child
 from control_plane.up.state_files import read_json, write_private_json
 
 LOCK_FILE = "up.lock"
 CHILDREN_FILE = "children.json"
+DEFAULT_GRACE_S = 10.0
+"""SIGTERM to SIGKILL for a leftover, as `arbiter up` stops its own children (more for one
+recorded with a longer grace: a vLLM worker)."""
+KILL_WAIT_S = 5.0
 
 
 class StateDirBusy(RuntimeError):
@@ -91,57 +99,78 @@ def process_started(pid: int) -> str | None:
     return out.stdout.strip() or None
 
 
-def record_children(state_dir: Path, pids: Mapping[str, int | None]) -> None:
-    """Rewrite `children.json` with the live children's pids and start times."""
-    entries = {}
-    for name, pid in pids.items():
+def record_children(state_dir: Path, children: Iterable[Child]) -> None:
+    """Rewrite `children.json`: this `up` (its owner) and its live children, each by pid and
+    start time, with its stop grace."""
+    entries: dict[str, dict[str, object]] = {}
+    for child in children:
+        pid = child.pid()
         started = None if pid is None else process_started(pid)
         if pid is not None and started is not None:
-            entries[name] = {"pid": pid, "started": started}
-    write_private_json(state_dir / CHILDREN_FILE, {"children": entries})
+            entries[child.name] = {"pid": pid, "started": started, "grace_s": child.grace_s}
+    owner = {"pid": os.getpid(), "started": process_started(os.getpid())}
+    write_private_json(state_dir / CHILDREN_FILE, {"owner": owner, "children": entries})
 
 
-def stop_leftovers(state_dir: Path, say: Callable[[str], None], grace_s: float = 10.0) -> list[int]:
+class LeftoversRemain(RuntimeError):
+    """Processes an earlier `up` left are still there after SIGKILL."""
+
+
+def stop_leftovers(
+    state_dir: Path, say: Callable[[str], None], grace_s: float = DEFAULT_GRACE_S
+) -> list[int]:
     """Stop what an earlier `up` of `state_dir` left running (see the module rule); their pids.
 
-    Call it only while holding the `StateLock`: then no live `up` owns these processes.
+    Call it only while holding the `StateLock`. Children whose owner still runs (a state
+    directory copied from a live deployment's) are left alone. `LeftoversRemain` when one
+    survives SIGKILL (uninterruptible I/O): starting beside it would share its ports and AOF.
     """
-    recorded = read_json(state_dir / CHILDREN_FILE).get("children")
-    left = _still_running(recorded if isinstance(recorded, dict) else {})
+    recorded = read_json(state_dir / CHILDREN_FILE)
+    if _same_process(recorded.get("owner")):
+        say(f"{state_dir / CHILDREN_FILE} names the children of a live `arbiter up`: left alone")
+        return []
+    children = recorded.get("children")
+    left = {
+        name: entry
+        for name, entry in (children.items() if isinstance(children, dict) else ())
+        if _same_process(entry)
+    }
     if not left:
         return []
-    names = ", ".join(f"{name} (pid {pid})" for name, pid in left.items())
+    names = ", ".join(f"{name} (pid {entry['pid']})" for name, entry in left.items())
     say(f"an earlier `arbiter up` of {state_dir} left {names} running: stopping them")
-    pids = list(left.values())
-    _signal_groups(pids, signal.SIGTERM)
-    deadline = time.monotonic() + grace_s
-    while _alive(pids) and time.monotonic() < deadline:
+    entries = list(left.values())
+    graces = [float(e.get("grace_s") or 0.0) for e in entries]
+    _signal_groups(entries, signal.SIGTERM)
+    _wait_gone(entries, max([grace_s, *graces]))
+    _signal_groups(entries, signal.SIGKILL)
+    if _wait_gone(entries, KILL_WAIT_S):
+        raise LeftoversRemain(f"could not stop what an earlier `arbiter up` left: {names}")
+    return [int(e["pid"]) for e in entries]
+
+
+def _same_process(entry: object) -> bool:
+    """Whether a recorded {pid, started} is still that very process (and not this one)."""
+    if not isinstance(entry, dict):
+        return False
+    pid, started = entry.get("pid"), entry.get("started")
+    if not isinstance(pid, int) or pid <= 1 or pid == os.getpid() or started is None:
+        return False
+    return bool(process_started(pid) == started)
+
+
+def _wait_gone(entries: list[dict[str, Any]], timeout_s: float) -> list[dict[str, Any]]:
+    """Wait until none of `entries` is still its process, at most `timeout_s`; who is left."""
+    deadline = time.monotonic() + timeout_s
+    while (left := [e for e in entries if _same_process(e)]) and time.monotonic() < deadline:
         time.sleep(0.1)
-    if _alive(pids):
-        _signal_groups(_alive(pids), signal.SIGKILL)
-    return pids
-
-
-def _still_running(recorded: Mapping[str, object]) -> dict[str, int]:
-    left: dict[str, int] = {}
-    for name, entry in recorded.items():
-        if not isinstance(entry, dict):
-            continue
-        pid, started = entry.get("pid"), entry.get("started")
-        if not isinstance(pid, int) or pid <= 1 or pid == os.getpid() or started is None:
-            continue
-        if process_started(pid) == started:
-            left[name] = pid
     return left
 
 
-def _alive(pids: list[int]) -> list[int]:
-    return [pid for pid in pids if process_started(pid) is not None]
-
-
-def _signal_groups(pids: list[int], sig: signal.Signals) -> None:
+def _signal_groups(entries: list[dict[str, Any]], sig: signal.Signals) -> None:
     """Each child leads its own process group (started in a new session): signal the group, so
-    what it started (vLLM under its wrapper) goes too."""
-    for pid in pids:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(pid, sig)
+    what it started in that group goes too. Only entries still their process are signalled."""
+    for entry in entries:
+        if _same_process(entry):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(int(entry["pid"]), sig)

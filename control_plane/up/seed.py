@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable
 from typing import Any
 
-from control_plane.api.admin.worker_ops import remove_rows
 from control_plane.contracts.workers import WorkerEntry
 from control_plane.state import StateStores
 from storage.db import Database
@@ -84,9 +84,18 @@ async def retire_workers(db: Database, stores: StateStores, worker_ids: Iterable
     for worker_id in worker_ids:
         known = await stores.workers.get(worker_id) is not None
         with db.repos() as r:
-            if not known and r.workers.get(worker_id=worker_id) is None:
+            old = r.workers.get(worker_id=worker_id)
+            if old is None and not known:
                 continue
-            remove_rows(r, worker_id, actor="arbiter up", reason=RETIRED, known=True)
+            r.workers.remove(worker_id=worker_id)
+            r.audit.append(  # as the admin API's delete writes it
+                actor="arbiter up",
+                action="worker.delete",
+                target=f"worker:{worker_id}",
+                old=None if old is None else dataclasses.asdict(old),
+                new=None,
+                reason=RETIRED,
+            )
         await stores.workers.remove(worker_id)
         retired.append(worker_id)
     return retired

@@ -23,6 +23,21 @@ sessions of their own, so no hang-up reaches them: left to the default action, t
 would die alone and leave them running."""
 
 
+def catch_stop_signals() -> list[signal.Signals]:
+    """Make `STOP_SIGNALS` raise KeyboardInterrupt, as Ctrl-C does; the signals caught.
+
+    A hang-up its parent told it to ignore (`nohup arbiter up &`) stays ignored: the operator
+    asked for the deployment to outlive the terminal.
+    """
+    caught = []
+    for sig in STOP_SIGNALS:
+        if sig == signal.SIGHUP and signal.getsignal(sig) is signal.SIG_IGN:
+            continue
+        signal.signal(sig, signal.default_int_handler)
+        caught.append(sig)
+    return caught
+
+
 @dataclass(frozen=True, slots=True)
 class Backoff:
     """Restart delays: the n-th restart in a row waits `initial_s * factor**(n-1)`, never more
@@ -134,7 +149,7 @@ class Supervisor:
         """Stop one child; one that cannot be stopped (still there after SIGKILL, not ours to
         signal) is reported and the others are stopped all the same."""
         try:
-            child.stop(grace_s)
+            child.stop(max(grace_s, child.grace_s or 0.0))
         except (OSError, subprocess.SubprocessError) as exc:
             self._say(f"{child.name} could not be stopped: {exc!r}")
 

@@ -70,7 +70,8 @@ def test_the_children_of_a_dead_up_are_stopped_by_the_next(tmp_path: Path) -> No
     children = [_started(tmp_path, "redis"), _started(tmp_path, "gateway")]
     try:
         pids = {c.name: c.pid() for c in children}
-        record_children(tmp_path, pids)
+        record_children(tmp_path, children)
+        _forget_owner(tmp_path)  # as if the `up` that wrote it had died
         said: list[str] = []
         stopped = stop_leftovers(tmp_path, said.append, grace_s=5.0)
         assert sorted(stopped) == sorted(pid or 0 for pid in pids.values())
@@ -100,13 +101,59 @@ def test_a_recorded_pid_that_is_another_process_now_is_left_alone(tmp_path: Path
         stranger.stop(2.0)
 
 
+def _forget_owner(state_dir: Path) -> None:
+    data = read_json(state_dir / CHILDREN_FILE)
+    data["owner"] = {"pid": 999_999_999, "started": "0"}
+    write_private_json(state_dir / CHILDREN_FILE, data)
+
+
+def test_the_children_of_a_live_up_are_left_alone(tmp_path: Path) -> None:
+    """A state directory copied from a running deployment names that deployment's children:
+    a new `up` of the copy must not stop them."""
+    child, owner = _started(tmp_path, "gateway"), _started(tmp_path, "up")
+    try:
+        record_children(tmp_path, [child])
+        data = read_json(tmp_path / CHILDREN_FILE)
+        pid = owner.pid()
+        assert pid is not None
+        data["owner"] = {"pid": pid, "started": process_started(pid)}  # alive
+        write_private_json(tmp_path / CHILDREN_FILE, data)
+        said: list[str] = []
+        assert stop_leftovers(tmp_path, said.append, grace_s=1.0) == []
+        assert child.alive() and "live `arbiter up`: left alone" in said[0]
+    finally:
+        child.stop(2.0)
+        owner.stop(2.0)
+
+
+def test_a_leftover_that_ignores_sigterm_is_killed_after_its_grace(tmp_path: Path) -> None:
+    argv = [
+        sys.executable,
+        "-c",
+        "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(120)",
+    ]
+    stubborn = Child("worker-0", argv, tmp_path / "w.log", grace_s=0.5)
+    stubborn.start()
+    try:
+        time.sleep(0.5)  # its handler is in place
+        record_children(tmp_path, [stubborn])
+        _forget_owner(tmp_path)
+        pid = stubborn.pid()
+        assert stop_leftovers(tmp_path, print, grace_s=0.2) == [pid]
+        assert stubborn.proc is not None and stubborn.proc.wait(10) == -signal.SIGKILL
+    finally:
+        stubborn.stop(1.0)
+
+
 def test_only_live_children_are_recorded(tmp_path: Path) -> None:
     child = _started(tmp_path, "worker-0")
     try:
-        record_children(tmp_path, {"worker-0": child.pid(), "worker-1": None})
-        entry = read_json(tmp_path / CHILDREN_FILE)["children"]
-        assert list(entry) == ["worker-0"]
-        assert entry["worker-0"]["pid"] == child.pid()
+        down = Child("worker-1", SLEEPER, tmp_path / "w1.log")  # never started
+        record_children(tmp_path, [child, down])
+        recorded = read_json(tmp_path / CHILDREN_FILE)
+        assert list(recorded["children"]) == ["worker-0"]
+        assert recorded["children"]["worker-0"]["pid"] == child.pid()
+        assert recorded["owner"]["pid"] == os.getpid()
     finally:
         child.stop(2.0)
     assert child.proc is not None and process_started(child.proc.pid) is None

@@ -199,3 +199,23 @@ def test_a_child_that_cannot_be_stopped_does_not_keep_the_others_running(
         assert r.said("stuck could not be stopped: TimeoutExpired")
     finally:
         Child.stop(stuck, 2.0)
+
+
+@pytest.mark.parametrize(("ignored", "caught"), [(False, "SIGTERM SIGHUP"), (True, "SIGTERM")])
+def test_a_hang_up_stops_the_supervisor_unless_its_parent_ignored_it(
+    ignored: bool, caught: str
+) -> None:
+    """`arbiter up` under `nohup` must outlive the terminal; otherwise a hang-up stops it (and
+    so its children) like Ctrl-C."""
+    code = (
+        "import signal\n"
+        f"if {ignored}: signal.signal(signal.SIGHUP, signal.SIG_IGN)\n"
+        "from control_plane.up.supervisor import catch_stop_signals\n"
+        "print(' '.join(s.name for s in catch_stop_signals()))\n"
+        "print(signal.getsignal(signal.SIGHUP) is signal.default_int_handler)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
+    ).stdout.split("\n")
+    assert out[0] == caught
+    assert out[1] == str(not ignored)
