@@ -1,6 +1,11 @@
 """Pure builders of the Reports page from `/admin/reports` JSON (the numbers are the API's,
-unchanged: the CSV download is the API's own CSV), and of its program-level tables from
-`/admin/reports/programs` (the API's numbers in human units, rounded)."""
+unchanged: the CSV download is the API's own CSV, except `entitled_given_demand`, computed
+here from the API's numbers), and of its program-level tables from `/admin/reports/programs`
+(the API's numbers in human units, rounded).
+
+Two entitlements, both hierarchical (a parent's share split among its children by weight):
+`entitled_share`, the API's, by weight alone; `entitled_given_demand`, the console's, by weight
+and demand (`console.entitlement`): a node that asked for less is entitled to what it asked."""
 
 from __future__ import annotations
 
@@ -17,6 +22,7 @@ COLUMNS = (
     "node",
     "weight",
     "entitled_share",
+    "entitled_given_demand",
     "share",
     "share_vs_weight",
     "requests",
@@ -51,9 +57,11 @@ def _pct(node: Mapping[str, Any], name: str, p: str) -> float | None:
 def report_frame(report: Mapping[str, Any]) -> pd.DataFrame:
     """One row per node with every figure of the report (latency columns end in `_ms`)."""
     records = []
+    given_demand = entitled_shares(report["nodes"])
     for n in report["nodes"]:
         row = {c: n.get(c) for c in COLUMNS}
         row["node"] = n["key"]
+        row["entitled_given_demand"] = given_demand[n["key"]]
         for name in ("ttft", "tpot", "e2e"):
             for p in ("p50", "p95", "p99"):
                 row[f"{name}_{p}_ms"] = _pct(n, name, p)
@@ -85,20 +93,22 @@ def jain_figure(report: Mapping[str, Any]) -> go.Figure:
 
 
 def share_figure(report: Mapping[str, Any]) -> go.Figure:
-    """Each node's received share of service next to its entitled share: the weighted max-min
-    fair share given what it asked for (a node that asked less is entitled to what it asked),
-    so a light node is not drawn as starved."""
+    """Each node's received share of service next to its entitlement given its demand: the
+    hierarchical weighted max-min fair share (a node that asked less is entitled to what it
+    asked), so a light node is not drawn as starved."""
     nodes = report["nodes"]
     keys = [n["key"] for n in nodes]
     entitled = entitled_shares(nodes)
     fig = go.Figure(
         [
             go.Bar(x=keys, y=[n["share"] for n in nodes], name="received"),
-            go.Bar(x=keys, y=[entitled[k] for k in keys], name="entitled (given its demand)"),
+            go.Bar(x=keys, y=[entitled[k] for k in keys], name="entitled given demand"),
         ]
     )
     fig.update_layout(
-        barmode="group", title="Share received against entitled (by weight and demand)", height=300
+        barmode="group",
+        title="Share received against entitled given demand (hierarchical)",
+        height=300,
     )
     return fig
 

@@ -47,9 +47,11 @@ def _show(report: dict[str, Any], params: dict[str, Any]) -> None:
     left, right = st.columns(2)
     left.plotly_chart(views.share_figure(report), key="report_share")
     left.caption(
-        "Entitled = weighted max-min fair share of the service delivered, given each node's "
-        "demand (its served requests, plus failed ones at their mean cost): a node that asked "
-        "for less than its weight's part is entitled to what it asked, not starved."
+        "Entitled given demand = weighted max-min fair share of the service delivered, down "
+        "the hierarchy (among tenants, then each tenant's among its apps, then agents), given "
+        "each node's demand (its served requests, plus failed ones at their mean cost): a node "
+        "that asked for less than its weight's part is entitled to what it asked, not starved. "
+        "The table's entitled_share is by weight alone."
     )
     right.plotly_chart(views.jain_figure(report), key="report_jain")
     right.caption("Windows in which nobody was served have no index (a gap, not 1.0).")

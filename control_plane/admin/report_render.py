@@ -73,7 +73,7 @@ def share_figure(report: Mapping[str, Any]) -> go.Figure:
     fig = go.Figure(
         [
             go.Bar(x=keys, y=[n["share"] for n in nodes], name="share of service"),
-            go.Bar(x=keys, y=[n.get("entitled_share") for n in nodes], name="weighted share"),
+            go.Bar(x=keys, y=[n.get("entitled_share") for n in nodes], name="entitled by weight"),
         ]
     )
     fig.update_layout(title="Service share against weight", barmode="group", height=320)

@@ -3,7 +3,9 @@ console's Reports page) and `arbiter admin report` call `fairness_report`, so th
 numbers.
 
 It wraps `storage`'s report (rollups by default; `source="requests"` scans the rows) and adds
-each node's entitlement: `entitled_share = weight / Σ weights` over the report's nodes, and
+each node's weight-only entitlement: `path_weights` (the configured weights from its tenant
+down to it, 1 where not configured), `entitled_share` (hierarchical: at each depth its weight
+over its siblings' in the report, multiplied down the path — `admin.entitlement`) and
 `share_vs_weight = share / entitled_share` (1 = exactly its weighted share).
 """
 
@@ -11,10 +13,12 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal
 
+from control_plane.admin.entitlement import Path, hierarchy_weights, path_weights, weight_shares
 from control_plane.gateway.bounds import MAX_EPOCH_S
 from storage.db import Database, Repos
 from storage.records import Level
@@ -22,6 +26,7 @@ from storage.reports import DEFAULT_ALPHA, Report
 from storage.repos import report_from_requests
 
 Source = Literal["rollups", "requests"]
+DEPTHS: dict[Level, int] = {"tenant": 1, "app": 2, "agent": 3}
 
 
 def parse_time(text: str) -> float:
@@ -62,20 +67,9 @@ class ReportQuery:
     alpha: float = DEFAULT_ALPHA
 
 
-def level_weights(r: Repos, level: Level) -> dict[str, float]:
-    """Configured weights of every node at `level`, keyed 'tenant[/app[/agent]]'."""
-    weights: dict[str, float] = {}
-    for tn in r.tenants.hierarchy():
-        if level == "tenant":
-            weights[tn.tenant.name] = tn.tenant.weight
-            continue
-        for an in tn.apps:
-            if level == "app":
-                weights[f"{tn.tenant.name}/{an.app.name}"] = an.app.weight
-                continue
-            for agent in an.agents:
-                weights[f"{tn.tenant.name}/{an.app.name}/{agent.name}"] = agent.weight
-    return weights
+def _at_level(weights: Mapping[Path, float], level: Level) -> dict[str, float]:
+    depth = DEPTHS[level]
+    return {"/".join(path): w for path, w in weights.items() if len(path) == depth}
 
 
 def _read(r: Repos, q: ReportQuery, weights: dict[str, float]) -> Report:
@@ -93,12 +87,15 @@ def _read(r: Repos, q: ReportQuery, weights: dict[str, float]) -> Report:
     return r.rollups.report(**args)
 
 
-def report_json(report: Report) -> dict[str, Any]:
-    """The report as JSON with each node's entitlement and the period in ISO form."""
+def report_json(report: Report, weights: Mapping[Path, float]) -> dict[str, Any]:
+    """The report as JSON with each node's weight-only entitlement (`weights`: configured
+    weights by path, see `hierarchy_weights`) and the period in ISO form."""
     data = report.to_json()
-    total_weight = sum(node.weight for node in report.nodes)
+    along = {node.path: path_weights(weights, node.path) for node in report.nodes}
+    shares = weight_shares(along)
     for raw, node in zip(data["nodes"], report.nodes, strict=True):
-        entitled = node.weight / total_weight if total_weight > 0 else 0.0
+        entitled = shares[node.path]
+        raw["path_weights"] = along[node.path]
         raw["entitled_share"] = entitled
         raw["share_vs_weight"] = node.share / entitled if entitled > 0 else None
     data["from"], data["to"] = iso(report.start), iso(report.end)
@@ -109,5 +106,6 @@ def report_json(report: Report) -> dict[str, Any]:
 def fairness_report(db: Database, query: ReportQuery) -> dict[str, Any]:
     """The report for `query` as JSON (stable keys; see `storage.reports.Report`)."""
     with db.reader() as r:
-        report = _read(r, query, level_weights(r, query.level))
-    return report_json(report)
+        weights = hierarchy_weights(r.tenants.hierarchy())
+        report = _read(r, query, _at_level(weights, query.level))
+    return report_json(report, weights)

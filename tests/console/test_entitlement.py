@@ -1,4 +1,5 @@
-"""Weighted max-min fair entitlement (water-filling) and the Reports page's share chart."""
+"""Weighted max-min fair entitlement (water-filling, down the hierarchy) and the Reports page's
+share chart and table."""
 
 from __future__ import annotations
 
@@ -6,8 +7,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from console.entitlement import entitled_shares, node_demand, water_fill
-from console.report_views import jain_figure, share_figure
+from console.entitlement import entitled_shares, hierarchical_fill, node_demand, water_fill
+from console.report_views import jain_figure, report_frame, share_figure
 
 KEYS = st.lists(st.sampled_from("abcdefgh"), min_size=1, max_size=8, unique=True)
 AMOUNT = st.floats(min_value=0.0, max_value=1e6, allow_nan=False)
@@ -79,6 +80,96 @@ def test_the_share_chart_draws_received_beside_demand_aware_entitlement() -> Non
     received, entitled = share_figure({"nodes": nodes}).data
     assert list(received.y) == [0.1, 0.9]
     assert list(entitled.y) == [pytest.approx(0.1), pytest.approx(0.9)]  # not 0.5 by weight
+
+
+def _at(
+    key: str, path_weights: list[float], service: float, ok: int, failed: int = 0
+) -> dict[str, object]:
+    """A report node below tenant level, as the API sends it (path and weights along it)."""
+    return {
+        **_node(key, path_weights[-1], service, ok, failed),
+        "path": key.split("/"),
+        "path_weights": path_weights,
+    }
+
+
+def test_apps_share_their_tenants_part_not_the_pool() -> None:
+    # acme (1) has apps x and y, globex (1) has z (weights 1); each served 100 and saw 30
+    # requests fail: all ask 400, more than any share of the 300 delivered
+    nodes = [_at(k, [1.0, 1.0], 100.0, 10, failed=30) for k in ("acme/x", "acme/y", "globex/z")]
+    shares = entitled_shares(nodes)
+    assert shares == {
+        "acme/x": pytest.approx(0.25),
+        "acme/y": pytest.approx(0.25),
+        "globex/z": pytest.approx(0.5),
+    }  # not 1/3 each
+    _, entitled = share_figure({"nodes": nodes}).data
+    assert list(entitled.y) == [pytest.approx(0.25), pytest.approx(0.25), pytest.approx(0.5)]
+    assert entitled.name == "entitled given demand"
+    frame = report_frame({"nodes": nodes}).set_index("node")
+    assert frame.loc["globex/z", "entitled_given_demand"] == pytest.approx(0.5)
+
+
+def test_what_an_app_leaves_goes_to_its_sibling_before_the_other_tenant() -> None:
+    # x asks 10 of acme's 60; y gets the other 50 and z keeps globex's 60 (flat: 55 and 55)
+    nodes = [
+        _at("acme/x", [1.0, 1.0], 10.0, 1),
+        _at("acme/y", [1.0, 1.0], 50.0, 5, failed=5),
+        _at("globex/z", [1.0, 1.0], 60.0, 6, failed=4),
+    ]
+    shares = entitled_shares(nodes)
+    assert shares == {
+        "acme/x": pytest.approx(10 / 120),
+        "acme/y": pytest.approx(50 / 120),
+        "globex/z": pytest.approx(60 / 120),
+    }
+
+
+def test_agents_share_their_apps_part() -> None:
+    # acme (2): app x (1) with agents a (1) and b (3), app y (1) with c; globex (1): z/d
+    nodes = [
+        _at("acme/x/a", [2.0, 1.0, 1.0], 100.0, 1, failed=9),
+        _at("acme/x/b", [2.0, 1.0, 3.0], 100.0, 1, failed=9),
+        _at("acme/y/c", [2.0, 1.0, 1.0], 100.0, 1, failed=9),
+        _at("globex/z/d", [1.0, 1.0, 1.0], 100.0, 1, failed=9),
+    ]
+    shares = entitled_shares(nodes)
+    want = {"acme/x/a": 1 / 12, "acme/x/b": 3 / 12, "acme/y/c": 1 / 3, "globex/z/d": 1 / 3}
+    assert shares == pytest.approx(want)
+
+
+def test_tenant_level_is_plain_water_filling() -> None:
+    nodes = [
+        _at("a", [1.0], 100.0, 10),
+        _at("b", [3.0], 500.0, 5, failed=5),
+        _at("c", [2.0], 400.0, 8, failed=8),
+    ]
+    demands = {str(n["key"]): node_demand(n) for n in nodes}
+    flat = water_fill(demands, {"a": 1.0, "b": 3.0, "c": 2.0}, 1000.0)
+    assert entitled_shares(nodes) == {k: pytest.approx(v / 1000) for k, v in flat.items()}
+    without = [{k: v for k, v in n.items() if k not in ("path", "path_weights")} for n in nodes]
+    assert entitled_shares(without) == entitled_shares(nodes)  # an API without path_weights
+
+
+PATHS = st.lists(st.tuples(st.sampled_from("ab"), st.sampled_from("xyz"), st.sampled_from("pq")),
+                 min_size=1, max_size=12, unique=True)  # fmt: skip
+
+
+@given(PATHS.flatmap(lambda ps: st.tuples(
+    st.fixed_dictionaries({p: AMOUNT for p in ps}),
+    st.fixed_dictionaries({p[:i]: WEIGHT for p in ps for i in (1, 2, 3)}),
+    AMOUNT,
+)))  # fmt: skip
+def test_hierarchical_fill_never_exceeds_demand_and_uses_the_capacity(
+    case: tuple[dict[tuple[str, ...], float], dict[tuple[str, ...], float], float],
+) -> None:
+    demands, weights, capacity = case
+    alloc = hierarchical_fill(demands, weights, capacity)
+    assert set(alloc) == set(demands)
+    for path, value in alloc.items():
+        assert -1e-9 <= value <= demands[path] * (1 + 1e-9) + 1e-6, path
+    used = min(capacity, sum(demands.values()))
+    assert sum(alloc.values()) == pytest.approx(used, rel=1e-9, abs=1e-6)
 
 
 def test_a_window_without_service_is_a_gap_in_the_jain_chart() -> None:

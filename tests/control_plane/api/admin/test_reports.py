@@ -19,6 +19,7 @@ from tests.control_plane.api.admin.conftest import AdminApi
 START = 1_700_002_800  # a whole hour (UTC)
 SPAN = 2 * 3600
 STATUSES = ("ok", "ok", "ok", "ok", "error", "timeout", "withdrawn")
+TENANT_WEIGHTS = {"acme": 3.0, "globex": 2.0}  # `loaded`'s; apps and agents are not configured
 
 
 def make_rows(n: int = 400, seed: int = 7) -> list[RequestRecord]:
@@ -48,7 +49,21 @@ def make_rows(n: int = 400, seed: int = 7) -> list[RequestRecord]:
     return rows
 
 
-def expected(rows: list[RequestRecord], level: str, weights: dict[str, float]) -> dict[str, Any]:
+def entitled(keys: set[str]) -> dict[str, float]:
+    """Hierarchical weight-only entitlement when only tenants have weights (others weigh 1):
+    the tenant's part of the present tenants', split evenly among present children below."""
+    paths = [tuple(k.split("/")) for k in keys]
+    total = sum(TENANT_WEIGHTS.get(t, 1.0) for t in {p[0] for p in paths})
+    out = {}
+    for p in paths:
+        share = TENANT_WEIGHTS.get(p[0], 1.0) / total
+        for depth in range(1, len(p)):
+            share /= len({q[: depth + 1] for q in paths if q[:depth] == p[:depth]})
+        out["/".join(p)] = share
+    return out
+
+
+def expected(rows: list[RequestRecord], level: str) -> dict[str, Any]:
     depth = {"tenant": 1, "app": 2, "agent": 3}[level]
     acc: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
     e2e: dict[str, list[float]] = defaultdict(list)
@@ -65,7 +80,7 @@ def expected(rows: list[RequestRecord], level: str, weights: dict[str, float]) -
             e2e[key].append(rec.e2e_ms)
     total = sum(n["service"] for n in acc.values())
     peak = max(n["service"] for n in acc.values())
-    total_weight = sum(weights.get(k, 1.0) for k in acc)
+    entitled_share = entitled(set(acc))
     out = {}
     for key, n in acc.items():
         rate = n["violations"] / n["finished"] if n["finished"] else 0.0
@@ -74,7 +89,7 @@ def expected(rows: list[RequestRecord], level: str, weights: dict[str, float]) -
             **n,
             "violation_rate": rate,
             "share": n["service"] / total,
-            "entitled_share": weights.get(key, 1.0) / total_weight,
+            "entitled_share": entitled_share[key],
             "safi": 0.7 * rate + 0.3 * n["service"] / peak,
             "e2e_p50": values[math.ceil(0.5 * len(values)) - 1],
         }
@@ -99,8 +114,8 @@ async def test_report_equals_totals_from_rows(loaded: AdminApi, level: str) -> N
     )
     assert resp.status_code == 200, resp.text
     report = resp.json()
-    weights = {"acme": 3.0, "globex": 2.0} if level == "tenant" else {}
-    want = expected(make_rows(), level, weights)
+    weights = TENANT_WEIGHTS if level == "tenant" else {}
+    want = expected(make_rows(), level)
     got = {n["key"]: n for n in report["nodes"]}
     assert set(got) == set(want)
     for key, w in want.items():
