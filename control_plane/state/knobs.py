@@ -6,7 +6,6 @@ import asyncio
 import contextlib
 import logging
 import time
-import uuid
 from collections.abc import Awaitable, Callable
 from types import TracebackType
 from typing import TypeVar
@@ -21,6 +20,7 @@ from control_plane.contracts.knobs import (
     decode_change,
     decode_knob,
 )
+from control_plane.state import tickets
 from control_plane.state.client import SOCKET_TIMEOUT_S, check_client
 from control_plane.state.codec import dumps, loads, str_map
 from control_plane.state.errors import KnobChanged, StateUnavailable, guarded, is_unavailable
@@ -183,20 +183,20 @@ class Knobs:
         change runs within `within_ms` of this call on Redis's clock; → the new version.
 
         `KnobChanged` when the knob changed meanwhile; `StateUnavailable` when Redis ran the
-        call too late — its caller, having timed out, must not find it applied afterwards. The
-        bound is a ticket key set with that expiry just before the change, which the change
-        needs and deletes (`knob_set.lua`).
+        call too late — its caller, having timed out, must not find it applied afterwards —
+        or when it cannot tell. The bound is a ticket (`state/tickets.py`): when the reply is
+        lost, the ticket says whether the change ran and what it returned, so a change that
+        ran is reported as such, never as a failure.
         """
         ks = self._ks
-        ticket = f"{ks.knobs}:ticket:{uuid.uuid4().hex}"
-        await self._redis.set(ticket, "1", px=max(1, within_ms))
-        version = int(
-            await self._scripts.call(
-                "knob_set",
-                [ks.knobs, ks.knobs_version, ticket],
-                [name, dumps(value.to_json()), ks.knobs_channel, expected],
-            )
+        ticket = tickets.ticket_key(ks.knobs)
+        await tickets.issue(self._redis, ticket, within_ms)
+        call = self._scripts.call(
+            "knob_set",
+            [ks.knobs, ks.knobs_version, ticket],
+            [name, dumps(value.to_json()), ks.knobs_channel, expected],
         )
+        version = await tickets.ticketed(self._redis, call, ticket, within_ms)
         if version == -1:
             raise KnobChanged(f"knob {name!r} changed meanwhile")
         if version == -2:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import uuid
 from collections.abc import Sequence
 
 from redis.asyncio import Redis
@@ -17,6 +16,7 @@ from control_plane.contracts.workers import (
     decode_sample,
     encode_entry,
 )
+from control_plane.state import tickets
 from control_plane.state.client import check_client
 from control_plane.state.codec import dumps, loads, str_map, text
 from control_plane.state.errors import StateUnavailable, guarded
@@ -101,14 +101,17 @@ class WorkerRegistry:
         """One `worker_write.lua` call. `bounded`: it must run within `CHANGE_WITHIN_MS` of
         this call on Redis's clock, else it changes nothing and `StateUnavailable` is raised —
         for a caller that must not find its change applied after it timed out (an admin change
-        whose SQL record was rolled back). The bound is a ticket key set with that expiry just
-        before the change, which the change needs and deletes."""
+        whose SQL record was rolled back). The bound is a ticket (`state/tickets.py`): when the
+        reply is lost, it says whether the change ran and what it returned."""
         ks = self._ks
         keys = [ks.workers, ks.worker(worker_id), ks.worker_metrics]
-        if bounded:
-            keys.append(f"{ks.workers}:ticket:{uuid.uuid4().hex}")
-            await self._redis.set(keys[-1], "1", px=CHANGE_WITHIN_MS)
-        result = int(await self._scripts.call("worker_write", keys, [op, worker_id, *args]))
+        argv = [op, worker_id, *args]
+        if not bounded:
+            return int(await self._scripts.call("worker_write", keys, argv))
+        ticket = tickets.ticket_key(ks.workers)
+        await tickets.issue(self._redis, ticket, CHANGE_WITHIN_MS)
+        call = self._scripts.call("worker_write", [*keys, ticket], argv)
+        result = await tickets.ticketed(self._redis, call, ticket, CHANGE_WITHIN_MS)
         if result == -2:
             raise StateUnavailable(f"redis ran the change of worker {worker_id!r} too late")
         return result

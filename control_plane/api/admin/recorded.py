@@ -8,10 +8,10 @@ read-only, a constraint) is refused before anything goes live, and a live change
 can leave it live without its row; that is logged as an error. A live change that timed out
 may still run when Redis answers again: knobs and the worker registry refuse it once more than
 a second has passed since the call (a ticket key with a 1 s expiry that the change needs:
-`Knobs.replace`, `WorkerRegistry`'s `bounded` writes). Left: a change Redis ran within that
-second whose reply was then lost (the caller times out after 2 s) is live without its row, and
-it is logged as a failed change, not found out. Before, the live change came first and a
-database error after it left a change in force that the audit log never saw.
+`Knobs.replace`, `WorkerRegistry`'s `bounded` writes), and a change Redis ran whose reply was
+then lost is found out from its ticket (`state/tickets.py`) and kept with its row. Only when
+Redis cannot be asked at all is that left unknown (503, no row). Before, the live change came
+first and a database error after it left a change in force that the audit log never saw.
 """
 
 from __future__ import annotations

@@ -4,10 +4,12 @@
 --
 -- KEYS[1]  knobs hash              arb:{c}:knobs          (name -> JSON value)
 -- KEYS[2]  knobs version counter   arb:{c}:knobs:version
--- KEYS[3]  optional: a ticket key the caller set with a short expiry just before this call;
---          the change applies only while it exists (it is deleted here), so a call that runs
---          late, after its caller gave up on an answer (a stall), changes nothing — the
---          expiry is Redis's own clock, and no time is read here
+-- KEYS[3]  optional: a ticket key the caller set to "1" with a short expiry just before this
+--          call (`state/tickets.py`); the call does anything only while it is "1", so a call
+--          that runs late, after its caller gave up on an answer (a stall), changes nothing —
+--          the expiry is Redis's own clock, and no time is read here. The call then stores its
+--          result in it ("ran:<result>", kept 60 s), so a caller whose reply was lost can
+--          still learn what it did
 -- ARGV[1]  knob name
 -- ARGV[2]  value as JSON
 -- ARGV[3]  pub/sub channel         arb:{c}:chan:knobs     (a channel, not a key)
@@ -16,17 +18,24 @@
 -- Returns  the new knobs version, -1 (nothing changed) when ARGV[4] no longer matches, or -2
 --          when the ticket has expired; publishes {"name", "value", "version"} on ARGV[3].
 
-if KEYS[3] ~= nil and redis.call('DEL', KEYS[3]) == 0 then
+local function spent(result)
+  if KEYS[3] ~= nil then
+    redis.call('SET', KEYS[3], 'ran:' .. result, 'PX', 60000)
+  end
+  return result
+end
+
+if KEYS[3] ~= nil and redis.call('GET', KEYS[3]) ~= '1' then
   return -2
 end
 if ARGV[4] ~= nil then
   local current = redis.call('HGET', KEYS[1], ARGV[1])
   if (current or '') ~= ARGV[4] then
-    return -1
+    return spent(-1)
   end
 end
 redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
 local version = redis.call('INCR', KEYS[2])
 redis.call('PUBLISH', ARGV[3], '{"name":' .. cjson.encode(ARGV[1]) .. ',"value":' .. ARGV[2] ..
   ',"version":' .. version .. '}')
-return version
+return spent(version)

@@ -7,9 +7,10 @@
 -- KEYS[1]  worker ids set          arb:{c}:workers
 -- KEYS[2]  worker hash             arb:{c}:worker:<id>    (field -> JSON value)
 -- KEYS[3]  worker metrics hash     arb:{c}:worker_metrics (id -> JSON sample)
--- KEYS[4]  optional: a ticket key the caller set with a short expiry just before this call;
---          the change applies only while it exists (it is deleted here) — the expiry is Redis's
---          own clock, and no time is read here
+-- KEYS[4]  optional: a ticket key the caller set to "1" with a short expiry just before this
+--          call (`state/tickets.py`); the change applies only while it is "1" — the expiry is
+--          Redis's own clock, and no time is read here — and then stores its result in it
+--          ("ran:<result>", kept 60 s), so a caller whose reply was lost can still learn it
 -- ARGV[1]  "upsert", "status" or "remove"
 -- ARGV[2]  worker id
 -- ARGV[3]  status: the status as JSON, e.g. "\"draining\""; upsert: the first field name,
@@ -17,9 +18,17 @@
 -- Returns  1 when changed; 0 when the worker is not registered (status, remove); -2 when the
 --          ticket has expired (nothing changed).
 
-if KEYS[4] ~= nil and redis.call('DEL', KEYS[4]) == 0 then
+if KEYS[4] ~= nil and redis.call('GET', KEYS[4]) ~= '1' then
   return -2
 end
+
+local function spent(result)
+  if KEYS[4] ~= nil then
+    redis.call('SET', KEYS[4], 'ran:' .. result, 'PX', 60000)
+  end
+  return result
+end
+
 local op = ARGV[1]
 if op == 'upsert' then
   local fields = {}
@@ -31,19 +40,19 @@ if op == 'upsert' then
     redis.call('HSET', KEYS[2], unpack(fields))
   end
   redis.call('HSETNX', KEYS[2], 'status', '"active"')
-  return 1
+  return spent(1)
 end
 if op == 'status' then
   if redis.call('EXISTS', KEYS[2]) == 0 then
-    return 0
+    return spent(0)
   end
   redis.call('HSET', KEYS[2], 'status', ARGV[3])
-  return 1
+  return spent(1)
 end
 if op == 'remove' then
   local removed = redis.call('SREM', KEYS[1], ARGV[2])
   redis.call('DEL', KEYS[2])
   redis.call('HDEL', KEYS[3], ARGV[2])
-  return removed
+  return spent(removed)
 end
 return redis.error_reply('worker_write: unknown operation ' .. tostring(op))

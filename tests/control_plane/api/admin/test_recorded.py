@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import os
 import signal
+from typing import Any
 
 import httpx
 import pytest
+from redis.exceptions import ConnectionError as RedisConnectionError
 from sqlalchemy import create_engine, text
 
 from control_plane.api.admin.deps import AdminContext
@@ -88,3 +90,25 @@ async def test_a_change_refused_after_it_was_recorded_leaves_no_audit_row(api: A
     assert refused.value.status == 409 and refused.value.code == "knob_changed"
     audit = (await api.client.get("/admin/audit", params={"action": "knob.set"})).json()
     assert audit["data"] == [] and await api.stores.knobs.get("admission") is None
+
+
+async def test_a_change_whose_reply_was_lost_keeps_its_audit_row(
+    api: AdminApi, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Regression: Redis ran the change, the reply was lost (a reset), and the admin API
+    answered 503 and rolled the audit row back — the change was live without its row. The
+    change's ticket now says it ran: 200, and the row is kept."""
+    scripts = api.stores.knobs._scripts
+    call = scripts.call
+
+    async def lost(name: str, keys: Any, args: Any) -> Any:
+        await call(name, keys, args)
+        raise RedisConnectionError("Connection reset by peer")
+
+    monkeypatch.setattr(scripts, "call", lost)
+    resp = await api.client.put("/admin/knobs/admission", json=ADMISSION)
+    assert resp.status_code == 200, resp.text
+    live = await api.stores.knobs.get("admission")
+    assert isinstance(live, PluginChoice) and live.params["max_concurrency"] == 4
+    with api.db.reader() as r:
+        assert [a.action for a in r.audit.list(target="knob:admission")] == ["knob.set"]
