@@ -158,7 +158,11 @@ def _gateway_group(n: int, settings: Any, redis_url: str | None, db_url: str | N
         args=tuple(flags),
     )
     try:
-        run_group(group, say=lambda line: logging.getLogger("arbiter.gateway").warning(line))
+        run_group(
+            group,
+            say=lambda line: logging.getLogger("arbiter.gateway").warning(line),
+            grace_s=settings.shutdown_grace_s + 10.0,  # its drain, then its lifespan's shutdown
+        )
     except PortTaken as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(1) from None

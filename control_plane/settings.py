@@ -45,6 +45,10 @@ class Settings(BaseSettings):
     max_body_bytes: int = 1_048_576
     queue_timeout_s: float = 300.0
     keep_alive_s: int = Field(default=75, ge=1)
+    shutdown_grace_s: int = Field(default=10, ge=1)
+    """On SIGTERM a gateway stops accepting and lets streams in flight run this long before
+    cancelling them (uvicorn's graceful shutdown); an orchestrator's grace period must cover
+    it (Kubernetes: preStop + this + the lifespan's stop, docs/operations.md)."""
     """How long the gateway keeps an idle client connection open (longer than clients keep
     theirs, so none reuses one the gateway is closing)."""
     lost_check_interval_s: float = Field(default=5.0, gt=0)

@@ -38,7 +38,7 @@ def uvicorn_options(settings: Settings) -> dict[str, Any]:
         "http": HeadersWithBodyProtocol,
         "log_level": "warning",
         "access_log": False,
-        "timeout_graceful_shutdown": 10,
+        "timeout_graceful_shutdown": settings.shutdown_grace_s,
         # longer than clients' idle-connection expiry (httpx and so the openai client: 5 s),
         # so a client never sends on a kept-alive connection the gateway is just closing
         "timeout_keep_alive": settings.keep_alive_s,

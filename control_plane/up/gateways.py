@@ -177,9 +177,12 @@ def empty_metrics_dir(path: Path) -> None:
         old.unlink(missing_ok=True)
 
 
-def run_group(group: GatewayGroup, say: Callable[[str], None] = print) -> None:
+def run_group(
+    group: GatewayGroup, say: Callable[[str], None] = print, grace_s: float = 15.0
+) -> None:
     """Start the group and keep it running (an exited process is restarted) until SIGINT or
-    SIGTERM; then stop every process. Without a metrics directory it uses a temporary one."""
+    SIGTERM; then stop every process, each given `grace_s` (more than its own drain) before
+    SIGKILL. Without a metrics directory it uses a temporary one."""
     temporary = group.metrics_dir is None
     if temporary:
         group.metrics_dir = Path(tempfile.mkdtemp(prefix="arbiter-gateway-metrics-"))
@@ -200,6 +203,6 @@ def run_group(group: GatewayGroup, say: Callable[[str], None] = print) -> None:
     finally:
         for sig in (signal.SIGINT, *STOP_SIGNALS):
             signal.signal(sig, signal.SIG_IGN)
-        supervisor.stop()
+        supervisor.stop(grace_s)
         if temporary and group.metrics_dir is not None:
             shutil.rmtree(group.metrics_dir, ignore_errors=True)

@@ -131,3 +131,32 @@ def test_each_gateway_container_runs_arbiter_gateways_processes() -> None:
         assert processes_from(None, {GATEWAYS_ENV: _default(value)}) == 1
         assert processes_from(None, {GATEWAYS_ENV: "4"}) == 4
         assert svc["command"][0] == "gateway" and "--processes" not in svc["command"]
+
+
+def test_the_gpu_override_does_not_run_the_simulated_workers() -> None:
+    """Regression: they stayed up beside vLLM, registered (Redis keeps them on its volume),
+    serving tenants made-up text under the same model name."""
+    base = _compose()["services"]
+    gpu = yaml.safe_load((ROOT / "docker" / "compose.gpu.yaml").read_text())["services"]
+    simulated = [n for n, svc in base.items() if svc.get("command", [])[:2] == ["worker", "sim"]]
+    assert simulated
+    for name in simulated:
+        assert gpu[name]["profiles"] == ["sim"], name
+
+
+def test_gateways_get_the_metrics_token_and_drain_before_they_are_killed() -> None:
+    services = _compose()["services"]
+    gateways = [n for n, svc in services.items() if (svc.get("command") or [""])[0] == "gateway"]
+    assert gateways
+    for name in gateways:
+        env, svc = services[name]["environment"], services[name]
+        assert env["ARBITER_METRICS_TOKEN"] == "${ARBITER_METRICS_TOKEN:-}", name
+        drain = int(env["ARBITER_SHUTDOWN_GRACE_S"])
+        assert int(svc["stop_grace_period"].rstrip("s")) >= drain + 5, name
+
+
+def test_unauthenticated_ports_are_published_on_this_host_only() -> None:
+    services = _compose()["services"]
+    for name in ("scheduler", "console", "prometheus", "grafana"):
+        for port in services[name].get("ports", []):
+            assert port.startswith("127.0.0.1:"), (name, port)

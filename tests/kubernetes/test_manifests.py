@@ -179,3 +179,63 @@ def test_every_arbiter_command_exists_in_the_cli(overlay: str) -> None:
                 continue
             argv = [str(a) for a in container["args"]]
             assert_arbiter_command(argv)
+
+
+def _container(docs: tuple[dict[str, Any], ...], name: str) -> dict[str, Any]:
+    for workload, spec in _pods(docs):
+        if workload["metadata"]["name"] == name:
+            return dict(spec["containers"][0]) | {"_pod": spec, "_workload": workload}
+    raise AssertionError(f"no workload {name}")
+
+
+def _env(container: dict[str, Any], name: str) -> str | None:
+    return next((e.get("value") for e in container.get("env", []) if e["name"] == name), None)
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_a_stopping_gateway_drains_within_its_grace_period(overlay: str) -> None:
+    """SIGTERM comes after preStop (the endpoints stop sending here meanwhile); streams in
+    flight then get the drain, then the lifespan stops; all before the kubelet's SIGKILL.
+    Regression: uvicorn's drain was a fixed 10 s under a 60 s grace and there was no
+    preStop, so rollouts cut every stream longer than 10 s."""
+    gateway = _container(rendered(overlay), "gateway")
+    drain = int(_env(gateway, "ARBITER_SHUTDOWN_GRACE_S") or Settings().shutdown_grace_s)
+    pre_stop = gateway["lifecycle"]["preStop"]["sleep"]["seconds"]
+    grace = gateway["_pod"]["terminationGracePeriodSeconds"]
+    assert pre_stop >= 3 and drain >= 30
+    assert grace >= pre_stop + drain + 5 + 5  # the lifespan's stop, a margin
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_gateways_stay_ready_through_a_leader_takeover(overlay: str) -> None:
+    """A gateway holds requests for `no_leader_bound_s` without a leader; readiness must not
+    fail sooner, or every replica leaves the Service at once during a takeover."""
+    docs = rendered(overlay)
+    gateway = _container(docs, "gateway")
+    ready = gateway["readinessProbe"]
+    assert ready["periodSeconds"] * ready["failureThreshold"] > Settings().no_leader_bound_s()
+    for name in ("gateway", "scheduler"):
+        container = _container(docs, name)
+        for probe in ("livenessProbe", "readinessProbe"):
+            assert container[probe].get("timeoutSeconds", 1) >= 3, (name, probe)
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_the_autoscaler_alone_sets_the_gateway_count(overlay: str) -> None:
+    """Regression: `replicas` beside the HPA reset the count at every apply."""
+    assert "replicas" not in _container(rendered(overlay), "gateway")["_workload"]["spec"]
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_the_recorder_has_time_to_migrate(overlay: str) -> None:
+    startup = _container(rendered(overlay), "recorder")["startupProbe"]
+    assert startup["periodSeconds"] * startup["failureThreshold"] >= 300
+
+
+def test_one_dev_gateway_does_not_block_a_node_drain() -> None:
+    pdb = next(
+        d
+        for d in rendered("dev")
+        if d["kind"] == "PodDisruptionBudget" and d["metadata"]["name"] == "gateway"
+    )
+    assert pdb["spec"] == {**pdb["spec"], "maxUnavailable": 1} and "minAvailable" not in pdb["spec"]

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from control_plane.gateway.serving import PortUnavailable, bound_socket
+from control_plane.gateway.serving import PortUnavailable, bound_socket, uvicorn_options
+from control_plane.settings import SettingsError, load_settings
 from tests.support.ports import free_port
 
 
@@ -33,3 +34,14 @@ def test_a_port_held_by_a_plain_listener_is_refused_to_a_sharing_one() -> None:
             bound_socket("127.0.0.1", port, reuse_port=True)
     finally:
         plain.close()
+
+
+def test_the_drain_on_shutdown_is_the_setting(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Regression: uvicorn's graceful shutdown was a fixed 10 s, whatever the orchestrator's
+    grace period; Kubernetes gives the gateway 45 s to let streams end."""
+    assert uvicorn_options(load_settings())["timeout_graceful_shutdown"] == 10
+    monkeypatch.setenv("ARBITER_SHUTDOWN_GRACE_S", "45")
+    assert uvicorn_options(load_settings())["timeout_graceful_shutdown"] == 45
+    monkeypatch.setenv("ARBITER_SHUTDOWN_GRACE_S", "0")
+    with pytest.raises(SettingsError, match="ARBITER_SHUTDOWN_GRACE_S"):
+        load_settings()
