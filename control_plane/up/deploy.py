@@ -30,7 +30,13 @@ from control_plane.state import StateStores
 from control_plane.up.children import Child, NotHealthy
 from control_plane.up.errors import UpError
 from control_plane.up.gateways import GatewayGroup, PortTaken, port_in_use
-from control_plane.up.leftovers import StateDirBusy, StateLock, record_children, stop_leftovers
+from control_plane.up.leftovers import (
+    LeftoversRemain,
+    StateDirBusy,
+    StateLock,
+    record_children,
+    stop_leftovers,
+)
 from control_plane.up.redis_child import redis_child, redis_url, wait_redis
 from control_plane.up.seed import (
     ensure_demo_tenants,
@@ -147,6 +153,9 @@ class Deployment:
             raise UpError(str(exc)) from None
         try:
             stop_leftovers(self.opts.state_dir, self._say)
+        except LeftoversRemain as exc:
+            lock.release()
+            raise UpError(str(exc)) from None
         except BaseException:
             lock.release()  # children.json still names what is left, for the next `up`
             raise

@@ -8,10 +8,11 @@ from pathlib import Path
 
 import pytest
 
+from control_plane.up import deploy
 from control_plane.up.children import Child
 from control_plane.up.deploy import Deployment, UpOptions
 from control_plane.up.errors import UpError
-from control_plane.up.leftovers import StateLock
+from control_plane.up.leftovers import LeftoversRemain, StateLock
 from tests.support.ports import free_port
 
 
@@ -35,3 +36,17 @@ def test_a_deployment_holds_its_state_directory_until_stopped(tmp_path: Path) ->
         Deployment(UpOptions(state_dir=tmp_path), say=print).start()
     dep.stop()
     StateLock.take(tmp_path).release()
+
+
+def test_a_leftover_that_survives_sigkill_is_an_up_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """(A process in uninterruptible I/O cannot be made here: the cleanup's verdict is.)"""
+
+    def survives(state_dir: Path, say: object) -> list[int]:
+        raise LeftoversRemain("could not stop what an earlier `arbiter up` left: redis (pid 7)")
+
+    monkeypatch.setattr(deploy, "stop_leftovers", survives)
+    with pytest.raises(UpError, match="could not stop"):
+        Deployment(UpOptions(state_dir=tmp_path), say=print).start()
+    StateLock.take(tmp_path).release()  # and the directory is free again
