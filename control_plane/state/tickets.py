@@ -46,7 +46,7 @@ async def outcome(redis: Redis, key: str, within_ms: int) -> int | None:
     """What the change carrying ticket `key` returned, asked after its reply was lost; None
     when it did not run and no longer can (the ticket expired unspent). Waits out a ticket
     still pending (the call may not have reached Redis yet), at most `within_ms` and a
-    little. Raises what Redis raises when it cannot be asked."""
+    little; `StateUnavailable` when it is pending still, or when Redis cannot be asked."""
     for _ in range(2 + within_ms // 50):
         value = await redis.get(key)
         if value is None:
@@ -56,7 +56,9 @@ async def outcome(redis: Redis, key: str, within_ms: int) -> int | None:
             return int(text[len(_RAN) :])
         left_ms = await redis.pttl(key)
         await asyncio.sleep(min(max(left_ms, 1), 50) / 1000)
-    return None
+    # still pending past its expiry as this process counts it: Redis's clock says otherwise,
+    # and the change may yet run
+    raise StateUnavailable(f"ticket {key} is still pending: whether its change ran is unknown")
 
 
 async def ticketed(redis: Redis, call: Awaitable[object], key: str, within_ms: int) -> int:
