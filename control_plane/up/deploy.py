@@ -30,13 +30,7 @@ from control_plane.state import StateStores
 from control_plane.up.children import Child, NotHealthy
 from control_plane.up.errors import UpError
 from control_plane.up.gateways import GatewayGroup, PortTaken, port_in_use
-from control_plane.up.leftovers import (
-    LeftoversRemain,
-    StateDirBusy,
-    StateLock,
-    record_children,
-    stop_leftovers,
-)
+from control_plane.up.leftovers import StateLock, record_children, take_state_dir
 from control_plane.up.redis_child import redis_child, redis_url, wait_redis
 from control_plane.up.seed import (
     ensure_demo_tenants,
@@ -147,19 +141,7 @@ class Deployment:
     def _take_state_dir(self) -> None:
         """Lock the state directory and stop what a dead `up` left there (`up/leftovers.py`)."""
         private_dir(self.opts.state_dir)
-        try:
-            lock = StateLock.take(self.opts.state_dir)
-        except StateDirBusy as exc:
-            raise UpError(str(exc)) from None
-        try:
-            stop_leftovers(self.opts.state_dir, self._say)
-        except LeftoversRemain as exc:
-            lock.release()
-            raise UpError(str(exc)) from None
-        except BaseException:
-            lock.release()  # children.json still names what is left, for the next `up`
-            raise
-        self._lock = lock
+        self._lock = take_state_dir(self.opts.state_dir, self._say)
 
     def start(self) -> dict[str, Any]:
         o = self.opts

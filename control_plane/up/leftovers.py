@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from control_plane.up.children import Child
+from control_plane.up.errors import UpError
 from control_plane.up.state_files import read_json, write_private_json
 
 LOCK_FILE = "up.lock"
@@ -174,3 +175,22 @@ def _signal_groups(entries: list[dict[str, Any]], sig: signal.Signals) -> None:
         if _same_process(entry):
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(int(entry["pid"]), sig)
+
+
+def take_state_dir(state_dir: Path, say: Callable[[str], None]) -> StateLock:
+    """Lock `state_dir` for this `up` and stop what a dead one left there; `UpError` naming
+    why not. Interrupted, it lets the directory go with `children.json` still naming what is
+    left, for the next `up`."""
+    try:
+        lock = StateLock.take(state_dir)
+    except StateDirBusy as exc:
+        raise UpError(str(exc)) from None
+    try:
+        stop_leftovers(state_dir, say)
+    except LeftoversRemain as exc:
+        lock.release()
+        raise UpError(str(exc)) from None
+    except BaseException:
+        lock.release()
+        raise
+    return lock

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from control_plane.up import deploy
+from control_plane.up import leftovers
 from control_plane.up.children import Child
 from control_plane.up.deploy import Deployment, UpOptions
 from control_plane.up.errors import UpError
@@ -46,7 +46,7 @@ def test_a_leftover_that_survives_sigkill_is_an_up_error(
     def survives(state_dir: Path, say: object) -> list[int]:
         raise LeftoversRemain("could not stop what an earlier `arbiter up` left: redis (pid 7)")
 
-    monkeypatch.setattr(deploy, "stop_leftovers", survives)
+    monkeypatch.setattr(leftovers, "stop_leftovers", survives)
     with pytest.raises(UpError, match="could not stop"):
         Deployment(UpOptions(state_dir=tmp_path), say=print).start()
     StateLock.take(tmp_path).release()  # and the directory is free again
