@@ -20,6 +20,7 @@ import asyncio
 import json
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
@@ -111,18 +112,48 @@ async def underload_then_burst(up: UpProcess, since: float) -> list[dict[str, An
     return rows
 
 
-def last_period_end(up: UpProcess, since: float) -> float | None:
-    """When the controller handed the policy at `since` last closed a period (scheduler clock,
-    epoch seconds), or None before its first."""
+def controller_live(up: UpProcess) -> dict[str, Any]:
+    """The controller as the leader's last checkpoint shows it (about a second old)."""
     with admin(up) as client:
         resp = client.get("/admin/policy")
     assert resp.status_code == 200, resp.text
-    view = (resp.json().get("controller") or {}).get("view") or {}
-    t = view.get("t")
+    controller: dict[str, Any] = resp.json().get("controller") or {}
+    return controller
+
+
+def last_period_end(controller: dict[str, Any], since: float) -> float | None:
+    """When the controller handed the policy at `since` last closed a period (scheduler clock,
+    epoch seconds), or None before its first."""
+    t = (controller.get("view") or {}).get("t")
     return float(t) if isinstance(t, int | float) and t > since else None
 
 
-async def overload_that_worsens(up: UpProcess, since: float, rate: float) -> list[dict[str, Any]]:
+def live_switches(controller: dict[str, Any], since: float) -> list[dict[str, Any]]:
+    """The controller's switches after `since`, from the leader's checkpoint: they show there
+    a second after they happen, in the audit history only once the recorder has written them
+    (seconds later on a busy box, too late to time the load on)."""
+    return [s for s in controller.get("switches") or [] if float(s.get("t", 0.0)) > since]
+
+
+@dataclass
+class Worsened:
+    """What `overload_that_worsens` saw, for its assertions and for a failure's message."""
+
+    sent: int = 0
+    overload_from: float | None = None
+    controller: dict[str, Any] = field(default_factory=dict)
+    switches: list[dict[str, Any]] = field(default_factory=list)
+    rows: list[dict[str, Any]] = field(default_factory=list)
+
+    def explain(self, up: UpProcess) -> str:
+        view = self.controller.get("view")
+        return (
+            f"sent {self.sent}, overload from {self.overload_from}; live switches "
+            f"{self.switches}; last view {view}\n{up.output()}\n{up.child_log('scheduler-0')}"
+        )
+
+
+async def overload_that_worsens(up: UpProcess, since: float, rate: float) -> Worsened:
     """Open loop at `rate` requests/s on a fixed timetable, whatever the others do:
     - 4-token answers, well within capacity, until just before the end of a period;
     - 48-token answers from then until the controller switches: the queue grows for only the
@@ -130,34 +161,45 @@ async def overload_that_worsens(up: UpProcess, since: float, rate: float) -> lis
     - then 4× longer answers at the same rate, until it switches again or 4 periods pass.
     The arrival rate is the same in both periods the guard compares, and the period after the
     switch carries a whole period of backlog: its p99 TTFT is far above the one before, however
-    busy the box is."""
+    busy the box is. Returns what the live view showed and, once the recorder has written as
+    many, the audit rows."""
     client = openai_client(up)
     sent: list[asyncio.Task[None]] = []
-    rows: list[dict[str, Any]] = []
+    out = Worsened()
     boundary: float | None = None
     switched_at: float | None = None
     began = time.monotonic()
-    while time.monotonic() - began < 12 * PERIOD_S:
+    while time.monotonic() - began < 20 * PERIOD_S:
         if switched_at is not None and time.monotonic() - switched_at > 4 * PERIOD_S:
             break
         overload = boundary is not None and time.time() >= boundary - 0.2 * PERIOD_S
+        if overload and out.overload_from is None:
+            out.overload_from = time.time()
         tokens = 192 if switched_at is not None else 48 if overload else 4
         sent.append(asyncio.create_task(ask(client, 200, tokens)))
         # a timetable, not a pause after each send: on a busy box the pauses stretch, the
         # arrival rate drifts out of the guard's load band and the guard rightly stays silent
         await asyncio.sleep(max(0.0, began + len(sent) / rate - time.monotonic()))
         if len(sent) % int(rate / 8) == 0:  # look 8 times a second
+            out.controller = await off_loop(controller_live, up)
             if boundary is None:
-                closed = await off_loop(last_period_end, up, since)
+                closed = last_period_end(out.controller, since)
                 boundary = None if closed is None else closed + PERIOD_S
-            rows = await off_loop(controller_rows, up, since)
-            if rows and switched_at is None:
+            out.switches = live_switches(out.controller, since)
+            if out.switches and switched_at is None:
                 switched_at = time.monotonic()
-            if len(rows) >= 2:
+            if len(out.switches) >= 2:
                 break
+    out.sent = len(sent)
     await asyncio.gather(*sent)
     await client.close()
-    return rows
+    deadline = time.monotonic() + 60.0
+    while time.monotonic() < deadline:
+        out.rows = await off_loop(controller_rows, up, since)
+        if len(out.rows) >= len(out.switches):
+            break
+        await asyncio.sleep(0.5)
+    return out
 
 
 def view_of(row: dict[str, Any]) -> dict[str, Any]:
@@ -171,7 +213,7 @@ def test_the_controller_switches_under_a_burst_and_back_once_it_has_passed(
     since = time.time()
     hand_over(up, {"period_s": PERIOD_S, "pool": POOL, "initial": "fcfs"})
     rows = asyncio.run(underload_then_burst(up, since))
-    assert len(rows) >= 2, up.output()
+    assert len(rows) >= 2, f"{up.output()}\n{up.child_log('scheduler-0')}"
     first, second = rows[0], rows[1]
     assert (first["old"], first["new"]) == ({"name": "fcfs"}, {"name": "sjf"}), rows
     assert first["reason"].startswith("rules: overload; view ")
@@ -185,11 +227,12 @@ def test_the_rollback_guard_undoes_a_switch_that_made_things_worse(up: UpProcess
     since = time.time()
     params = {"period_s": PERIOD_S, "pool": POOL, "initial": "fcfs", "rollback_ratio": 1.5}
     hand_over(up, params)  # new params: a new controller, whose first period starts now
-    rows = asyncio.run(overload_that_worsens(up, since, rate=24.0))
-    assert len(rows) >= 2, up.output()
-    switch, rollback = rows[0], rows[1]
-    assert (switch["old"], switch["new"]) == ({"name": "fcfs"}, {"name": "sjf"}), rows
-    assert (rollback["old"], rollback["new"]) == ({"name": "sjf"}, {"name": "fcfs"}), rows
+    seen = asyncio.run(overload_that_worsens(up, since, rate=24.0))
+    assert len(seen.switches) >= 2, seen.explain(up)
+    assert len(seen.rows) >= 2, seen.explain(up)
+    switch, rollback = seen.rows[0], seen.rows[1]
+    assert (switch["old"], switch["new"]) == ({"name": "fcfs"}, {"name": "sjf"}), seen.rows
+    assert (rollback["old"], rollback["new"]) == ({"name": "sjf"}, {"name": "fcfs"}), seen.rows
     assert rollback["reason"].startswith("rules: rollback: p99 TTFT > 1.5x"), rollback
     before, after = view_of(switch), view_of(rollback)
     assert after["ttft_p99_s"] > 1.5 * before["ttft_p99_s"]

@@ -138,6 +138,13 @@ class UpProcess:
         except OSError:
             return ""
 
+    def child_log(self, name: str, chars: int = 6000) -> str:
+        """The end of one child's log (`scheduler-0`, `recorder`, `gateway`…)."""
+        try:
+            return (self.state_dir / "logs" / f"{name}.log").read_text()[-chars:]
+        except OSError as exc:
+            return f"({name}'s log: {exc})"
+
     def stop(self, timeout_s: float = 60.0) -> int | None:
         """SIGTERM `arbiter up` and wait; its exit code (None if it had to be killed)."""
         code: int | None = None
