@@ -8,7 +8,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from control_plane.contracts.workers import WorkerEntry
+from control_plane.contracts.workers import CONFIG, WorkerEntry
 
 _Rate = Annotated[float, Field(ge=0)]
 _Burst = Annotated[int, Field(ge=1)]
@@ -221,7 +221,10 @@ class Settings(BaseSettings):
             url = url.rstrip("/")
             worker_id = url.split("://", 1)[-1]
             max_num_seqs = int(seqs) if seqs.isdigit() else None
-            out.append(WorkerEntry(worker_id, url, kind="vllm", max_num_seqs=max_num_seqs))
+            entry = WorkerEntry(
+                worker_id, url, kind="vllm", max_num_seqs=max_num_seqs, origin=CONFIG
+            )
+            out.append(entry)
         return out
 
 

@@ -1,6 +1,7 @@
 """A worker as it crosses processes: its registry entry and its latest scrape.
 
-Wire format: unchanged from the previous release. A registry entry is one Redis hash whose
+Wire format: the previous release's plus an optional `origin` field (readers ignore fields
+they do not know). A registry entry is one Redis hash whose
 field values are JSON (`"url": "\\"http://w1\\""`, `"max_num_seqs": "64"`); a scrape is one
 JSON object per worker in the metrics hash, stamped with `at`.
 """
@@ -16,6 +17,12 @@ import orjson
 from control_plane.contracts.fields import ContractError, Fields
 
 WORKER_STATUSES: Final = frozenset({"active", "draining", "unhealthy"})
+CONFIG: Final = "config"
+"""`origin` of an entry a scheduler's `ARBITER_WORKERS` registered."""
+CONFIG_REMOVED: Final = "config-removed"
+"""`origin` of a `config` entry the leader drained because its settings no longer list it."""
+ADMIN: Final = "admin"
+"""`origin` of an entry registered through the admin API."""
 
 
 class WorkerError(ContractError):
@@ -38,6 +45,10 @@ class WorkerEntry:
     profile: str | None = None
     max_num_seqs: int | None = None
     kv_tokens: int | None = None
+    origin: str | None = None
+    """Who registered it (`CONFIG`, `CONFIG_REMOVED`, `ADMIN`); None: a worker's own
+    registration, `arbiter up`, or an entry older than the field. Only `CONFIG` entries are
+    reconciled with the settings (`scheduler/configured.py`)."""
 
     def __post_init__(self) -> None:
         if not self.id:
@@ -79,6 +90,7 @@ def decode_entry(worker_id: str, raw: Mapping[str, str]) -> WorkerEntry | None:
         profile=f.text("profile"),
         max_num_seqs=f.integer("max_num_seqs"),
         kv_tokens=f.integer("kv_tokens"),
+        origin=f.text("origin"),
     )
 
 

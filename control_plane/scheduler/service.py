@@ -27,6 +27,7 @@ from control_plane.contracts.knobs import KnobValue
 from control_plane.core.scheduler_core import SchedulerCore
 from control_plane.scheduler.advisor import Advisor
 from control_plane.scheduler.autopilot import after_tick, controller_snapshot
+from control_plane.scheduler.configured import reconcile
 from control_plane.scheduler.entries import apply_each, apply_event, dead_letter_all
 from control_plane.scheduler.fairness_view import DEFAULT_SAFI_ALPHA, node_fairness
 from control_plane.scheduler.granting import grant
@@ -147,10 +148,7 @@ class SchedulerService:
         await self.stores.events.ensure_groups()
         await self.stores.arrivals.ensure_group()
         applied = await self.stores.arrivals.delivered()  # before the view: nothing is missed
-        known = {w.id for w in await self.stores.workers.list()}
-        for rec in self.settings.static_workers():
-            if rec.id not in known:  # never overwrite an operator's drain
-                await self.stores.workers.upsert(rec)
+        await reconcile(self.stores.workers, self.settings.static_workers())
         assert self.term is not None  # no slot stays lent before `inflight` is read:
         self.desk = await open_desk(self.stores.lending, self.term.token, self.settings)
         now = time.time()

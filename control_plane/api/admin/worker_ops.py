@@ -13,7 +13,7 @@ import httpx
 
 from control_plane.admin.records import as_json
 from control_plane.api.admin.schemas import WorkerIn
-from control_plane.contracts.workers import WorkerEntry
+from control_plane.contracts.workers import ADMIN, WorkerEntry
 from storage.db import Database, Repos
 from storage.errors import AlreadyExistsError, NotFoundError
 from storage.records import WorkerRecord, WorkerStatus
@@ -46,6 +46,7 @@ def redis_record(body: WorkerIn, worker_id: str, model: str) -> WorkerEntry:
         max_num_seqs=body.max_num_seqs,
         kv_tokens=body.kv_tokens,
         profile=body.profile,
+        origin=ADMIN,  # the operator's from now on: never drained by a scheduler's settings
     )
 
 

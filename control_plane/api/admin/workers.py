@@ -22,7 +22,7 @@ from control_plane.api.admin.deps import (
 from control_plane.api.admin.recorded import recorded_then_live
 from control_plane.api.admin.schemas import Change, WorkerIn
 from control_plane.api.auth import Admin
-from control_plane.contracts.workers import WorkerEntry, WorkerSample
+from control_plane.contracts.workers import ADMIN, WorkerEntry, WorkerSample
 from control_plane.gateway.bounds import is_name
 from storage.records import WorkerRecord, WorkerStatus
 
@@ -117,6 +117,7 @@ async def _set_status(
                 model=sql.model,
                 kind=sql.kind,
                 max_num_seqs=sql.max_num_seqs or None,
+                origin=ADMIN,  # only the admin API writes SQL worker rows
             )
         )
     action = "worker.drain" if status == "draining" else "worker.undrain"
