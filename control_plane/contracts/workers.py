@@ -1,9 +1,9 @@
 """A worker as it crosses processes: its registry entry and its latest scrape.
 
 Wire format: the previous release's plus an optional `origin` field (readers ignore fields
-they do not know). A registry entry is one Redis hash whose
-field values are JSON (`"url": "\\"http://w1\\""`, `"max_num_seqs": "64"`); a scrape is one
-JSON object per worker in the metrics hash, stamped with `at`.
+they do not know). A registry entry is one Redis hash whose field values are JSON (`"url":
+"\\"http://w1\\""`, `"max_num_seqs": "64"`); a scrape is one JSON object per worker in the
+metrics hash, stamped with `at`.
 """
 
 from __future__ import annotations

@@ -20,9 +20,10 @@ async def reconcile(registry: WorkerRegistry, listed: Sequence[WorkerEntry]) -> 
     left as it is (an operator's drain survives) and, if it predates the `origin` field,
     claimed as `config`; a `config` entry the settings no longer list is drained, not removed
     (requests in flight on it finish; `DELETE /admin/workers/{id}` forgets it), and marked
-    `config-removed`; such an entry listed again is made active. Entries of any other origin
-    (the admin API's, `arbiter up`'s, a worker's own) are never touched. Guarantee: no worker
-    stays in service only because a scheduler's settings once named it."""
+    `config-removed`; such an entry listed again is made active. The admin API's entries are
+    never touched, nor `arbiter up`'s or a worker's own unless the settings list them (then
+    they are claimed as above). Guarantee: no worker stays in service only because a
+    scheduler's settings once named it."""
     wanted = {entry.id: entry for entry in listed}
     known = {entry.id: entry for entry in await registry.list()}
     for worker_id, entry in known.items():
