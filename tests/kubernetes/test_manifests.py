@@ -239,3 +239,21 @@ def test_one_dev_gateway_does_not_block_a_node_drain() -> None:
         if d["kind"] == "PodDisruptionBudget" and d["metadata"]["name"] == "gateway"
     )
     assert pdb["spec"] == {**pdb["spec"], "maxUnavailable": 1} and "minAvailable" not in pdb["spec"]
+
+
+def _mib(quantity: str) -> float:
+    units = {"Ki": 1 / 1024, "Mi": 1, "Gi": 1024, "kb": 1 / 1024, "mb": 1, "gb": 1024}
+    for unit, factor in units.items():
+        if quantity.lower().endswith(unit.lower()):
+            return float(quantity[: -len(unit)]) * factor
+    return float(quantity) / 2**20
+
+
+def test_the_dev_redis_refuses_writes_before_its_container_is_killed() -> None:
+    redis = _container(rendered("dev"), "redis")
+    args = [str(a) for a in redis["args"]]
+    maxmemory = _mib(args[args.index("--maxmemory") + 1])
+    limit = _mib(redis["resources"]["limits"]["memory"])
+    assert 0 < maxmemory <= 0.8 * limit  # headroom for the AOF rewrite's fork and buffers
+    assert args[args.index("--maxmemory-policy") + 1] == "noeviction"  # never drop state
+    assert _env(redis, "MALLOC_CONF") == _env(redis, "JE_MALLOC_CONF") is not None
