@@ -77,7 +77,9 @@ def test_each_container_probes_a_path_its_role_serves_on_its_own_port(name: str)
     svc = _arbiter_services()[name]
     assert "healthcheck" in svc, f"{name} has no healthcheck"
     role, port = _role_and_port(svc)
-    url = urlsplit(_probe(svc)[1])
+    argv, target = _probe(svc)
+    assert argv == _probe(_arbiter_services()["gateway-1"])[0]  # the one command run below
+    url = urlsplit(target)
     assert (url.hostname, url.port) == ("127.0.0.1", port), (name, url)
     assert url.path in _served(role), (name, role, url.path, _served(role))
     if role == "recorder":  # its metrics server starts only after the migrations
