@@ -112,7 +112,7 @@ def _database(url: str | None) -> Iterator[Database]:
         console.print(f"[red]error:[/red] {exc}", soft_wrap=True)
         raise typer.Exit(2) from None
     except StorageError as exc:
-        console.print(f"[red]error:[/red] {exc}")
+        console.print(f"[red]error:[/red] {exc}", soft_wrap=True)
         raise typer.Exit(1) from exc
     finally:
         db.dispose()

@@ -1,11 +1,12 @@
 """The `arbiter` command (Typer + rich): the processes at the top level, the rest in groups.
 
-`arbiter gateway|scheduler|recorder|up` run the parts of a deployment; `arbiter sim …`
-simulates scenarios in virtual time (and replays them live), `arbiter bench …` measures a real
-deployment, `arbiter worker …` runs workers, `arbiter admin …` administers tenants, keys and
-reports from the database. Each group's commands are registered by the module that owns them,
-imported explicitly: a missing dependency fails loudly. The flat names of the previous release
-(`simulate`, `bench-soak`, `tenants`, …) remain as hidden aliases for one release.
+`arbiter gateway|scheduler|recorder|up` run the parts of a deployment (`arbiter migrate` readies
+its database first); `arbiter sim …` simulates scenarios in virtual time (and replays them
+live), `arbiter bench …` measures a real deployment, `arbiter worker …` runs workers, `arbiter
+admin …` administers tenants, keys and reports from the database. Each group's commands are
+registered by the module that owns them, imported explicitly: a missing dependency fails
+loudly. The flat names of the previous release (`simulate`, `bench-soak`, `tenants`, …) remain
+as hidden aliases for one release.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from rich.panel import Panel
 from control_plane.core.cli_errors import USER_ERRORS, UserErrorGroup, positive, user_errors
 from control_plane.settings import SettingsError
 from control_plane.sim.yaml_file import ScenarioError
-from storage.errors import InvalidValueError
+from storage.errors import InvalidValueError, StorageError
 
 
 class _Arbiter(UserErrorGroup):
@@ -81,6 +82,15 @@ def _run_fast(main: Coroutine[Any, Any, None]) -> None:
     import uvloop
 
     uvloop.run(main)
+
+
+def _run_service(main: Coroutine[Any, Any, None]) -> None:
+    """`_run_fast`, a database it cannot run against (`SchemaAhead`) being one line, exit 1."""
+    try:
+        _run_fast(main)
+    except StorageError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(1) from None
 
 
 def _logging(level: str) -> None:
@@ -187,7 +197,7 @@ def scheduler(
         typer.echo(f"error: {where}: {exc}", err=True)
         raise typer.Exit(2) from None
     _logging(settings.log_level)
-    _run_fast(run_scheduler(settings, with_recorder=with_recorder))
+    _run_service(run_scheduler(settings, with_recorder=with_recorder))
 
 
 @app.command()
@@ -200,7 +210,7 @@ def recorder(
 
     settings = _settings(redis_url=redis_url, database_url=database_url)
     _logging(settings.log_level)
-    _run_fast(run_recorder(settings))
+    _run_service(run_recorder(settings))
 
 
 @app.command()
@@ -294,7 +304,7 @@ def up(
         dep.watch()
     except KeyboardInterrupt:
         pass
-    except UpError as exc:
+    except (UpError, StorageError) as exc:
         out.print(f"[red]arbiter up failed:[/red] {exc}")
         raise typer.Exit(1) from exc
     finally:
@@ -324,7 +334,7 @@ def _up_banner(info: dict[str, Any], up_json: Path) -> Panel:
 
 
 def _register() -> None:
-    from control_plane import admin_cli
+    from control_plane import admin_cli, schema_cli
     from control_plane.bench import cli as bench_cli
     from control_plane.sim import cli as sim_cli
     from workers.sim import cli as worker_sim_cli
@@ -335,6 +345,7 @@ def _register() -> None:
     sim_cli.register(sim_app, aliases=app)
     bench_cli.register(bench_app, aliases=app)
     admin_cli.register(admin_app, aliases=app)
+    schema_cli.register(app)
 
 
 def main() -> None:

@@ -84,6 +84,7 @@ RANKS: dict[str, int] = {
     "api": 5,
     "bench": 6,
     "admin_cli": 6,
+    "schema_cli": 6,
     "cli": 7,
     "__main__": 8,
 }

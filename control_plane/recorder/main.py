@@ -13,6 +13,7 @@ from pathlib import Path
 
 from prometheus_client import start_http_server
 
+from control_plane.recorder.database import migrate_when_reachable
 from control_plane.recorder.service import Recorder
 from control_plane.settings import Settings
 from control_plane.state import StateStores, sentinel_of
@@ -35,7 +36,7 @@ async def run_recorder(settings: Settings) -> None:
         multiplex=settings.redis_multiplex,
     )
     db = Database(settings.database_url)
-    await asyncio.to_thread(db.migrate)
+    await migrate_when_reachable(db)
     recorder = Recorder(
         stores,
         db,

@@ -22,6 +22,7 @@ from fastapi import FastAPI
 from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
+from control_plane.recorder.database import migrate_when_reachable
 from control_plane.recorder.service import Recorder
 from control_plane.scheduler.service import SchedulerService
 from control_plane.settings import Settings
@@ -100,7 +101,7 @@ async def run_scheduler(settings: Settings, *, with_recorder: bool = False) -> N
     tasks = [asyncio.create_task(service.run(), name="scheduler")]
     registries: list[CollectorRegistry] = []
     if db is not None:
-        await asyncio.to_thread(db.migrate)
+        await migrate_when_reachable(db)
         recorder = Recorder(
             stores,
             db,

@@ -189,3 +189,28 @@ def test_up_refuses_a_state_dir_that_is_a_file(runner: CliRunner, tmp_path: Path
     result = runner.invoke(cli.app, ["up", "--state-dir", str(taken)])
     assert result.exit_code == 2, result.output
     assert result.output.strip() == f"error: --state-dir: {taken} exists and is not a directory"
+
+
+def test_up_with_an_unreachable_database_says_so_and_stops_its_redis(tmp_path: Path) -> None:
+    """Regression: a connection traceback, after `up` had started its Redis."""
+    import subprocess
+    import sys
+
+    from tests.support.ports import free_port
+
+    state = tmp_path / "state"
+    done = subprocess.run(
+        [sys.executable, "-m", "control_plane", "up", "--no-console", "--state-dir", str(state)]
+        + ["--port", str(free_port()), "--console-port", str(free_port())]
+        + ["--database-url", "postgresql+psycopg://arbiter:s3cret@127.0.0.1:1/arbiter"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+    )
+    out = " ".join((done.stdout + done.stderr).split())
+    assert done.returncode == 1, out
+    assert "arbiter up failed: cannot reach the database at" in out and "Traceback" not in out
+    assert "s3cret" not in out
+    ours = subprocess.run(["pgrep", "-f", str(state)], capture_output=True, text=True).stdout
+    assert ours == ""  # the Redis it started (its data under the state dir) is gone

@@ -20,7 +20,18 @@ from sqlalchemy import inspect, text
 from sqlalchemy.exc import IntegrityError
 
 from storage.engine import create_engine_for
-from storage.migrate import MIGRATIONS_DIR, alembic_config, current_revision, migrate
+from storage.errors import StorageUnavailable
+from storage.migrate import (
+    MIGRATIONS_DIR,
+    SchemaAhead,
+    SchemaStatus,
+    UnknownRevision,
+    alembic_config,
+    current_revision,
+    history,
+    migrate,
+    schema_status,
+)
 from storage.models import Base
 
 REPO = Path(__file__).resolve().parents[2]
@@ -197,3 +208,45 @@ def test_rows_dangling_before_a_migration_do_not_block_it(tmp_path: Path) -> Non
     alembic = [sys.executable, "-m", "alembic", "-c", str(ini), "-x", f"url={url}"]
     subprocess.run([*alembic, "downgrade", "0005"], check=True, timeout=60, cwd=tmp_path)
     assert current_revision(url) == "0005"
+
+
+def test_migrate_to_an_older_revision_downgrades_and_the_status_follows(db_url: str) -> None:
+    order = history()
+    assert schema_status(db_url) == SchemaStatus(None, HEAD, tuple(order))
+    assert migrate(db_url) == (None, HEAD)
+    assert schema_status(db_url).pending == ()
+    assert migrate(db_url, revision=order[1]) == (HEAD, order[1])
+    assert current_revision(db_url) == order[1]
+    assert schema_status(db_url).pending == tuple(order[2:])
+    assert migrate(db_url) == (order[1], HEAD)
+    assert _schema_diff(db_url) == []
+
+
+def test_a_database_a_newer_build_migrated_is_refused_and_left_as_it_is(db_url: str) -> None:
+    migrate(db_url)
+    engine = create_engine_for(db_url)
+    try:
+        with engine.begin() as conn:
+            conn.execute(text("UPDATE alembic_version SET version_num = '0099'"))
+    finally:
+        engine.dispose()
+    with pytest.raises(SchemaAhead, match=rf"'0099'.*migrate --to {HEAD}"):
+        migrate(db_url)
+    with pytest.raises(SchemaAhead):
+        schema_status(db_url)
+    assert current_revision(db_url) == "0099"
+
+
+def test_an_unknown_target_revision_is_refused_before_connecting(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'never.db'}"
+    with pytest.raises(UnknownRevision, match="'7'"):
+        migrate(url, revision="7")
+    assert not (tmp_path / "never.db").exists()
+
+
+def test_an_unreachable_database_is_unavailable_and_its_password_not_shown() -> None:
+    url = "postgresql+psycopg://arbiter:s3cret@127.0.0.1:1/none"
+    for call in (lambda: migrate(url), lambda: schema_status(url)):
+        with pytest.raises(StorageUnavailable, match="cannot reach") as caught:
+            call()
+        assert "s3cret" not in str(caught.value)

@@ -1,6 +1,7 @@
 """`arbiter recorder` as a real process: it runs, every one of its threads, at `recorder_nice`
 above the nice value it was started with — and so does its session's autogroup where it leads
-its own session, as under `arbiter up` — and a SIGTERM ends it cleanly."""
+its own session, as under `arbiter up` —, waits for a database it cannot reach yet, and a
+SIGTERM ends it cleanly."""
 
 from __future__ import annotations
 
@@ -8,10 +9,12 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
+from storage.migrate import current_revision, history
 from tests.support.ports import free_port, wait_http
 
 
@@ -96,3 +99,35 @@ def test_a_shared_session_is_left_as_it_was(redis_url: str, tmp_path: Path) -> N
     finally:
         assert _stop(proc) == 0
     assert _autogroup_nice(os.getpid()) == before
+
+
+def test_it_waits_for_a_database_that_is_not_there_yet(redis_url: str, tmp_path: Path) -> None:
+    """A database that cannot be reached at start (here: a SQLite file whose directory does
+    not exist yet) is waited for with a warning, then migrated — not a crash and a restart
+    loop (before: a traceback and exit 1)."""
+    port = free_port()
+    later = tmp_path / "later"
+    env = {
+        **os.environ,
+        "ARBITER_REDIS_URL": redis_url,
+        "ARBITER_DATABASE_URL": f"sqlite:///{later / 'rec.db'}",
+        "ARBITER_CLUSTER": "wait",
+        "ARBITER_RECORDER_METRICS_PORT": str(port),
+    }
+    log_path = tmp_path / "recorder.log"
+    with log_path.open("wb") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "control_plane", "recorder"], env=env, stdout=log, stderr=log
+        )
+    try:
+        deadline = time.monotonic() + 60
+        while "database not migrated" not in log_path.read_text():
+            assert proc.poll() is None, log_path.read_text()
+            assert time.monotonic() < deadline, log_path.read_text()
+            time.sleep(0.2)
+        later.mkdir()
+        wait_http(f"http://127.0.0.1:{port}/metrics", timeout=60)
+        assert current_revision(env["ARBITER_DATABASE_URL"]) == history()[-1]
+    finally:
+        code = _stop(proc)
+    assert code == 0, log_path.read_text()

@@ -1,0 +1,73 @@
+"""`arbiter migrate`: bring the SQL schema to this build's migrations as a deployment step.
+
+The recorder, `arbiter up` and `arbiter admin` migrate on start; gateways never do, so a new
+gateway must not serve before its schema is there. Deployments run this command first (an init
+container on Kubernetes, a one-shot service on Compose) and start the new version only after
+it succeeded. `--check` changes nothing and says, by its exit status, whether a migration is
+due; `--to` moves to an older revision, which is how a roll-back to an older build starts
+(run by the newer build, which ships the downgrade).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from control_plane.core.cli_errors import user_errors
+from control_plane.settings import SettingsError, load_settings
+from storage.errors import StorageError
+from storage.migrate import UnknownRevision, migrate, schema_status, shown_url
+
+Opt = typer.Option
+
+
+def migrate_command(
+    database_url: Annotated[str | None, Opt(help="SQL URL (default ARBITER_DATABASE_URL).")] = None,
+    to: Annotated[
+        str, Opt(help="Target revision: head (this build's latest), an older one, or base.")
+    ] = "head",
+    check: Annotated[
+        bool, Opt(help="Change nothing; exit 1 when a migration to this build's head is due.")
+    ] = False,
+) -> None:
+    """Migrate the SQL schema to this build (before starting a new version's gateways)."""
+    with user_errors(errors=(SettingsError,)):
+        url = database_url or load_settings().database_url
+    shown = shown_url(url)
+    try:
+        if check:
+            _check(url, shown)
+            return
+        before, after = migrate(url, revision=to)
+    except UnknownRevision as exc:
+        typer.echo(f"error: --to: {exc}", err=True)
+        raise typer.Exit(2) from None
+    except StorageError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(1) from None
+    if before == after:
+        typer.echo(f"{shown}: already at {_name(after)}; nothing to do")
+    else:
+        typer.echo(f"{shown}: migrated from {_name(before)} to {_name(after)}")
+
+
+def _check(url: str, shown: str) -> None:
+    status = schema_status(url)
+    if not status.pending:
+        typer.echo(f"{shown}: at {status.head}, this build's latest; up to date")
+        return
+    typer.echo(
+        f"{shown}: at {_name(status.current)}, this build's latest is {status.head}; "
+        f"{len(status.pending)} to apply: {', '.join(status.pending)}"
+    )
+    raise typer.Exit(1)
+
+
+def _name(revision: str | None) -> str:
+    return revision or "base (empty)"
+
+
+def register(app: typer.Typer) -> None:
+    """Add `migrate` to `app` (the top level)."""
+    app.command("migrate")(migrate_command)

@@ -1,0 +1,86 @@
+"""`arbiter migrate`: a deployment step that says where the schema stands (`--check`, exit 1
+when a migration is due), migrates to this build's head or down to an older revision, and
+answers an unreachable database, a newer build's schema and an unknown revision in one line."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from sqlalchemy import text
+from typer.testing import CliRunner
+
+from control_plane import cli
+from storage.engine import create_engine_for
+from storage.migrate import current_revision, history
+
+HEAD = history()[-1]
+
+
+@pytest.fixture(scope="module")
+def runner() -> CliRunner:
+    cli._register()
+    return CliRunner()
+
+
+def _migrate(runner: CliRunner, url: str, *args: str) -> tuple[int, str]:
+    result = runner.invoke(cli.app, ["migrate", "--database-url", url, *args], terminal_width=300)
+    return result.exit_code, result.output.strip()
+
+
+def test_check_migrate_and_downgrade(runner: CliRunner, db_url: str) -> None:
+    order = history()
+    code, out = _migrate(runner, db_url, "--check")
+    assert code == 1 and f"{len(order)} to apply: {', '.join(order)}" in out, out
+    assert current_revision(db_url) is None  # --check changed nothing
+    assert _migrate(runner, db_url)[1].endswith(f"migrated from base (empty) to {HEAD}")
+    assert _migrate(runner, db_url)[1].endswith(f"already at {HEAD}; nothing to do")
+    code, out = _migrate(runner, db_url, "--check")
+    assert code == 0 and out.endswith("up to date"), out
+    code, out = _migrate(runner, db_url, "--to", order[-2])
+    assert code == 0 and out.endswith(f"migrated from {HEAD} to {order[-2]}"), out
+    code, out = _migrate(runner, db_url, "--check")
+    assert code == 1 and out.endswith(f"1 to apply: {HEAD}"), out
+
+
+def test_a_newer_build_s_schema_is_one_line_and_untouched(
+    runner: CliRunner, tmp_path: Path
+) -> None:
+    url = f"sqlite:///{tmp_path / 'a.db'}"
+    assert _migrate(runner, url)[0] == 0
+    engine = create_engine_for(url)
+    with engine.begin() as conn:
+        conn.execute(text("UPDATE alembic_version SET version_num = '0999'"))
+    engine.dispose()
+    for args in ((), ("--check",)):
+        code, out = _migrate(runner, url, *args)
+        assert code == 1, out
+        assert out.startswith("error: the database is at revision '0999'") and "\n" not in out
+    assert current_revision(url) == "0999"
+
+
+def test_an_unknown_revision_names_the_flag(runner: CliRunner, tmp_path: Path) -> None:
+    code, out = _migrate(runner, f"sqlite:///{tmp_path / 'a.db'}", "--to", "nosuch")
+    assert code == 2
+    assert out.startswith("error: --to: revision 'nosuch' is not one of this build's")
+    assert not (tmp_path / "a.db").exists()
+
+
+def test_an_unreachable_database_is_one_line_without_its_password(tmp_path: Path) -> None:
+    """As a real process (stderr and the exit status as a deployment's init container sees
+    them); the admin commands answer the same way (before: a traceback)."""
+    url = "postgresql+psycopg://arbiter:s3cret@127.0.0.1:1/arbiter"
+    for args in (["migrate"], ["migrate", "--check"], ["admin", "tenants", "list"]):
+        done = subprocess.run(
+            [sys.executable, "-m", "control_plane", *args, "--database-url", url],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            cwd=tmp_path,
+        )
+        assert done.returncode == 1, done.stderr
+        lines = (done.stdout + done.stderr).strip().splitlines()
+        assert len(lines) == 1 and "cannot reach the database at" in lines[0], lines
+        assert "s3cret" not in done.stdout + done.stderr
