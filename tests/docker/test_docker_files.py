@@ -160,3 +160,24 @@ def test_unauthenticated_ports_are_published_on_this_host_only() -> None:
     for name in ("scheduler", "console", "prometheus", "grafana"):
         for port in services[name].get("ports", []):
             assert port.startswith("127.0.0.1:"), (name, port)
+
+
+def test_every_role_starts_only_after_the_database_is_migrated() -> None:
+    """`migrate` is a one-shot `arbiter migrate` after PostgreSQL answers, and every Arbiter
+    role that reads SQL waits for it to succeed: a new gateway never serves an old schema."""
+    services = _compose()["services"]
+    step = services["migrate"]
+    assert step["command"] == ["migrate"] and step["restart"] == "no"
+    assert step["depends_on"] == {"postgres": {"condition": "service_healthy"}}
+    assert "healthcheck" not in step
+    for name, svc in services.items():
+        argv = svc.get("command") or []
+        if svc.get("image") != "arbiter:latest" or name == "migrate":
+            continue
+        if argv and argv[0] in {"gateway", "recorder", "scheduler"}:
+            needs = svc["depends_on"]
+            assert needs["migrate"] == {"condition": "service_completed_successfully"}, name
+            assert (
+                svc["environment"]["ARBITER_DATABASE_URL"]
+                == step["environment"]["ARBITER_DATABASE_URL"]
+            ), name

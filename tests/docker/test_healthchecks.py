@@ -29,8 +29,13 @@ DOCKERIGNORE = ROOT / ".dockerignore"
 
 
 def _arbiter_services() -> dict[str, dict[str, Any]]:
+    """The long-running ones: a one-shot step (`migrate`) has nothing to probe."""
     services = yaml.safe_load(COMPOSE.read_text())["services"]
-    return {n: s for n, s in services.items() if s.get("image") == "arbiter:latest"}
+    return {
+        n: s
+        for n, s in services.items()
+        if s.get("image") == "arbiter:latest" and s.get("restart") != "no"
+    }
 
 
 def _paths(routes: list[Any]) -> set[str]:

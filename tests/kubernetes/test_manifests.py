@@ -65,6 +65,11 @@ def _pods(docs: tuple[dict[str, Any], ...]) -> Iterator[tuple[dict[str, Any], di
             yield doc, doc["spec"]["template"]["spec"]
 
 
+def _containers(spec: dict[str, Any]) -> list[dict[str, Any]]:
+    """A pod's containers, its init containers first."""
+    return [*spec.get("initContainers", []), *spec["containers"]]
+
+
 def test_there_is_a_dev_and_a_prod_overlay() -> None:
     assert {"dev", "prod"} <= set(OVERLAYS)
 
@@ -101,7 +106,7 @@ def test_every_arbiter_variable_is_a_setting(overlay: str) -> None:
         if doc["kind"] == "ConfigMap":
             names |= set(doc.get("data", {}))
     for _, spec in _pods(rendered(overlay)):
-        for container in spec["containers"]:
+        for container in _containers(spec):
             names |= {e["name"] for e in container.get("env", [])}
     arbiter = {n for n in names if n.startswith("ARBITER_")}
     assert arbiter and arbiter <= known, arbiter - known
@@ -149,7 +154,7 @@ def test_every_config_and_secret_a_pod_reads_exists(overlay: str) -> None:
     present = {(d["kind"], d["metadata"]["name"]) for d in docs}
     outside = OPERATOR_SECRETS.get(overlay, set())
     for workload, spec in _pods(docs):
-        for container in spec["containers"]:
+        for container in _containers(spec):
             refs = [
                 ("ConfigMap", s["configMapRef"]["name"])
                 for s in container.get("envFrom", [])
@@ -171,7 +176,7 @@ def test_every_config_and_secret_a_pod_reads_exists(overlay: str) -> None:
 @pytest.mark.parametrize("overlay", OVERLAYS)
 def test_every_arbiter_command_exists_in_the_cli(overlay: str) -> None:
     for _, spec in _pods(rendered(overlay)):
-        for container in spec["containers"]:
+        for container in _containers(spec):
             if not str(container["image"]).split(":")[0].endswith("arbiter"):
                 continue
             if "command" in container:  # the console: streamlit on the shipped app
@@ -257,3 +262,70 @@ def test_the_dev_redis_refuses_writes_before_its_container_is_killed() -> None:
     assert 0 < maxmemory <= 0.8 * limit  # headroom for the AOF rewrite's fork and buffers
     assert args[args.index("--maxmemory-policy") + 1] == "noeviction"  # never drop state
     assert _env(redis, "MALLOC_CONF") == _env(redis, "JE_MALLOC_CONF") is not None
+
+
+def _source(container: dict[str, Any], name: str) -> dict[str, Any] | None:
+    return next((e for e in container.get("env", []) if e["name"] == name), None)
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_a_new_gateway_starts_only_after_the_database_is_migrated(overlay: str) -> None:
+    """Gateways never migrate: each gateway pod first runs `arbiter migrate`, from the same
+    image, against the database the gateway will use."""
+    gateway = _container(rendered(overlay), "gateway")
+    (step,) = gateway["_pod"]["initContainers"]
+    assert step["args"] == ["migrate"] and step["image"] == gateway["image"]
+    database = _source(gateway, "ARBITER_DATABASE_URL")
+    assert database is not None and _source(step, "ARBITER_DATABASE_URL") == database
+    assert step["securityContext"] == gateway["securityContext"]
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_only_the_roles_that_use_sql_get_the_database_url(overlay: str) -> None:
+    docs = rendered(overlay)
+    for name in ("gateway", "recorder"):
+        assert _source(_container(docs, name), "ARBITER_DATABASE_URL") is not None, name
+    assert _source(_container(docs, "scheduler"), "ARBITER_DATABASE_URL") is None
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_every_role_that_talks_to_redis_gets_its_url(overlay: str) -> None:
+    """Dev names its in-cluster Redis in the ConfigMap; prod reads the URL, which carries the
+    password of a managed Redis, from the operator's Secret only (required: a missing key
+    stops the pod instead of a fallback to some other Redis)."""
+    docs = rendered(overlay)
+    (config,) = [
+        d for d in docs if d["kind"] == "ConfigMap" and "arbiter-config" in d["metadata"]["name"]
+    ]
+    in_config = config.get("data", {}).get("ARBITER_REDIS_URL")
+    for name in ("gateway", "scheduler", "recorder"):
+        source = _source(_container(docs, name), "ARBITER_REDIS_URL")
+        if overlay == "prod":
+            assert in_config is None
+            assert source is not None, name
+            ref = source["valueFrom"]["secretKeyRef"]
+            assert (ref["name"], ref["key"]) == ("arbiter-secrets", "redis-url")
+            assert not ref.get("optional", False), name
+        else:
+            assert source is None and in_config == "redis://redis:6379/0", name
+
+
+def test_the_service_monitor_s_credentials_are_ones_the_gateways_require() -> None:
+    """Regression: the ServiceMonitor scraped with `metrics-token` while the gateways read it
+    as optional — without the key, gateways served /metrics to anyone and Prometheus could not
+    read its credentials."""
+    docs = rendered("prod")
+    monitor = next(d for d in docs if d["kind"] == "ServiceMonitor")
+    gateway = _container(docs, "gateway")
+    refs = {
+        (e["valueFrom"]["secretKeyRef"]["name"], e["valueFrom"]["secretKeyRef"]["key"])
+        for e in gateway["env"]
+        if "secretKeyRef" in e.get("valueFrom", {})
+        and not e["valueFrom"]["secretKeyRef"].get("optional", False)
+    }
+    used = [
+        (c["name"], c["key"])
+        for endpoint in monitor["spec"]["endpoints"]
+        if (c := endpoint.get("authorization", {}).get("credentials"))
+    ]
+    assert used and set(used) <= refs
