@@ -250,3 +250,64 @@ def test_an_unreachable_database_is_unavailable_and_its_password_not_shown() -> 
         with pytest.raises(StorageUnavailable, match="cannot reach") as caught:
             call()
         assert "s3cret" not in str(caught.value)
+
+
+Shape = dict[str, dict[str, tuple[bool, bool]]]
+"""table → column → (nullable, has a server default)."""
+
+
+def _shape(url: str) -> Shape:
+    engine = create_engine_for(url)
+    try:
+        with engine.connect() as conn:
+            found = inspect(conn)
+            return {
+                t: {
+                    c["name"]: (bool(c["nullable"]), c.get("default") is not None)
+                    for c in found.get_columns(t)
+                }
+                for t in found.get_table_names()
+                if t != "alembic_version"
+            }
+    finally:
+        engine.dispose()
+
+
+def _breaks(before: Shape, after: Shape) -> set[str]:
+    """What in `after` the code written for `before` cannot live with."""
+    broken = {f"table {t} dropped" for t in before if t not in after}
+    for table, columns in before.items():
+        new = after.get(table, columns)
+        broken |= {f"{table}.{c} dropped" for c in columns if c not in new}
+        broken |= {
+            f"{table}.{c} added NOT NULL without a default"
+            for c, (nullable, default) in new.items()
+            if c not in columns and not nullable and not default
+        }
+    return broken
+
+
+def test_the_additive_check_sees_what_breaks_the_release_before() -> None:
+    before: Shape = {"t": {"a": (False, False), "b": (True, False)}, "gone": {"x": (True, False)}}
+    after: Shape = {"t": {"a": (False, False), "c": (False, False), "d": (False, True)}}
+    assert _breaks(before, after) == {
+        "table gone dropped",
+        "t.b dropped",
+        "t.c added NOT NULL without a default",
+    }
+    assert _breaks(before, {**before, "new": {"y": (False, False)}}) == set()
+
+
+@pytest.mark.parametrize("revision", history()[1:])
+def test_each_migration_keeps_the_release_before_it_working(tmp_path: Path, revision: str) -> None:
+    """Upgrades migrate while the previous release still serves (docs/operations.md, "Schema
+    migrations"), so a migration only adds: no table or column dropped or renamed (a rename is
+    a drop), and every new column of an existing table nullable or with a server default (the
+    previous release's inserts do not name it). Checked on the schema before and after each
+    revision; a new table may require what it likes."""
+    order = history()
+    url = f"sqlite:///{tmp_path / 'shape.db'}"
+    migrate(url, revision=order[order.index(revision) - 1])
+    before = _shape(url)
+    migrate(url, revision=revision)
+    assert _breaks(before, _shape(url)) == set()
