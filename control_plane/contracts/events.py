@@ -9,6 +9,7 @@ of the wrong type or a missing required one.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -151,13 +152,30 @@ class PolicySwitched:
     view: str = "{}"
 
 
-Event = Progress | Complete | Withdrawn | WorkerFailed | PolicySwitched
+@dataclass(frozen=True, slots=True)
+class Audited:
+    """A change the leader made on its own, not through the admin API (a worker its settings
+    no longer list drained, say): an audit row for the recorder to write, as the admin API
+    writes its own. `old` and `new` are JSON texts; `id` names the change uniquely."""
+
+    id: str
+    t: float
+    actor: str
+    action: str
+    target: str
+    old: str = "null"
+    new: str = "null"
+    reason: str = ""
+
+
+Event = Progress | Complete | Withdrawn | WorkerFailed | PolicySwitched | Audited
 TYPES: dict[type[Any], str] = {
     Progress: "progress",
     Complete: "complete",
     Withdrawn: "withdrawn",
     WorkerFailed: "worker_failed",
     PolicySwitched: "policy_switched",
+    Audited: "audited",
 }
 
 
@@ -294,10 +312,33 @@ def _policy_switched(f: Fields) -> PolicySwitched:
     )
 
 
+def _audited(f: Fields) -> Audited:
+    return Audited(
+        id=f.text("id", required=True),
+        t=f.number("t", required=True),
+        actor=f.text("actor", required=True),
+        action=f.text("action", required=True),
+        target=f.text("target", ""),
+        old=_json_text(f, "old"),
+        new=_json_text(f, "new"),
+        reason=f.text("reason", ""),
+    )
+
+
+def _json_text(f: Fields, name: str) -> str:
+    text: str = f.text(name, "null")
+    try:
+        json.loads(text)
+    except ValueError:
+        raise EventError(f"{name}: not a JSON text: {text[:80]!r}") from None
+    return text
+
+
 _READERS: dict[str, Callable[[Fields], Event]] = {
     "progress": _progress,
     "complete": _complete,
     "withdrawn": _withdrawn,
     "worker_failed": _worker_failed,
     "policy_switched": _policy_switched,
+    "audited": _audited,
 }

@@ -1,9 +1,11 @@
-"""Turning `complete` events into request rows and `policy_switched` events into audit
-entries (pure: no I/O)."""
+"""Turning `complete` events into request rows, `policy_switched` and `audited` events into
+audit entries (pure: no I/O)."""
 
 from __future__ import annotations
 
-from control_plane.contracts.events import Complete, PolicySwitched
+import json
+
+from control_plane.contracts.events import Audited, Complete, PolicySwitched
 from control_plane.core.unified import unified_cost
 from storage.records import REQUEST_STATUSES, RequestRecord
 from storage.write_guard import AuditDraft
@@ -64,8 +66,19 @@ def request_row(event: Complete, policy: str | None) -> RequestRecord | None:
     )
 
 
-def audit_draft(event: PolicySwitched) -> AuditDraft:
-    """The audit entry of an automatic policy switch: what, why, and the view it decided on."""
+def audit_draft(event: PolicySwitched | Audited) -> AuditDraft:
+    """The audit entry of an automatic policy switch (what, why, and the view it decided
+    on), or of another change the leader made on its own (as it says)."""
+    if isinstance(event, Audited):
+        return AuditDraft(
+            actor=event.actor,
+            action=event.action,
+            target=event.target,
+            old=json.loads(event.old),
+            new=json.loads(event.new),
+            reason=event.reason,
+            at=event.t,
+        )
     return AuditDraft(
         actor="controller",
         action="policy.switch",

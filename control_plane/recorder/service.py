@@ -22,7 +22,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from control_plane.contracts.events import Complete, Event, PolicySwitched, encode
+from control_plane.contracts.events import Audited, Complete, Event, PolicySwitched, encode
 from control_plane.contracts.knobs import PluginChoice
 from control_plane.recorder.isolate import write_isolating
 from control_plane.recorder.metrics import RecorderMetrics
@@ -144,7 +144,9 @@ class Recorder:
         if not entries:
             return
         batch = to_batch(entries, await self._active_policy())
-        await self._write_audit([(eid, e) for eid, e in entries if isinstance(e, PolicySwitched)])
+        await self._write_audit(
+            [(eid, e) for eid, e in entries if isinstance(e, PolicySwitched | Audited)]
+        )
         refused = await self._write_until_decided(batch.rows)
         events = dict(entries)
         for entry_id, event, reason in batch.unconvertible:
@@ -181,9 +183,10 @@ class Recorder:
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, MAX_BACKOFF_S)
 
-    async def _write_audit(self, switches: list[tuple[str, PolicySwitched]]) -> None:
-        """Audit rows for the controller's switches: retried through an outage, dead-lettered
-        when the database refuses them while it takes other writes (`probe_writes`)."""
+    async def _write_audit(self, switches: list[tuple[str, PolicySwitched | Audited]]) -> None:
+        """Audit rows for the controller's switches and the leader's other changes: retried
+        through an outage, dead-lettered when the database refuses them while it takes other
+        writes (`probe_writes`)."""
         if not switches:
             return
         drafts = [audit_draft(e) for _, e in switches]

@@ -148,7 +148,7 @@ class SchedulerService:
         await self.stores.events.ensure_groups()
         await self.stores.arrivals.ensure_group()
         applied = await self.stores.arrivals.delivered()  # before the view: nothing is missed
-        await reconcile(self.stores.workers, self.settings.static_workers())
+        await reconcile(self.stores, self.settings.static_workers(), f"scheduler:{self.holder}")
         assert self.term is not None  # no slot stays lent before `inflight` is read:
         self.desk = await open_desk(self.stores.lending, self.term.token, self.settings)
         now = time.time()

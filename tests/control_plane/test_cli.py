@@ -199,10 +199,11 @@ def test_up_with_an_unreachable_database_says_so_and_stops_its_redis(tmp_path: P
     from tests.support.ports import free_port
 
     state = tmp_path / "state"
+    args = ["up", "--no-console", "--state-dir", str(state), "--port", str(free_port())]
+    args += ["--console-port", str(free_port())]
+    args += ["--database-url", "postgresql+psycopg://arbiter:s3cret@127.0.0.1:1/arbiter"]
     done = subprocess.run(
-        [sys.executable, "-m", "control_plane", "up", "--no-console", "--state-dir", str(state)]
-        + ["--port", str(free_port()), "--console-port", str(free_port())]
-        + ["--database-url", "postgresql+psycopg://arbiter:s3cret@127.0.0.1:1/arbiter"],
+        [sys.executable, "-m", "control_plane", *args],
         capture_output=True,
         text=True,
         timeout=120,

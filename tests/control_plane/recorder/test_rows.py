@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from control_plane.contracts.events import Complete, PolicySwitched, decode
+from control_plane.contracts.events import Audited, Complete, EventError, PolicySwitched, decode
 from control_plane.recorder.rows import audit_draft, request_row
 
 
@@ -83,3 +83,36 @@ def test_a_controller_switch_becomes_an_audit_entry() -> None:
     )
     assert draft.old == {"name": "fcfs"} and draft.new == {"name": "edf"}
     assert draft.reason == 'rules: deadlines; view {"violation_rate":0.4}'
+
+
+def test_a_change_the_leader_made_becomes_its_audit_entry() -> None:
+    event = decode(
+        {
+            "type": "audited",
+            "id": "worker.drain-w2:8000-12.5",
+            "t": 12.5,
+            "actor": "scheduler:sched-a",
+            "action": "worker.drain",
+            "target": "worker:w2:8000",
+            "old": '{"status": "active"}',
+            "new": '{"status": "draining"}',
+            "reason": "ARBITER_WORKERS at takeover",
+        }
+    )
+    assert isinstance(event, Audited)
+    draft = audit_draft(event)
+    assert (draft.actor, draft.action, draft.target, draft.at) == (
+        "scheduler:sched-a",
+        "worker.drain",
+        "worker:w2:8000",
+        12.5,
+    )
+    assert draft.old == {"status": "active"} and draft.new == {"status": "draining"}
+    assert draft.reason == "ARBITER_WORKERS at takeover"
+
+
+def test_an_audited_event_with_a_value_that_is_not_json_is_refused_at_decoding() -> None:
+    """Refused where every bad event is (dead-lettered by the events stream's screen), not
+    when the recorder builds the audit batch (where it would stop the whole batch)."""
+    with pytest.raises(EventError, match="new: not a JSON text"):
+        decode({"type": "audited", "id": "x", "t": 1.0, "actor": "a", "action": "b", "new": "{"})

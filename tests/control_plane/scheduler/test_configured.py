@@ -5,14 +5,19 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from pathlib import Path
 
 from control_plane.contracts.workers import ADMIN, CONFIG, CONFIG_REMOVED, WorkerEntry
+from control_plane.recorder.service import Recorder
 from control_plane.scheduler.configured import reconcile
 from control_plane.scheduler.service import SchedulerService
 from control_plane.settings import Settings
 from control_plane.state import StateStores
 from control_plane.state.tasks import stop_tasks
+from storage.db import Database
 from tests.support.waiting import until
+
+ACTOR = "scheduler:test"
 
 
 def _stores(redis_url: str) -> StateStores:
@@ -31,18 +36,18 @@ async def test_a_worker_taken_out_of_the_settings_is_drained_and_comes_back_when
     redis_url: str,
 ) -> None:
     stores = _stores(redis_url)
-    await reconcile(stores.workers, _listed(redis_url, "http://w1:8000|64,http://w2:8000"))
+    await reconcile(stores, _listed(redis_url, "http://w1:8000|64,http://w2:8000"), ACTOR)
     got = await _by_id(stores)
     assert {w.origin for w in got.values()} == {CONFIG}
     assert all(w.active for w in got.values())
 
-    await reconcile(stores.workers, _listed(redis_url, "http://w1:8000|64"))
+    await reconcile(stores, _listed(redis_url, "http://w1:8000|64"), ACTOR)
     got = await _by_id(stores)
     assert got["w1:8000"].active and got["w1:8000"].origin == CONFIG
     assert (got["w2:8000"].status, got["w2:8000"].origin) == ("draining", CONFIG_REMOVED)
     assert got["w2:8000"].url == "http://w2:8000"  # drained, not forgotten
 
-    await reconcile(stores.workers, _listed(redis_url, "http://w1:8000|64,http://w2:8000|32"))
+    await reconcile(stores, _listed(redis_url, "http://w1:8000|64,http://w2:8000|32"), ACTOR)
     got = await _by_id(stores)
     assert (got["w2:8000"].status, got["w2:8000"].origin) == ("active", CONFIG)
     assert got["w2:8000"].max_num_seqs == 32
@@ -51,9 +56,9 @@ async def test_a_worker_taken_out_of_the_settings_is_drained_and_comes_back_when
 async def test_an_operators_drain_of_a_listed_worker_survives_a_takeover(redis_url: str) -> None:
     stores = _stores(redis_url)
     listed = _listed(redis_url, "http://w1:8000")
-    await reconcile(stores.workers, listed)
+    await reconcile(stores, listed, ACTOR)
     await stores.workers.set_status("w1:8000", "draining")
-    await reconcile(stores.workers, listed)
+    await reconcile(stores, listed, ACTOR)
     assert (await _by_id(stores))["w1:8000"].status == "draining"
 
 
@@ -61,7 +66,7 @@ async def test_entries_the_settings_do_not_own_are_never_touched(redis_url: str)
     stores = _stores(redis_url)
     await stores.workers.upsert(WorkerEntry("a:1", "http://a:1", origin=ADMIN))
     await stores.workers.upsert(WorkerEntry("up:2", "http://up:2"))  # `arbiter up`, a worker
-    await reconcile(stores.workers, _listed(redis_url, "http://w1:8000"))
+    await reconcile(stores, _listed(redis_url, "http://w1:8000"), ACTOR)
     got = await _by_id(stores)
     assert got["a:1"].active and got["a:1"].origin == ADMIN
     assert got["up:2"].active and got["up:2"].origin is None
@@ -72,17 +77,17 @@ async def test_an_entry_older_than_the_origin_field_is_claimed_when_listed(
 ) -> None:
     stores = _stores(redis_url)
     await stores.workers.upsert(WorkerEntry("w1:8000", "http://w1:8000", kind="vllm"))
-    await reconcile(stores.workers, _listed(redis_url, "http://w1:8000"))
+    await reconcile(stores, _listed(redis_url, "http://w1:8000"), ACTOR)
     assert (await _by_id(stores))["w1:8000"].origin == CONFIG
-    await reconcile(stores.workers, [])
+    await reconcile(stores, [], ACTOR)
     assert (await _by_id(stores))["w1:8000"].status == "draining"
 
 
 async def test_an_admin_registration_takes_a_configured_worker_over(redis_url: str) -> None:
     stores = _stores(redis_url)
-    await reconcile(stores.workers, _listed(redis_url, "http://w1:8000"))
+    await reconcile(stores, _listed(redis_url, "http://w1:8000"), ACTOR)
     await stores.workers.upsert(WorkerEntry("w1:8000", "http://w1:8000", origin=ADMIN))
-    await reconcile(stores.workers, [])
+    await reconcile(stores, [], ACTOR)
     got = (await _by_id(stores))["w1:8000"]
     assert got.active and got.origin == ADMIN
 
@@ -111,3 +116,46 @@ async def test_a_new_leader_drains_what_its_settings_no_longer_list(redis_url: s
         await stores.aclose()
     assert got["w1:8000"].active
     assert (got["w2:8000"].status, got["w2:8000"].origin) == ("draining", CONFIG_REMOVED)
+
+
+async def test_each_change_is_audited_by_the_recorder_as_the_admin_api_audits_its_own(
+    redis_url: str, tmp_path: Path
+) -> None:
+    """Before, a drain at takeover left no audit row (only a warning in the leader's log)."""
+    stores = _stores(redis_url)
+    await stores.events.ensure_groups()
+    await reconcile(stores, _listed(redis_url, "http://w1:8000|64,http://w2:8000"), ACTOR)
+    await reconcile(stores, _listed(redis_url, "http://w1:8000|64"), ACTOR)
+    await reconcile(stores, _listed(redis_url, "http://w1:8000|64"), ACTOR)  # nothing new
+    await reconcile(stores, _listed(redis_url, "http://w1:8000|64,http://w2:8000"), ACTOR)
+    db = Database(f"sqlite:///{tmp_path / 'audit.db'}")
+    db.migrate()
+    recorder = Recorder(stores, db, "rec-cfg", batch=50, interval_s=0.05, claim_idle_s=60)
+    task = asyncio.create_task(recorder.run())
+
+    def rows() -> list[tuple[str, str, object, object]]:
+        with db.reader() as r:
+            listed = r.audit.list(limit=100)
+        return [(e.action, e.target, e.old, e.new) for e in sorted(listed, key=lambda e: e.id)]
+
+    try:
+        await until(lambda: len(rows()) == 4, 20.0)
+    finally:
+        await stop_tasks([task])
+    assert rows() == [
+        ("worker.register", "worker:w1:8000", None, {"url": "http://w1:8000", "max_num_seqs": 64}),
+        (
+            "worker.register",
+            "worker:w2:8000",
+            None,
+            {"url": "http://w2:8000", "max_num_seqs": None},
+        ),
+        ("worker.drain", "worker:w2:8000", {"status": "active"}, {"status": "draining"}),
+        ("worker.undrain", "worker:w2:8000", {"status": "draining"}, {"status": "active"}),
+    ]
+    with db.reader() as r:
+        assert {(e.actor, e.reason) for e in r.audit.list(limit=100)} == {
+            (ACTOR, "ARBITER_WORKERS at takeover")
+        }
+    db.dispose()
+    await stores.aclose()
