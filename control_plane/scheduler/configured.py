@@ -26,7 +26,10 @@ async def reconcile(stores: StateStores, listed: Sequence[WorkerEntry], actor: s
     (requests in flight on it finish; `DELETE /admin/workers/{id}` forgets it), and marked
     `config-removed`; such an entry listed again is made active. The admin API's entries are
     never touched, nor `arbiter up`'s or a worker's own unless the settings list them (then
-    they are claimed as above). Guarantee: no worker stays in service only because a
+    they are claimed as above). Each change is a compare-and-set on what it was decided on
+    (`WorkerRegistry.create`, `.update`): a worker removed or registered through the admin
+    API meanwhile is left as that newer change left it (before, a `DELETE` racing the drain
+    left an entry with no URL). Guarantee: no worker stays in service only because a
     scheduler's settings once named it, and each registration, drain and reactivation is
     published as an `audited` event from `actor` (the recorder writes the audit row; one
     publish after the changes, so a Redis lost in between loses the row, not the change)."""
@@ -37,14 +40,13 @@ async def reconcile(stores: StateStores, listed: Sequence[WorkerEntry], actor: s
         if worker_id in wanted:
             changes += await _listed(stores, entry, wanted[worker_id])
         elif entry.origin == CONFIG:
-            log.warning("worker %s is no longer in ARBITER_WORKERS: draining it", worker_id)
             drained = WorkerEntry(worker_id, status="draining", origin=CONFIG_REMOVED)
-            await stores.workers.upsert(drained)
-            changes.append(("worker.drain", entry, replace(entry, status="draining")))
+            if await stores.workers.update(drained, origin=CONFIG):
+                log.warning("worker %s is no longer in ARBITER_WORKERS: drained", worker_id)
+                changes.append(("worker.drain", entry, replace(entry, status="draining")))
     for worker_id, entry in wanted.items():
-        if worker_id not in known:
+        if worker_id not in known and await stores.workers.create(entry):
             log.info("worker %s registered from ARBITER_WORKERS", worker_id)
-            await stores.workers.upsert(entry)
             changes.append(("worker.register", None, entry))
     if changes:
         now = time.time()
@@ -55,12 +57,12 @@ async def _listed(
     stores: StateStores, entry: WorkerEntry, wanted: WorkerEntry
 ) -> list[tuple[str, WorkerEntry | None, WorkerEntry]]:
     if entry.origin == CONFIG_REMOVED:
-        log.warning("worker %s is in ARBITER_WORKERS again: active", entry.id)
         active = replace(wanted, status="active")
-        await stores.workers.upsert(active)
-        return [("worker.undrain", entry, active)]
-    if entry.origin is None:
-        await stores.workers.upsert(WorkerEntry(entry.id, origin=CONFIG))
+        if await stores.workers.update(active, origin=CONFIG_REMOVED):
+            log.warning("worker %s is in ARBITER_WORKERS again: active", entry.id)
+            return [("worker.undrain", entry, active)]
+    elif entry.origin is None:
+        await stores.workers.update(WorkerEntry(entry.id, origin=CONFIG), origin=None)
     return []
 
 

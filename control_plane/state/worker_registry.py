@@ -51,6 +51,22 @@ class WorkerRegistry:
         await self._write("upsert", worker.id, fields, bounded)
 
     @guarded
+    async def create(self, worker: WorkerEntry) -> bool:
+        """Register `worker` only when no entry has its id; → whether it did."""
+        fields = [x for pair in encode_entry(worker).items() for x in pair]
+        return await self._write("create", worker.id, fields, False) == 1
+
+    @guarded
+    async def update(self, worker: WorkerEntry, *, origin: str | None) -> bool:
+        """Set the fields `worker` sets on its entry, only while that entry exists and was
+        registered by `origin` (None: by nobody named); → whether it did. For a change
+        decided on an earlier read: a worker removed, or registered anew, since is left as
+        the newer change left it."""
+        expected = "" if origin is None else dumps(origin)
+        fields = [x for pair in encode_entry(worker).items() for x in pair]
+        return await self._write("update", worker.id, [expected, *fields], False) == 1
+
+    @guarded
     async def remove(self, worker_id: str, *, bounded: bool = False) -> bool:
         """Forget a worker and its metrics; False when it was not registered."""
         return await self._write("remove", worker_id, [], bounded) == 1

@@ -7,6 +7,8 @@ import asyncio
 import uuid
 from pathlib import Path
 
+import pytest
+
 from control_plane.contracts.workers import ADMIN, CONFIG, CONFIG_REMOVED, WorkerEntry
 from control_plane.recorder.service import Recorder
 from control_plane.scheduler.configured import reconcile
@@ -158,4 +160,29 @@ async def test_each_change_is_audited_by_the_recorder_as_the_admin_api_audits_it
             (ACTOR, "ARBITER_WORKERS at takeover")
         }
     db.dispose()
+    await stores.aclose()
+
+
+async def test_a_change_made_between_its_read_and_its_write_wins(
+    redis_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An operator's `DELETE` and an admin registration land just after reconcile read the
+    registry: the deleted worker is not re-created (before: an entry with no URL, listed
+    forever) and the admin's registration is not taken over."""
+    stores = _stores(redis_url)
+    await reconcile(stores, _listed(redis_url, "http://w1:8000,http://w2:8000"), ACTOR)
+    read = stores.workers.list
+
+    async def read_then_race() -> list[WorkerEntry]:
+        seen = await read()
+        await stores.workers.remove("w2:8000")
+        await stores.workers.upsert(WorkerEntry("w3:8000", "http://w3:8000", origin=ADMIN))
+        return seen
+
+    monkeypatch.setattr(stores.workers, "list", read_then_race)
+    await reconcile(stores, _listed(redis_url, "http://w1:8000,http://w3:8000|8"), ACTOR)
+    monkeypatch.undo()
+    got = await _by_id(stores)
+    assert set(got) == {"w1:8000", "w3:8000"}
+    assert (got["w3:8000"].origin, got["w3:8000"].max_num_seqs) == (ADMIN, None)
     await stores.aclose()

@@ -58,6 +58,38 @@ async def test_worker_registry_upserts_merges_and_removes(stores: StateStores) -
     assert [w.id for w in await workers.list()] == ["w2"]
 
 
+async def test_create_and_update_change_only_what_they_were_decided_on(
+    stores: StateStores,
+) -> None:
+    """`create` never overwrites an entry; `update` never re-creates a removed one nor
+    changes one whose origin is not the expected one (None: no origin field)."""
+    workers: WorkerRegistry = stores.workers
+    assert await workers.create(WorkerEntry("c1", "http://c1", origin="config"))
+    assert not await workers.create(WorkerEntry("c1", "http://other", origin="admin"))
+    assert (await workers.get("c1")) == WorkerEntry(
+        "c1", "http://c1", status="active", origin="config"
+    )
+
+    drain = WorkerEntry("c1", status="draining", origin="config-removed")
+    assert not await workers.update(drain, origin="admin")
+    assert not await workers.update(drain, origin=None)
+    assert (await workers.get("c1")).status == "active"  # type: ignore[union-attr]
+    assert await workers.update(drain, origin="config")
+    got = await workers.get("c1")
+    assert got is not None and (got.url, got.status, got.origin) == (
+        "http://c1",
+        "draining",
+        "config-removed",
+    )
+
+    await workers.remove("c1")
+    assert not await workers.update(drain, origin="config-removed")
+    assert await workers.get("c1") is None  # not re-created without its URL
+    await workers.upsert(WorkerEntry("own", "http://own"))  # no origin: a worker's own
+    assert await workers.update(WorkerEntry("own", origin="config"), origin=None)
+    assert (await workers.get("own")).origin == "config"  # type: ignore[union-attr]
+
+
 async def test_worker_metrics_are_stamped_and_removed_with_the_worker(
     stores: StateStores,
 ) -> None:
