@@ -137,8 +137,14 @@ class AdminClient:
     def policy(self) -> dict[str, Any]:
         return dict(self._json("GET", "/admin/policy"))
 
-    def switch_policy(self, name: str, params: dict[str, Any], reason: str) -> dict[str, Any]:
-        body = {"name": name, "params": params, "reason": reason}
+    def switch_policy(
+        self, name: str, params: dict[str, Any], reason: str, *, expected: str | None = None
+    ) -> dict[str, Any]:
+        """Switch the policy; with `expected` (from `policy()["expected"]`) only over that
+        policy: one switched since is refused (409 `knob_changed`)."""
+        body: dict[str, Any] = {"name": name, "params": params, "reason": reason}
+        if expected is not None:
+            body["expected"] = expected
         return dict(self._json("PUT", "/admin/policy", body=body))
 
     def knobs(self) -> dict[str, Any]:

@@ -5,9 +5,10 @@ Every change needs a reason and goes in two steps: "Review" shows the diff (curr
 "Confirm" sends it; the API validates it (its per-field errors appear next to the fields) and
 audits it under the signed-in operator. A policy or weight change then shows when the
 scheduler leader has actually applied it (its live view; `auto`: once its meta-controller
-runs), polled every refresh period — or the error when that cannot be read. A knob change is
-refused if the knob changed since the page read it, then reviewed again (`knob_forms.py`);
-every field shows the value in force, also after a change made elsewhere."""
+runs), polled every refresh period — or the error when that cannot be read. A policy switch or
+a knob change is refused if the policy or knob changed since the page read it, then reviewed
+again over the value in force (`knob_forms.py`); every field shows the value in force, also
+after a change made elsewhere."""
 
 from __future__ import annotations
 
@@ -19,11 +20,13 @@ from console import session
 from console.admin_client import AdminApiError, AdminClient
 from console.applied import Note, policy_note, weight_note
 from console.controller_views import limits_line, llm_line, switch_rows, timeline_figure
-from console.form_specs import audit_frame, flat, node_keys, shown
+from console.form_specs import audit_frame, diff_rows, flat, node_keys, shown
 from console.forms import (
+    Pending,
     change_button,
     confirm_panel,
     errors_of,
+    keep,
     plugin_form,
     reason_field,
     review,
@@ -31,6 +34,7 @@ from console.forms import (
     synced,
 )
 from console.knob_forms import (
+    CHANGED,
     KnobState,
     fairness_section,
     plugin_section,
@@ -114,18 +118,38 @@ def policy_section(api: AdminClient, policy: dict[str, Any]) -> None:
     st.markdown("**Switch policy**")
     name, params, reason, submitted = plugin_form("policy", policy["policies"], active, "params.")
     if submitted:
-        new = {"name": name, "params": params}
-        review(
-            "policy",
+        _review_switch(api, policy, {"name": name, "params": params}, reason)
+    refused: Pending | None = st.session_state.pop("policy_conflict", None)
+    if refused is not None:  # switched by someone else since the review: review it again
+        _review_switch(api, policy, refused.new, refused.reason, CHANGED.format(what="policy"))
+    confirm_panel("policy")
+
+
+def _review_switch(
+    api: AdminClient,
+    policy: dict[str, Any],
+    new: dict[str, Any],
+    reason: str,
+    note: str | None = None,
+) -> None:
+    """Keep the switch to `new` for confirmation, sent only over the policy `policy` read
+    (`expected`; a 409 `knob_changed` puts it under `policy_conflict`)."""
+    active, expected = policy["active"], policy.get("expected")
+    name, params = new["name"], new["params"]
+    keep(
+        "policy",
+        Pending(
             f"switch the policy to {name}",
-            {"name": active["name"], "params": active.get("params") or {}},
-            new,
+            diff_rows({"name": active["name"], "params": active.get("params") or {}}, new),
             reason,
-            action=lambda: api.switch_policy(name, params, reason),
+            action=lambda: api.switch_policy(name, params, reason, expected=expected),
             success=f"Policy: {name}.",
             watch=new,
-        )
-    confirm_panel("policy")
+            new=new,
+            note=note,
+        ),
+        rerun=note is None,
+    )
 
 
 def _weight_note() -> None:

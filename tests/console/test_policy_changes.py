@@ -99,6 +99,31 @@ def test_a_knob_changed_since_the_review_is_refused_and_reviewed_again(
     assert any("Cap set" in s.value for s in at.success)
 
 
+def test_a_policy_switched_since_the_review_is_refused_and_reviewed_again(
+    admin_server: AdminServer, app_test: AppTest
+) -> None:
+    """Before, confirming a switch reviewed over one policy silently replaced a switch another
+    operator made after the review."""
+    _put(admin_server, "/admin/policy", {"name": "fcfs"})
+    at = signed_in(app_test, "app_pages/policy.py")
+    at.selectbox(key="policy_name").select("sjf").run()
+    at.text_input(key="policy_reason").input("short jobs first")
+    at.button(key="policy_submit").click().run()
+    _put(admin_server, "/admin/policy", {"name": "edf"})  # meanwhile
+
+    at.button(key="policy_confirm").click().run()
+    assert not at.exception, at.exception
+    assert _knob(admin_server, "policy")["name"] == "edf"  # the other switch stands
+    assert any("policy changed since you reviewed it" in w.value for w in at.warning), at.warning
+    diff = next(t.value for t in at.table if "field" in t.value)
+    assert {"field": "name", "current": "edf", "new": "sjf"} in diff.to_dict("records")
+
+    at.button(key="policy_confirm").click().run()
+    assert not at.exception, at.exception
+    assert _knob(admin_server, "policy")["name"] == "sjf"
+    assert any("Policy: sjf." in s.value for s in at.success)
+
+
 def test_the_forms_show_the_values_in_force(admin_server: AdminServer, app_test: AppTest) -> None:
     with admin_server.http() as http:
         http.post("/admin/tenants", json={"name": "heavy", "reason": "setup"})

@@ -17,7 +17,7 @@ from control_plane.api.admin.plugin_guard import PLUGIN_KNOBS, plugin_name, refu
 from control_plane.api.admin.recorded import recorded_then_live
 from control_plane.api.admin.schemas import KnobChange
 from control_plane.api.auth import Admin, Caller
-from control_plane.contracts.knobs import PluginChoice, decode_knob
+from control_plane.contracts.knobs import KnobValue, PluginChoice, decode_knob
 from control_plane.gateway.errors import ApiError
 from control_plane.policies.registry import UnknownPolicyError, policy_class
 from control_plane.state import KnobChanged
@@ -76,9 +76,11 @@ async def set_knob(
     return version, row
 
 
-async def active_policy(ctx: AdminContext) -> dict[str, Any]:
-    """`{"name", "params"}` of the policy in force: the knob, else the leader's, else settings."""
-    knob = await ctx.stores.knobs.get("policy")
+async def active_policy(ctx: AdminContext, knob: KnobValue | None = None) -> dict[str, Any]:
+    """`{"name", "params"}` of the policy in force: the knob (`knob`: as the caller read it),
+    else the leader's, else settings."""
+    if knob is None:
+        knob = await ctx.stores.knobs.get("policy")
     if isinstance(knob, PluginChoice):
         return {"name": knob.name, "params": dict(knob.params)}
     live = await ctx.stores.checkpoints.load_live()

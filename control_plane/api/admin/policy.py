@@ -12,7 +12,7 @@ from control_plane.admin.records import as_json
 from control_plane.admission.registry import ADMISSIONS
 from control_plane.api.admin.deps import Ctx, in_thread
 from control_plane.api.admin.knob_rules import validate_policy
-from control_plane.api.admin.knobs import active_policy, set_knob
+from control_plane.api.admin.knobs import KNOB_CHANGED, active_policy, set_knob
 from control_plane.api.admin.plugin_guard import refuse_imports
 from control_plane.api.admin.schemas import PolicyChange
 from control_plane.api.auth import Admin, Caller
@@ -64,12 +64,15 @@ def plugin_catalog(plugins: PluginRegistry[Any]) -> list[dict[str, Any]]:
 
 @router.get("/policy")
 async def get_policy(ctx: Ctx, _: Admin) -> dict[str, Any]:
-    """The policy in force (and what the leader reports running), plus the catalogues of
+    """The policy in force (and what the leader reports running), `expected` (the `policy`
+    knob's stored text, '' = unset, to send back with a switch), plus the catalogues of
     policies, admission and placement plug-ins with their params schemas."""
     live = await ctx.stores.checkpoints.load_live()
     knobs = await ctx.stores.knobs.get_all()
+    knob, expected = await ctx.stores.knobs.read("policy")  # one read: `expected` is its text
     return {
-        "active": await active_policy(ctx),
+        "active": await active_policy(ctx, knob),
+        "expected": expected,
         "running": live.to_json()["policy"] if live else None,
         "controller": live.controller if live else None,
         "admission": (live and live.admission) or _json(knobs.get("admission")),
@@ -80,16 +83,24 @@ async def get_policy(ctx: Ctx, _: Admin) -> dict[str, Any]:
     }
 
 
-@router.put("/policy")
+@router.put("/policy", responses=KNOB_CHANGED)
 async def switch_policy(ctx: Ctx, actor: Admin, who: Caller, body: PolicyChange) -> dict[str, Any]:
     """Validate `{name, params}` (422 with per-field errors), publish it as the `policy` knob
     (the leader switches with zero downtime) and audit it as `policy.switch`; a plug-in named
-    by its module path only for an admin (`plugin_guard.py`)."""
+    by its module path only for an admin (`plugin_guard.py`). With `expected` (from `GET
+    /admin/policy`), only over that policy (409 `knob_changed` otherwise)."""
     refuse_imports(who, body.name, "name")
     new = validate_policy(body.name, body.params)
     old = await active_policy(ctx)
     version, audit = await set_knob(
-        ctx, "policy", new, actor=actor, reason=body.reason, action="policy.switch", old=old
+        ctx,
+        "policy",
+        new,
+        actor=actor,
+        reason=body.reason,
+        action="policy.switch",
+        old=old,
+        expected=body.expected,
     )
     return {"active": new, "previous": old, "version": version, "audit": as_json(audit)}
 

@@ -114,6 +114,12 @@ class WorkerIn(Change):
 class PolicyChange(Change):
     name: Annotated[str, StringConstraints(min_length=1, max_length=200)]
     params: dict[str, Any] = Field(default_factory=dict)
+    expected: str | None = Field(
+        None,
+        description="The `policy` knob's stored JSON text as `GET /admin/policy` gave it under "
+        "`expected` ('' = unset): the switch is then refused with 409 `knob_changed` if the "
+        "policy changed since that read. Without it the switch goes over the current policy.",
+    )
 
 
 class KnobChange(Change):

@@ -185,11 +185,40 @@ async def test_a_change_decided_on_a_stale_read_is_refused(api: AdminApi) -> Non
     assert bad.status_code == 422 and bad.json()["error"]["param"] == "expected"
 
 
+async def test_a_switch_decided_on_a_stale_read_of_the_policy_is_refused(api: AdminApi) -> None:
+    """`expected` from `GET /admin/policy` makes a switch a compare-and-set, as for any knob:
+    another operator's switch since that read wins with a 409 and no audit row."""
+    seen = (await api.client.get("/admin/policy")).json()
+    assert seen["expected"] == ""  # no policy knob yet: '' is what to send
+    first = {"name": "fcfs", "reason": "first", "expected": ""}
+    assert (await api.client.put("/admin/policy", json=first)).status_code == 200
+    seen = (await api.client.get("/admin/policy")).json()
+    assert seen["active"]["name"] == "fcfs"
+    assert seen["expected"] == (await api.stores.knobs.read("policy"))[1] != ""
+
+    other = {"name": "edf", "reason": "someone else"}
+    assert (await api.client.put("/admin/policy", json=other)).status_code == 200
+    mine = {"name": "sjf", "reason": "mine", "expected": seen["expected"]}
+    stale = await api.client.put("/admin/policy", json=mine)
+    assert stale.status_code == 409, stale.text
+    assert stale.json()["error"]["code"] == "knob_changed"
+    assert (await api.client.get("/admin/policy")).json()["active"]["name"] == "edf"
+    history = (await api.client.get("/admin/policy/history")).json()["data"]
+    assert [h["reason"] for h in history] == ["someone else", "first"]
+
+    fresh = (await api.client.get("/admin/policy")).json()["expected"]
+    retried = await api.client.put("/admin/policy", json={**mine, "expected": fresh})
+    assert retried.status_code == 200 and retried.json()["active"]["name"] == "sjf"
+
+
 def test_the_openapi_document_names_the_knob_conflict() -> None:
     spec = create_app(Settings(admin_token="t")).openapi()
     put = spec["paths"]["/admin/knobs/{name}"]["put"]
     assert "knob_changed" in put["responses"]["409"]["description"]
     ref = put["responses"]["409"]["content"]["application/json"]["schema"]["$ref"]
     assert ref.endswith("/AdminError")
-    body = spec["components"]["schemas"]["KnobChange"]["properties"]
-    assert "expected" in body and "knob_changed" in body["expected"]["description"]
+    for path, schema in (("/admin/knobs/{name}", "KnobChange"), ("/admin/policy", "PolicyChange")):
+        put = spec["paths"][path]["put"]
+        assert "knob_changed" in put["responses"]["409"]["description"], path
+        body = spec["components"]["schemas"][schema]["properties"]
+        assert "expected" in body and "knob_changed" in body["expected"]["description"]
