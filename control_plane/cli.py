@@ -253,6 +253,9 @@ def up(
     redis_fsync: Annotated[
         str, Opt(help="Redis AOF fsync: everysec, or always (an fsync before every reply).")
     ] = "everysec",
+    log_max_mb: Annotated[
+        int, Opt(min=0, help="Rotate each child's log past this size, keeping 3 (0: never).")
+    ] = 64,
 ) -> None:
     """Run everything on this machine until Ctrl-C; any part that exits is restarted."""
     import os
@@ -262,6 +265,7 @@ def up(
     from control_plane.up.checks import option_problems
     from control_plane.up.deploy import Deployment, UpOptions
     from control_plane.up.errors import UpError
+    from control_plane.up.log_rotation import MIB, LogLimit
     from control_plane.up.supervisor import STOP_SIGNALS, catch_stop_signals
 
     out = Console()
@@ -284,6 +288,7 @@ def up(
         schedulers=schedulers,
         gateways=gateways,
         redis_fsync=redis_fsync,
+        logs=LogLimit(log_max_mb * MIB) if log_max_mb else None,
     )
     if fast_path is not None:  # every child inherits it (docs/architecture.md §2, "The fast lane")
         os.environ["ARBITER_FAST_PATH"] = "1" if fast_path else "0"

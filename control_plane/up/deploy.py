@@ -31,6 +31,7 @@ from control_plane.up.children import Child, NotHealthy
 from control_plane.up.errors import UpError
 from control_plane.up.gateways import GatewayGroup, PortTaken, port_in_use
 from control_plane.up.leftovers import StateLock, record_children, take_state_dir
+from control_plane.up.log_rotation import LogLimit
 from control_plane.up.redis_child import redis_child, redis_url, wait_redis
 from control_plane.up.seed import (
     ensure_demo_tenants,
@@ -77,6 +78,8 @@ class UpOptions:
     """The private Redis's `appendfsync`: `everysec` (as compose and Kubernetes run it) or
     `always` (an fsync before every reply: ~1 ms on each Redis hop of a request)."""
     backoff: Backoff = field(default_factory=Backoff)
+    logs: LogLimit | None = field(default_factory=LogLimit)
+    """Each child's log under `<state-dir>/logs` is rotated past this size (None: never)."""
 
 
 def _free_port() -> int:
@@ -97,7 +100,9 @@ class Deployment:
 
     def __init__(self, opts: UpOptions, say: Callable[[str], None] = print) -> None:
         self.opts = opts
-        self.supervisor = Supervisor(opts.backoff, say=say, on_change=self._write_status)
+        self.supervisor = Supervisor(
+            opts.backoff, say=say, on_change=self._write_status, logs=opts.logs
+        )
         self.redis_url = ""
         self._say = say
         self._lock: StateLock | None = None

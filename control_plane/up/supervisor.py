@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from control_plane.up.children import Child
+from control_plane.up.log_rotation import LogLimit, rotate_if_over
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
 """Signals on which a supervising process stops its children as on Ctrl-C: SIGTERM (`kill`,
@@ -97,7 +98,8 @@ class Supervisor:
     Guarantees: no child is started once `stop()` has begun (restarts and shutdown take the same
     lock, and the monitor thread is joined before any child is stopped); a child waiting out its
     backoff when `stop()` is called is simply not restarted; a child that cannot be stopped is
-    reported and does not keep the others running.
+    reported and does not keep the others running. With `logs`, each child's log file is kept
+    under that limit (checked every `logs_every_s`).
     """
 
     def __init__(
@@ -107,11 +109,15 @@ class Supervisor:
         say: Callable[[str], None] = print,
         on_change: Callable[[dict[str, dict[str, Any]]], None] | None = None,
         poll_s: float = 0.1,
+        logs: LogLimit | None = None,
+        logs_every_s: float = 5.0,
     ) -> None:
         self.backoff = backoff or Backoff()
         self._say = say
         self._on_change = on_change
         self._poll_s = poll_s
+        self._logs = logs
+        self._logs_every_s = logs_every_s
         self._watched: list[Watched] = []
         self._lock = threading.Lock()
         self._stopping = threading.Event()
@@ -157,8 +163,24 @@ class Supervisor:
         return {w.child.name: w.status() for w in self._watched}
 
     def _run(self) -> None:
+        logs_due = time.monotonic()
         while not self._stopping.wait(self._poll_s):
-            self.tick(time.monotonic())
+            now = time.monotonic()
+            self.tick(now)
+            if self._logs is not None and now >= logs_due:
+                self.rotate_logs(self._logs)
+                logs_due = now + self._logs_every_s
+
+    def rotate_logs(self, limit: LogLimit) -> None:
+        """Rotate each child's log that is over `limit` (`up/log_rotation.py`); a failure
+        (a full disk) is reported and supervision goes on."""
+        for child in self.children:
+            if child.log_path is None:
+                continue
+            try:
+                rotate_if_over(child.log_path, limit)
+            except OSError as exc:
+                self._say(f"could not rotate {child.log_path}: {exc}")
 
     def tick(self, now: float) -> None:
         """One pass: note exits, restart children whose backoff is over."""
