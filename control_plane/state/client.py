@@ -8,6 +8,7 @@ from typing import Any, TypeVar, cast
 
 from redis.asyncio import BlockingConnectionPool, Redis
 from redis.asyncio.retry import Retry
+from redis.asyncio.sentinel import MasterNotFoundError
 from redis.backoff import ExponentialWithJitterBackoff
 from redis.exceptions import AuthenticationError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
@@ -128,6 +129,8 @@ class _StallAwareRetry(Retry):
 
 
 def _worth_retrying(error: Exception) -> bool:
+    if isinstance(error, MasterNotFoundError):
+        return False  # a whole Sentinel discovery failed: it already asked every Sentinel
     # redis-py names the phase in the message: "Timeout connecting …" vs "… reading/writing …"
     return not isinstance(error, RedisTimeoutError) or "connecting" in str(error)
 

@@ -44,8 +44,9 @@ def sentinel_client(
     `sentinel_timeout_s` to connect and again to answer; a dead or silent Sentinel costs one
     such try and discovery asks the next one. So one discovery takes at most the number of
     Sentinels times those bounds, with no overall cap on top (any shorter cap would skip the
-    healthy Sentinels behind a silent one). Retrying the whole discovery is the data
-    connection's retry (`connect`'s `retries`).
+    healthy Sentinels behind a silent one). A discovery that found no primary is not retried
+    (`connect`'s `retries` are for the data connection's blips): before, they re-ran it, up to
+    three times those bounds.
     """
     node = _node_kwargs(url)
     sentinel_kwargs: dict[str, Any] = {

@@ -120,3 +120,18 @@ async def test_a_dead_first_sentinel_is_tried_once_then_the_next_names_the_prima
     finally:
         await client.aclose()
     assert dead[0].accepted == 1
+
+
+async def test_a_failed_discovery_is_not_run_again_by_the_connection_s_retries(
+    dead: list[DeadSentinel], redis_url: str
+) -> None:
+    """With the default `retries` (2) too: before, each retry re-ran the whole discovery, so
+    the worst case was three times the number of Sentinels times their timeouts."""
+    target = SentinelTarget((await dead[0].start(), await dead[1].start()), SERVICE)
+    client = connect(redis_url, sentinel=target)
+    try:
+        with pytest.raises(StateUnavailable, match=r"No master found"):
+            await ping(client)
+    finally:
+        await client.aclose()
+    assert [fake.accepted for fake in dead] == [1, 1]
