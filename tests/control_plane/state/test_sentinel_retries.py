@@ -53,14 +53,18 @@ async def dead() -> AsyncIterator[list[DeadSentinel]]:
 async def test_each_dead_sentinel_is_asked_once_per_discovery(
     dead: list[DeadSentinel], redis_url: str
 ) -> None:
+    await _fail_discovery(dead, redis_url, retries=0)  # one data connect: one discovery
+    assert [fake.accepted for fake in dead] == [1, 1]
+
+
+async def _fail_discovery(dead: list[DeadSentinel], redis_url: str, **options: int) -> None:
     target = SentinelTarget((await dead[0].start(), await dead[1].start()), SERVICE)
-    client = connect(redis_url, sentinel=target, retries=0)  # one data connect: one discovery
+    client = connect(redis_url, sentinel=target, **options)
     try:
         with pytest.raises(StateUnavailable, match=r"No master found"):
             await ping(client)
     finally:
         await client.aclose()
-    assert [fake.accepted for fake in dead] == [1, 1]
 
 
 @pytest.fixture
@@ -127,11 +131,5 @@ async def test_a_failed_discovery_is_not_run_again_by_the_connection_s_retries(
 ) -> None:
     """With the default `retries` (2) too: before, each retry re-ran the whole discovery, so
     the worst case was three times the number of Sentinels times their timeouts."""
-    target = SentinelTarget((await dead[0].start(), await dead[1].start()), SERVICE)
-    client = connect(redis_url, sentinel=target)
-    try:
-        with pytest.raises(StateUnavailable, match=r"No master found"):
-            await ping(client)
-    finally:
-        await client.aclose()
+    await _fail_discovery(dead, redis_url)
     assert [fake.accepted for fake in dead] == [1, 1]
