@@ -354,6 +354,9 @@ def _register() -> None:
 
 
 def main() -> None:
-    """Console-script entry point."""
+    """Console-script entry point; a child of `arbiter up` ends with it (`up/tether.py`)."""
+    from control_plane.up.tether import watch_up_lock
+
+    watch_up_lock()
     _register()
     app()

@@ -6,12 +6,15 @@ import contextlib
 import os
 import signal
 import subprocess
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
 import httpx
+
+from control_plane.up.tether import LOCK_ENV, tethered
 
 # Secrets that a child inherits only when its own `env` names them (see `Child.environment`).
 SECRET_ENV = ("ARBITER_ADMIN_TOKEN",)
@@ -40,6 +43,14 @@ class Child:
     grace_s: float | None = None
     """At least this long between SIGTERM and SIGKILL when it is stopped (a vLLM worker's
     wrapper needs its own stop timeout to stop vLLM, which runs in a group of its own)."""
+
+    def tie_to(self, lock: Path) -> None:
+        """End when the `arbiter up` holding `lock` ends (`up/tether.py`): the lock's path in
+        the environment and, for a command that is not an `arbiter` process, the tether as
+        its parent."""
+        self.env[LOCK_ENV] = str(lock)
+        if self.argv[:3] != [sys.executable, "-m", "control_plane"]:
+            self.argv = tethered(self.argv)
 
     def start(self) -> None:
         if self.log_path is None:

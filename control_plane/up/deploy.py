@@ -30,7 +30,7 @@ from control_plane.state import StateStores
 from control_plane.up.children import Child, NotHealthy
 from control_plane.up.errors import UpError
 from control_plane.up.gateways import GatewayGroup, PortTaken, port_in_use
-from control_plane.up.leftovers import StateLock, record_children, take_state_dir
+from control_plane.up.leftovers import LOCK_FILE, StateLock, record_children, take_state_dir
 from control_plane.up.log_rotation import LogLimit
 from control_plane.up.redis_child import redis_child, redis_url, wait_redis
 from control_plane.up.seed import (
@@ -128,6 +128,8 @@ class Deployment:
         }
 
     def _spawn(self, child: Child, timeout_s: float) -> Child:
+        if self._lock is not None:  # it ends with this `up` (`up/tether.py`)
+            child.tie_to(self.opts.state_dir / LOCK_FILE)
         self.supervisor.add(child)
         child.start()
         self._record_children()

@@ -111,6 +111,16 @@ def wait_redis(url: str, child: Child) -> None:
         if time.monotonic() > deadline or not child.alive():
             raise UpError(f"redis-server did not start:\n{child.tail()}")
         time.sleep(0.1)
-    if child.proc is None or pid != child.proc.pid:
+    if not _ours(pid, child):
         where = url.rsplit("@", 1)[-1]  # the password stays out of the message
         raise UpError(f"{where} is answered by another Redis (pid {pid}); run `arbiter up` again")
+
+
+def _ours(pid: int | str, child: Child) -> bool:
+    """`pid` is the child or runs in its process group (redis-server under its tether)."""
+    if child.proc is None or not isinstance(pid, int):
+        return False
+    try:
+        return pid == child.proc.pid or os.getpgid(pid) == child.proc.pid
+    except (ProcessLookupError, PermissionError):
+        return False

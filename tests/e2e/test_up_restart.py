@@ -1,11 +1,12 @@
 """`arbiter up` again over the same state directory, with real deployments.
 
 While one `up` lives, a second is refused in one line naming it (never a second redis-server
-over the same AOF). When the first is killed outright (kill -9: its children live on, each in
-a session of its own), the next `up` of that directory stops what it left — Redis, workers,
-schedulers, recorder, gateway — and serves on the same port; the worker it no longer starts is
-forgotten (its stale entry could name a port another worker has since). Its Redis requires the
-generated password. A hang-up (the terminal closed) stops it like Ctrl-C: every child, exit code 0.
+over the same AOF). When the first is killed outright (kill -9), its children stop themselves
+(each sees the state directory's lock freed: `up/tether.py`), but for one that cannot (here:
+stopped), which the next `up` of that directory stops; it then serves on the same port; the
+worker it no longer starts is forgotten (its stale entry could name a port another worker has
+since). Its Redis requires the generated password. A hang-up (the terminal closed) stops it like
+Ctrl-C: every child, exit code 0.
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import time
+from collections.abc import Iterable
 from pathlib import Path
 
 import httpx
@@ -32,6 +35,14 @@ def _gone(pid: int) -> bool:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(") ", 1)[1].startswith("Z")
     except OSError:
         return True
+
+
+def _wait_all_gone(pids: Iterable[int], timeout_s: float) -> None:
+    pending = set(pids)
+    deadline = time.monotonic() + timeout_s
+    while pending := {pid for pid in pending if not _gone(pid)}:
+        assert time.monotonic() < deadline, f"still running: {sorted(pending)}"
+        time.sleep(0.1)
 
 
 def _served(up: UpProcess) -> None:
@@ -66,13 +77,16 @@ def test_one_up_per_state_directory_and_the_next_cleans_up_after_a_dead_one(
 
         left = {name: c["pid"] for name, c in first.children().items()}
         seen.extend(left.values())
+        stuck = left.pop("worker-1")
+        os.killpg(stuck, signal.SIGSTOP)  # a child that cannot stop itself (hung, stopped)
         first.proc.send_signal(signal.SIGKILL)
         first.proc.wait(10)
-        assert not any(_gone(pid) for pid in left.values()), "children die with their up"
+        _wait_all_gone(left.values(), 60)  # the others end with their up
+        assert not _gone(stuck)
         third.start()
-        assert all(_gone(pid) for pid in left.values()), third.output()
+        assert _gone(stuck), third.output()  # the next up stops what is left
         said = " ".join(third.output().split())
-        assert "left redis (pid" in said
+        assert f"left worker-1 (pid {stuck})" in said
         assert "forgot workers of an earlier run, not started now: sim-1" in said
         _served(third)
         token = {"Authorization": f"Bearer {third.info()['admin_token']}"}
