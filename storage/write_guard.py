@@ -12,7 +12,7 @@ from sqlalchemy import exc as sa_exc
 
 from storage.db import Database
 from storage.errors import RowsRejected, StorageUnavailable
-from storage.records import RequestRecord
+from storage.records import AuditRecord, RequestRecord
 
 _OUTAGE: tuple[type[BaseException], ...] = (
     sa_exc.OperationalError,  # connection lost or refused, database locked, disk full
@@ -112,15 +112,15 @@ class AuditDraft:
 
 def write_audit(db: Database, drafts: Sequence[AuditDraft]) -> int:
     """Append `drafts` in one transaction, skipping any already there (same actor, action,
-    time and new value: a replayed event, also by two writers at once: the look and the
-    append run under `AuditRepo.exclusive`); → how many were new. Raises as
+    target, time and new value: a replayed event, also by two writers at once: the look and
+    the append run under `AuditRepo.exclusive`); → how many were new. Raises as
     `write_requests`."""
     written = 0
     with classified(), db.repos() as repos:
         repos.audit.exclusive()
         for d in drafts:
             seen = repos.audit.list(action=d.action, since=d.at, limit=100)
-            if any(e.at == d.at and e.actor == d.actor and e.new == d.new for e in seen):
+            if any(_same(e, d) for e in seen):
                 continue
             written += 1
             repos.audit.append(
@@ -133,3 +133,12 @@ def write_audit(db: Database, drafts: Sequence[AuditDraft]) -> int:
                 at=d.at,
             )
     return written
+
+
+def _same(entry: AuditRecord, draft: AuditDraft) -> bool:
+    return (entry.at, entry.actor, entry.target, entry.new) == (
+        draft.at,
+        draft.actor,
+        draft.target,
+        draft.new,
+    )

@@ -313,6 +313,9 @@ def _policy_switched(f: Fields) -> PolicySwitched:
 
 
 def _audited(f: Fields) -> Audited:
+    reason: str = f.text("reason", "")
+    if not reason.strip():
+        raise EventError("reason: an audited change needs one (the audit log refuses it)")
     return Audited(
         id=f.text("id", required=True),
         t=f.number("t", required=True),
@@ -321,7 +324,7 @@ def _audited(f: Fields) -> Audited:
         target=f.text("target", ""),
         old=_json_text(f, "old"),
         new=_json_text(f, "new"),
-        reason=f.text("reason", ""),
+        reason=reason,
     )
 
 

@@ -183,28 +183,31 @@ class Recorder:
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, MAX_BACKOFF_S)
 
-    async def _write_audit(self, switches: list[tuple[str, PolicySwitched | Audited]]) -> None:
+    async def _write_audit(self, changes: list[tuple[str, PolicySwitched | Audited]]) -> None:
         """Audit rows for the controller's switches and the leader's other changes: retried
-        through an outage, dead-lettered when the database refuses them while it takes other
-        writes (`probe_writes`)."""
-        if not switches:
-            return
-        drafts = [audit_draft(e) for _, e in switches]
+        through an outage, and a row the database refuses while it takes others (found by
+        writing each alone, `probe_writes`) is dead-lettered on its own."""
         backoff = 0.5
-        while True:
+        while changes:
             try:
-                try:
-                    await asyncio.to_thread(write_audit, self.db, drafts)
-                    return
-                except RowsRejected as exc:  # the rows, or a database that refuses all?
-                    await asyncio.to_thread(probe_writes, self.db)
-                    for entry_id, event in switches:
-                        await self._dead_letter("write", entry_id, encode(event), str(exc))
-                    return
-            except StorageUnavailable as exc:
+                await self._audit_isolating(changes)
+                return
+            except StorageUnavailable as exc:  # replayed: rows written already are skipped
                 log.warning("recorder: audit write failed (%s); retrying in %.1fs", exc, backoff)
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, MAX_BACKOFF_S)
+
+    async def _audit_isolating(self, changes: list[tuple[str, PolicySwitched | Audited]]) -> None:
+        try:
+            await asyncio.to_thread(write_audit, self.db, [audit_draft(e) for _, e in changes])
+        except RowsRejected as exc:  # the rows, or a database that refuses all?
+            await asyncio.to_thread(probe_writes, self.db)
+            if len(changes) > 1:
+                for change in changes:
+                    await self._audit_isolating([change])
+                return
+            entry_id, event = changes[0]
+            await self._dead_letter("write", entry_id, encode(event), str(exc))
 
     async def _write(self, rows: list[RequestRecord]) -> int:
         return await asyncio.to_thread(write_requests, self.db, rows)

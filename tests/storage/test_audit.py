@@ -60,6 +60,25 @@ def test_written_switches_are_not_written_twice(db: Database) -> None:
     assert sorted(e.at for e in rows) == [1795521660.719571, 1795521690.25]
 
 
+def test_the_same_change_to_two_targets_at_once_is_two_rows(db: Database) -> None:
+    """Regression: a leader draining two workers at one takeover (same actor, action, time and
+    new value) got one audit row: the replay check did not compare targets."""
+    from storage.write_guard import AuditDraft, write_audit
+
+    drafts = [
+        AuditDraft("scheduler:s", "worker.drain", f"worker:{w}", {"status": "active"},
+                   {"status": "draining"}, "ARBITER_WORKERS at takeover", 1795521660.5)
+        for w in ("w1:8000", "w2:8000")
+    ]  # fmt: skip
+    assert write_audit(db, drafts) == 2
+    assert write_audit(db, drafts) == 0
+    with db.reader() as r:
+        assert sorted(e.target for e in r.audit.list(action="worker.drain")) == [
+            "worker:w1:8000",
+            "worker:w2:8000",
+        ]
+
+
 def test_two_writers_of_one_switch_write_it_once(
     db: Database, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -257,3 +257,45 @@ async def _pending_zero(stores: StateStores) -> bool:
 @pytest.fixture
 async def redis(stores: StateStores) -> Redis:
     return stores.redis
+
+
+def audited(target: str, action: str = "worker.drain") -> dict[str, Any]:
+    return {
+        "type": "audited",
+        "id": f"{action}-{target}",
+        "t": NOW,
+        "actor": "scheduler:s",
+        "action": action,
+        "target": target,
+        "old": '{"status": "active"}',
+        "new": '{"status": "draining"}',
+        "reason": "ARBITER_WORKERS at takeover",
+    }
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("db_url", ["postgres"], indirect=True)
+async def test_an_audit_row_the_database_refuses_is_set_aside_alone(
+    stores: StateStores, db_url: str
+) -> None:
+    """PostgreSQL refuses an action longer than its column: that event alone is
+    dead-lettered, the audit rows beside it in the batch are written (before: all of them
+    were dead-lettered with it)."""
+    db = Database(db_url)
+    await asyncio.to_thread(db.migrate)
+    ids = await publish(
+        stores, [audited("worker:a"), audited("worker:b", "x" * 100), audited("worker:c")]
+    )
+
+    async def set_aside() -> bool:
+        return bool(await stores.dead_letters.list()) and await _pending_zero(stores)
+
+    async with recording(stores, db):
+        await eventually(set_aside)  # pending is 0 before the first read, too
+    assert [x.entry_id for x in await stores.dead_letters.list()] == [ids[1]]
+    with db.reader() as r:
+        assert sorted(e.target for e in r.audit.list(action="worker.drain")) == [
+            "worker:a",
+            "worker:c",
+        ]
+    db.dispose()

@@ -111,8 +111,11 @@ def test_a_change_the_leader_made_becomes_its_audit_entry() -> None:
     assert draft.reason == "ARBITER_WORKERS at takeover"
 
 
-def test_an_audited_event_with_a_value_that_is_not_json_is_refused_at_decoding() -> None:
+def test_an_audited_event_the_audit_log_would_refuse_is_refused_at_decoding() -> None:
     """Refused where every bad event is (dead-lettered by the events stream's screen), not
     when the recorder builds the audit batch (where it would stop the whole batch)."""
+    event = {"type": "audited", "id": "x", "t": 1.0, "actor": "a", "action": "b", "reason": "r"}
     with pytest.raises(EventError, match="new: not a JSON text"):
-        decode({"type": "audited", "id": "x", "t": 1.0, "actor": "a", "action": "b", "new": "{"})
+        decode({**event, "new": "{"})
+    with pytest.raises(EventError, match="reason: an audited change needs one"):
+        decode({**event, "reason": " "})
