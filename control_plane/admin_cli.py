@@ -100,7 +100,7 @@ def _actor() -> str:
 @contextmanager
 def _database(url: str | None) -> Iterator[Database]:
     try:
-        db = Database(url or load_settings().database_url)
+        db = Database(load_settings(database_url=url).database_url)  # names --database-url
     except SettingsError as exc:
         for line in exc.lines:
             console.print(f"[red]error:[/red] {line}", soft_wrap=True)

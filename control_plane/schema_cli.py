@@ -4,8 +4,9 @@ The recorder, `arbiter up` and `arbiter admin` migrate on start; gateways never 
 gateway must not serve before its schema is there. Deployments run this command first (an init
 container on Kubernetes, a one-shot service on Compose) and start the new version only after
 it succeeded. `--check` changes nothing and says, by its exit status, whether a migration is
-due; `--to` moves to an older revision, which is how a roll-back to an older build starts
-(run by the newer build, which ships the downgrade).
+due (`DUE`; 1 stays an error: an unreachable database, a newer build's schema); `--to` moves
+to an older revision, which is how a roll-back to an older build starts (run by the newer
+build, which ships the downgrade).
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ from storage.errors import StorageError
 from storage.migrate import UnknownRevision, migrate, schema_status, shown_url
 
 Opt = typer.Option
+DUE = 3
+"""`--check`'s exit status when a migration to this build's head is due."""
 
 
 def migrate_command(
@@ -28,12 +31,12 @@ def migrate_command(
         str, Opt(help="Target revision: head (this build's latest), an older one, or base.")
     ] = "head",
     check: Annotated[
-        bool, Opt(help="Change nothing; exit 1 when a migration to this build's head is due.")
+        bool, Opt(help="Change nothing; exit 3 when a migration to this build's head is due.")
     ] = False,
 ) -> None:
     """Migrate the SQL schema to this build (before starting a new version's gateways)."""
-    with user_errors(errors=(SettingsError,)):
-        url = database_url or load_settings().database_url
+    with user_errors(errors=(SettingsError,)):  # names --database-url or the variable
+        url = load_settings(database_url=database_url).database_url
     shown = shown_url(url)
     try:
         if check:
@@ -61,7 +64,7 @@ def _check(url: str, shown: str) -> None:
         f"{shown}: at {_name(status.current)}, this build's latest is {status.head}; "
         f"{len(status.pending)} to apply: {', '.join(status.pending)}"
     )
-    raise typer.Exit(1)
+    raise typer.Exit(DUE)
 
 
 def _name(revision: str | None) -> str:

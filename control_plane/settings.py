@@ -9,6 +9,7 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from control_plane.contracts.workers import CONFIG, WorkerEntry
+from storage.engine import url_problem
 
 _Rate = Annotated[float, Field(ge=0)]
 _Burst = Annotated[int, Field(ge=1)]
@@ -190,6 +191,8 @@ class Settings(BaseSettings):
             raise ValueError(
                 f"expected sqlite:///path.db or postgresql+psycopg://user@host/db, got {url!r}"
             )
+        if (problem := url_problem(url)) is not None:  # the URL may hold a password: not shown
+            raise ValueError(f"not a database URL SQLAlchemy can read: {problem}")
         return url
 
     @field_validator("workers")

@@ -13,6 +13,7 @@ Usage::
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -21,7 +22,7 @@ from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
 from storage.engine import create_engine_for, normalize_url, session_factory
-from storage.migrate import migrate
+from storage.migrate import SchemaAhead, migrate
 from storage.repos import (
     AuditRepo,
     KeyRepo,
@@ -32,6 +33,8 @@ from storage.repos import (
     TenantRepo,
     WorkerRepo,
 )
+
+log = logging.getLogger(__name__)
 
 __all__ = ["Database", "Repos", "create_engine_for", "migrate", "session_factory"]
 
@@ -82,8 +85,15 @@ class Database:
         return self.engine.dialect.name
 
     def migrate(self) -> None:
-        """Bring the schema to the latest revision (safe to call from every process)."""
-        migrate(self.url)
+        """Bring the schema to this build's latest revision (safe to call from every process).
+
+        A schema a newer build migrated is left as it is, with a warning: migrations keep the
+        release before them working (docs/operations.md, "Schema migrations"), so a process
+        of that release — an old recorder restarting during a rollout — runs on it."""
+        try:
+            migrate(self.url)
+        except SchemaAhead as exc:
+            log.warning("running on a newer schema: %s", exc)
 
     @contextmanager
     def repos(self) -> Iterator[Repos]:

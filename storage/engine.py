@@ -23,6 +23,7 @@ from typing import Any
 
 from sqlalchemy import Connection, Engine, create_engine, event
 from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError
 from sqlalchemy.orm import Session, sessionmaker
 
 from storage import json_codec
@@ -40,6 +41,16 @@ def normalize_url(url: str) -> str:
         if url.startswith(prefix):
             return "postgresql+psycopg://" + url[len(prefix) :]
     return url
+
+
+def url_problem(url: str) -> str | None:
+    """Why SQLAlchemy cannot use `url` (None when it can): checked where settings are read,
+    so a malformed URL is one line naming the setting, not a traceback at first use."""
+    try:
+        make_url(normalize_url(url))
+    except (ArgumentError, ValueError) as exc:
+        return str(exc)
+    return None
 
 
 def create_engine_for(url: str, *, echo: bool = False) -> Engine:

@@ -126,11 +126,10 @@ def _target(order: list[str], revision: str) -> str | None:
     if revision == "base":
         return None
     matches = [r for r in order if r.startswith(revision)]
-    if len(matches) != 1:
-        raise UnknownRevision(
-            f"revision {revision!r} is not one of this build's: {', '.join(order)}, or base"
-        )
-    return matches[0]
+    if len(matches) == 1:
+        return matches[0]
+    what = "names several of" if matches else "is not one of"
+    raise UnknownRevision(f"revision {revision!r} {what} this build's: {', '.join(order)}, or base")
 
 
 def _known(order: list[str], current: str | None) -> str | None:

@@ -123,9 +123,15 @@ class Child:
             pass
 
     def tail(self, lines: int = 20) -> str:
+        """The last `lines` of its log (of the rotated one too, when the log was just
+        truncated: `up/log_rotation.py`)."""
         if self.log_path is None:
             return "(its output went to this process's output)"
+        rotated = self.log_path.with_name(self.log_path.name + ".1")
         try:
-            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+            text = self.log_path.read_text(errors="replace").splitlines()
+            if len(text) < lines and rotated.exists():
+                text = rotated.read_text(errors="replace").splitlines() + text
+            return "\n".join(text[-lines:])
         except OSError:
             return "(no log)"

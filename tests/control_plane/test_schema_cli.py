@@ -9,12 +9,12 @@ import sys
 from pathlib import Path
 
 import pytest
-from sqlalchemy import text
 from typer.testing import CliRunner
 
 from control_plane import cli
-from storage.engine import create_engine_for
+from control_plane.schema_cli import DUE
 from storage.migrate import current_revision, history
+from tests.support.schema import migrated_by_a_newer_build
 
 HEAD = history()[-1]
 
@@ -33,7 +33,7 @@ def _migrate(runner: CliRunner, url: str, *args: str) -> tuple[int, str]:
 def test_check_migrate_and_downgrade(runner: CliRunner, db_url: str) -> None:
     order = history()
     code, out = _migrate(runner, db_url, "--check")
-    assert code == 1 and f"{len(order)} to apply: {', '.join(order)}" in out, out
+    assert code == DUE and f"{len(order)} to apply: {', '.join(order)}" in out, out
     assert current_revision(db_url) is None  # --check changed nothing
     assert _migrate(runner, db_url)[1].endswith(f"migrated from base (empty) to {HEAD}")
     assert _migrate(runner, db_url)[1].endswith(f"already at {HEAD}; nothing to do")
@@ -42,18 +42,14 @@ def test_check_migrate_and_downgrade(runner: CliRunner, db_url: str) -> None:
     code, out = _migrate(runner, db_url, "--to", order[-2])
     assert code == 0 and out.endswith(f"migrated from {HEAD} to {order[-2]}"), out
     code, out = _migrate(runner, db_url, "--check")
-    assert code == 1 and out.endswith(f"1 to apply: {HEAD}"), out
+    assert code == DUE and out.endswith(f"1 to apply: {HEAD}"), out
 
 
 def test_a_newer_build_s_schema_is_one_line_and_untouched(
     runner: CliRunner, tmp_path: Path
 ) -> None:
     url = f"sqlite:///{tmp_path / 'a.db'}"
-    assert _migrate(runner, url)[0] == 0
-    engine = create_engine_for(url)
-    with engine.begin() as conn:
-        conn.execute(text("UPDATE alembic_version SET version_num = '0999'"))
-    engine.dispose()
+    migrated_by_a_newer_build(url, "0999")
     for args in ((), ("--check",)):
         code, out = _migrate(runner, url, *args)
         assert code == 1, out
@@ -65,7 +61,28 @@ def test_an_unknown_revision_names_the_flag(runner: CliRunner, tmp_path: Path) -
     code, out = _migrate(runner, f"sqlite:///{tmp_path / 'a.db'}", "--to", "nosuch")
     assert code == 2
     assert out.startswith("error: --to: revision 'nosuch' is not one of this build's")
+    code, out = _migrate(runner, f"sqlite:///{tmp_path / 'a.db'}", "--to", "000")
+    assert code == 2 and out.startswith("error: --to: revision '000' names several of")
     assert not (tmp_path / "a.db").exists()
+
+
+@pytest.mark.parametrize(
+    ("url", "says"),
+    [
+        ("bogus", "expected sqlite:///path.db"),
+        ("postgresql+psycopg://a:s3cret@db:notaport/x", "not a database URL SQLAlchemy can read"),
+    ],
+)
+def test_a_malformed_url_is_one_line_naming_the_flag(
+    runner: CliRunner, url: str, says: str
+) -> None:
+    """Regression: a URL SQLAlchemy cannot parse was a traceback (here and in `arbiter admin`)."""
+    for args in (["migrate"], ["admin", "tenants", "list"]):
+        result = runner.invoke(cli.app, [*args, "--database-url", url], terminal_width=300)
+        out = result.output.strip()
+        assert result.exit_code == 2, out
+        assert out.startswith(f"error: --database-url: {says}") and "\n" not in out, out
+        assert "s3cret" not in out
 
 
 def test_an_unreachable_database_is_one_line_without_its_password(tmp_path: Path) -> None:

@@ -19,6 +19,7 @@ from alembic.script import ScriptDirectory
 from sqlalchemy import inspect, text
 from sqlalchemy.exc import IntegrityError
 
+from storage.db import Database
 from storage.engine import create_engine_for
 from storage.errors import StorageUnavailable
 from storage.migrate import (
@@ -33,6 +34,7 @@ from storage.migrate import (
     schema_status,
 )
 from storage.models import Base
+from tests.support.schema import migrated_by_a_newer_build
 
 REPO = Path(__file__).resolve().parents[2]
 HEAD = ScriptDirectory.from_config(alembic_config()).get_current_head()
@@ -223,17 +225,31 @@ def test_migrate_to_an_older_revision_downgrades_and_the_status_follows(db_url: 
 
 
 def test_a_database_a_newer_build_migrated_is_refused_and_left_as_it_is(db_url: str) -> None:
-    migrate(db_url)
-    engine = create_engine_for(db_url)
-    try:
-        with engine.begin() as conn:
-            conn.execute(text("UPDATE alembic_version SET version_num = '0099'"))
-    finally:
-        engine.dispose()
+    migrated_by_a_newer_build(db_url)
     with pytest.raises(SchemaAhead, match=rf"'0099'.*migrate --to {HEAD}"):
         migrate(db_url)
     with pytest.raises(SchemaAhead):
         schema_status(db_url)
+    assert current_revision(db_url) == "0099"
+
+
+def test_a_process_of_the_older_release_runs_on_the_newer_schema(
+    db_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """`Database.migrate` (the recorder's, `arbiter up`'s and `arbiter admin`'s start) leaves
+    a newer build's schema as it is with a warning and goes on: during a rollout an old
+    recorder restarts on the new schema, which migrations keep working for it (before:
+    the recorder exited, and crash-looped until its own rollout)."""
+    migrated_by_a_newer_build(db_url)
+    db = Database(db_url)
+    try:
+        with caplog.at_level("WARNING", logger="storage.db"):
+            db.migrate()
+        assert "running on a newer schema" in caplog.text and "'0099'" in caplog.text
+        with db.repos() as r:
+            r.tenants.create_tenant(name="still-works")
+    finally:
+        db.dispose()
     assert current_revision(db_url) == "0099"
 
 
@@ -284,16 +300,33 @@ def _breaks(before: Shape, after: Shape) -> set[str]:
             for c, (nullable, default) in new.items()
             if c not in columns and not nullable and not default
         }
+        broken |= {
+            f"{table}.{c} made NOT NULL without a default"
+            for c, (nullable, default) in new.items()
+            if c in columns and columns[c][0] and not nullable and not default
+        }
     return broken
 
 
 def test_the_additive_check_sees_what_breaks_the_release_before() -> None:
-    before: Shape = {"t": {"a": (False, False), "b": (True, False)}, "gone": {"x": (True, False)}}
-    after: Shape = {"t": {"a": (False, False), "c": (False, False), "d": (False, True)}}
+    before: Shape = {
+        "t": {"a": (False, False), "b": (True, False), "e": (True, False), "f": (True, False)},
+        "gone": {"x": (True, False)},
+    }
+    after: Shape = {
+        "t": {
+            "a": (False, False),
+            "c": (False, False),
+            "d": (False, True),
+            "e": (False, False),
+            "f": (False, True),
+        }
+    }
     assert _breaks(before, after) == {
         "table gone dropped",
         "t.b dropped",
         "t.c added NOT NULL without a default",
+        "t.e made NOT NULL without a default",
     }
     assert _breaks(before, {**before, "new": {"y": (False, False)}}) == set()
 
@@ -303,8 +336,9 @@ def test_each_migration_keeps_the_release_before_it_working(tmp_path: Path, revi
     """Upgrades migrate while the previous release still serves (docs/operations.md, "Schema
     migrations"), so a migration only adds: no table or column dropped or renamed (a rename is
     a drop), and every new column of an existing table nullable or with a server default (the
-    previous release's inserts do not name it). Checked on the schema before and after each
-    revision; a new table may require what it likes."""
+    previous release's inserts do not name it), nor a nullable one made required without one.
+    Checked on the SQLite schema before and after each revision; a new table may require what
+    it likes. Not checked: new CHECK, UNIQUE or foreign-key constraints (a reviewer's job)."""
     order = history()
     url = f"sqlite:///{tmp_path / 'shape.db'}"
     migrate(url, revision=order[order.index(revision) - 1])

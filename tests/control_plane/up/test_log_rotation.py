@@ -65,8 +65,9 @@ def test_a_running_child_s_log_is_kept_under_its_limit(tmp_path: Path) -> None:
             time.sleep(0.05)
         time.sleep(0.5)
         assert chatty.alive()
-        live = log.read_bytes()
-        assert live.startswith(b"line ") and live.endswith(b"\n")  # writing on, at the start
+        while not (live := log.read_bytes()):  # read just after a truncation: read again
+            time.sleep(0.01)
+        assert live.startswith(b"line ")  # writing on, from the start of the file
     finally:
         supervisor.stop(grace_s=2.0)
     assert sorted(p.name for p in tmp_path.iterdir()) == [
@@ -78,3 +79,12 @@ def test_a_running_child_s_log_is_kept_under_its_limit(tmp_path: Path) -> None:
     assert all(p.stat().st_size < limit.max_bytes + 64 * 1024 for p in tmp_path.iterdir())
     first = int((tmp_path / "chatty.log.1").read_text().split()[1])
     assert first > 0  # the newer rotated file continues where an older one stopped
+
+
+def test_a_child_s_tail_reaches_into_the_rotated_log(tmp_path: Path) -> None:
+    """The reason a child failed is in its last lines, also right after a rotation."""
+    log = tmp_path / "worker-0.log"
+    (tmp_path / "worker-0.log.1").write_text("".join(f"old {i}\n" for i in range(30)))
+    log.write_text("new 0\nnew 1\n")
+    tail = Child("worker-0", ["true"], log).tail(5).splitlines()
+    assert tail == ["old 27", "old 28", "old 29", "new 0", "new 1"]
