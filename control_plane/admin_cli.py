@@ -31,7 +31,7 @@ from control_plane.admin.reports import (
     parse_time,
 )
 from control_plane.core.cli_errors import in_range
-from control_plane.settings import SettingsError, load_settings
+from control_plane.settings import SettingsError, database_url_of
 from storage.db import Database
 from storage.errors import InvalidValueError, StorageError
 from storage.records import Level
@@ -100,7 +100,7 @@ def _actor() -> str:
 @contextmanager
 def _database(url: str | None) -> Iterator[Database]:
     try:
-        db = Database(load_settings(database_url=url).database_url)  # names --database-url
+        db = Database(database_url_of(url))
     except SettingsError as exc:
         for line in exc.lines:
             console.print(f"[red]error:[/red] {line}", soft_wrap=True)

@@ -85,7 +85,8 @@ def _run_fast(main: Coroutine[Any, Any, None]) -> None:
 
 
 def _run_service(main: Coroutine[Any, Any, None]) -> None:
-    """`_run_fast`, a database it cannot run against (`SchemaAhead`) being one line, exit 1."""
+    """`_run_fast`, a storage error it cannot get past (a migration that fails) being one
+    line and exit 1, not a traceback."""
     try:
         _run_fast(main)
     except StorageError as exc:

@@ -16,7 +16,7 @@ from typing import Annotated
 import typer
 
 from control_plane.core.cli_errors import user_errors
-from control_plane.settings import SettingsError, load_settings
+from control_plane.settings import SettingsError, database_url_of
 from storage.errors import StorageError
 from storage.migrate import UnknownRevision, migrate, schema_status, shown_url
 
@@ -35,8 +35,8 @@ def migrate_command(
     ] = False,
 ) -> None:
     """Migrate the SQL schema to this build (before starting a new version's gateways)."""
-    with user_errors(errors=(SettingsError,)):  # names --database-url or the variable
-        url = load_settings(database_url=database_url).database_url
+    with user_errors(errors=(SettingsError,)):
+        url = database_url_of(database_url)
     shown = shown_url(url)
     try:
         if check:

@@ -187,12 +187,8 @@ class Settings(BaseSettings):
     @field_validator("database_url")
     @classmethod
     def _database_scheme(cls, url: str) -> str:
-        if not url.startswith(("sqlite://", "postgresql://", "postgresql+")):
-            raise ValueError(
-                f"expected sqlite:///path.db or postgresql+psycopg://user@host/db, got {url!r}"
-            )
-        if (problem := url_problem(url)) is not None:  # the URL may hold a password: not shown
-            raise ValueError(f"not a database URL SQLAlchemy can read: {problem}")
+        if (problem := database_url_problem(url)) is not None:
+            raise ValueError(problem)
         return url
 
     @field_validator("workers")
@@ -237,6 +233,27 @@ class SettingsError(ValueError):
     def __init__(self, lines: list[str]) -> None:
         super().__init__("; ".join(lines))
         self.lines = lines
+
+
+def database_url_problem(url: str) -> str | None:
+    """What is wrong with `url` as `ARBITER_DATABASE_URL` (None: nothing): for the commands
+    that take `--database-url` alone, without the other settings."""
+    if not url.startswith(("sqlite://", "postgresql://", "postgresql+")):
+        return f"expected sqlite:///path.db or postgresql+psycopg://user@host/db, got {url!r}"
+    if (problem := url_problem(url)) is not None:  # the URL may hold a password: not shown
+        return f"not a database URL SQLAlchemy can read: {problem}"
+    return None
+
+
+def database_url_of(flag: str | None) -> str:
+    """`--database-url` checked alone when given (for commands that need no other setting, so
+    an unrelated bad variable does not stop them), else `ARBITER_DATABASE_URL` with the other
+    settings; `SettingsError` naming whichever is wrong."""
+    if flag is None:
+        return load_settings().database_url
+    if (problem := database_url_problem(flag)) is not None:
+        raise SettingsError([f"--database-url: {problem}"])
+    return flag
 
 
 def load_settings(**overrides: Any) -> Settings:

@@ -15,7 +15,8 @@ log = logging.getLogger(__name__)
 async def migrate_when_reachable(db: Database) -> None:
     """Migrate `db`, waiting for it while it cannot be reached (it may start after the
     recorder: a crash and a restart loop would only hide that), the pause doubling up to
-    `MIGRATE_RETRY_MAX_S`; a schema this build cannot run (`SchemaAhead`) still raises."""
+    `MIGRATE_RETRY_MAX_S`; a newer build's schema is run on with a warning
+    (`Database.migrate`); any other storage error raises."""
     delay = 1.0
     while True:
         try:

@@ -43,14 +43,17 @@ class Child:
     grace_s: float | None = None
     """At least this long between SIGTERM and SIGKILL when it is stopped (a vLLM worker's
     wrapper needs its own stop timeout to stop vLLM, which runs in a group of its own)."""
+    linger_s: float = 0.0
+    """How long it keeps running once its `up` is gone (`tie_to`): Redis, while the other
+    children drain through it."""
 
     def tie_to(self, lock: Path) -> None:
         """End when the `arbiter up` holding `lock` ends (`up/tether.py`): the lock's path in
         the environment and, for a command that is not an `arbiter` process, the tether as
         its parent."""
-        self.env[LOCK_ENV] = str(lock)
+        self.env[LOCK_ENV] = str(lock.resolve())
         if self.argv[:3] != [sys.executable, "-m", "control_plane"]:
-            self.argv = tethered(self.argv)
+            self.argv = tethered(self.argv, self.linger_s)
 
     def start(self) -> None:
         if self.log_path is None:

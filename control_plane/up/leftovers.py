@@ -40,6 +40,8 @@ DEFAULT_GRACE_S = 10.0
 """SIGTERM to SIGKILL for a leftover, as `arbiter up` stops its own children (more for one
 recorded with a longer grace: a vLLM worker)."""
 KILL_WAIT_S = 5.0
+DEAD_HOLDER_WAIT_S = 2.0
+"""How long `StateLock.take` waits for a lock whose recorded holder is gone."""
 
 
 class StateDirBusy(RuntimeError):
@@ -58,15 +60,19 @@ class StateLock:
         path = state_dir / LOCK_FILE
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
         handle = os.fdopen(fd, "r+")
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
+        deadline = time.monotonic() + DEAD_HOLDER_WAIT_S
+        while not _locked(handle):
+            handle.seek(0)
             holder = handle.read().strip() or "unknown"
-            handle.close()
-            raise StateDirBusy(
-                f"another `arbiter up` (pid {holder}) is running with state directory "
-                f"{state_dir}; stop it first (Ctrl-C, or kill -TERM {holder})"
-            ) from None
+            # the children of a dead `up` take the freed lock in turn, each for an instant
+            # (`up/tether.py`): a holder that is gone is waited for, briefly
+            if _alive(holder) or time.monotonic() > deadline:
+                handle.close()
+                raise StateDirBusy(
+                    f"another `arbiter up` (pid {holder}) is running with state directory "
+                    f"{state_dir}; stop it first (Ctrl-C, or kill -TERM {holder})"
+                )
+            time.sleep(0.02)
         handle.seek(0)
         handle.truncate()
         handle.write(f"{os.getpid()}\n")
@@ -77,6 +83,19 @@ class StateLock:
         if self._handle is not None:
             self._handle.close()  # closing the last descriptor drops the flock
             self._handle = None
+
+
+def _locked(handle: IO[str]) -> bool:
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    return True
+
+
+def _alive(holder: str) -> bool:
+    """Whether the pid `up.lock` names still runs (an unreadable one counts as running)."""
+    return not holder.isdigit() or process_started(int(holder)) is not None
 
 
 def process_started(pid: int) -> str | None:

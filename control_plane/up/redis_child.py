@@ -30,6 +30,12 @@ REDIS_DIRTY_DECAY_MS = 1000
 """How long Redis's allocator keeps freed pages before returning them (jemalloc: 10,000)."""
 
 
+REDIS_LINGER_S = 20.0
+"""Once `up` is gone, how long Redis keeps running before its tether stops it: the gateways
+drain (10 s by default), the leader hands its lease over and the recorder acknowledges, all
+through Redis."""
+
+
 def redis_url(port: int, password: str | None) -> str:
     """The URL the children use for the private Redis on `port`."""
     auth = "" if password is None else f":{quote(password, safe='')}@"
@@ -62,6 +68,7 @@ def redis_child(state_dir: Path, port: int, fsync: str, password: str | None = N
         ],
         state_dir / "logs" / "redis.log",
         env=redis_allocator_env(os.environ),
+        linger_s=REDIS_LINGER_S,
     )
 
 

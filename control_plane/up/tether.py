@@ -18,7 +18,6 @@ living on until the next `up` of the directory stops it (which still stops whate
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import logging
 import os
 import signal
@@ -30,13 +29,18 @@ from pathlib import Path
 
 LOCK_ENV = "ARBITER_UP_LOCK"
 GRACE_S = 10.0
+PR_SET_PDEATHSIG = 1
+USAGE = "usage: python -m control_plane.up.tether [--linger S] -- <command> [args…]"
 log = logging.getLogger(__name__)
 
 
-def watch_up_lock(on_gone: Callable[[], None] | None = None) -> threading.Thread | None:
-    """Start watching the lock `ARBITER_UP_LOCK` names, if any (and remove the variable);
-    `on_gone` runs once `up` is gone (default: SIGTERM to this process). → the thread."""
-    path = os.environ.pop(LOCK_ENV, None)
+def watch_up_lock(
+    on_gone: Callable[[], None] | None = None, path: str | None = None
+) -> threading.Thread | None:
+    """Start watching the lock `path` (default: the one `ARBITER_UP_LOCK` names, the variable
+    then removed) names, if any; `on_gone` runs once `up` is gone (default: SIGTERM to this
+    process's main thread). → the thread."""
+    path = path or os.environ.pop(LOCK_ENV, None)
     if not path:
         return None
     action = on_gone or _terminate_self
@@ -48,6 +52,8 @@ def watch_up_lock(on_gone: Callable[[], None] | None = None) -> threading.Thread
 
 
 def _wait_then(path: Path, action: Callable[[], None]) -> None:
+    import fcntl  # here: every `arbiter` command imports this module, on any platform
+
     try:
         fd = os.open(path, os.O_RDONLY)
     except OSError as exc:  # no lock file: not `up`'s child after all (or its dir is gone)
@@ -63,22 +69,35 @@ def _wait_then(path: Path, action: Callable[[], None]) -> None:
 
 
 def _terminate_self() -> None:
-    os.kill(os.getpid(), signal.SIGTERM)
+    # to the main thread: where the services' handlers run and a blocking call is interrupted
+    main_id = threading.main_thread().ident
+    if main_id is None:
+        os.kill(os.getpid(), signal.SIGTERM)
+    else:
+        signal.pthread_kill(main_id, signal.SIGTERM)
 
 
 def main(argv: list[str]) -> int:
-    """`python -m control_plane.up.tether -- <command…>`: run the command, stop it when `up`
-    is gone; → its exit status (a signal that ended it ends this process too)."""
+    """`python -m control_plane.up.tether [--linger S] -- <command…>`: run the command, stop
+    it `S` seconds (default 0) after `up` is gone; → its exit status (a signal that ended it
+    ends this process too). Redis lingers, so that the other children can drain through it."""
+    linger = 0.0
+    if argv[:1] == ["--linger"] and len(argv) > 1:
+        linger, argv = float(argv[1]), argv[2:]
     command = argv[1:] if argv[:1] == ["--"] else argv
     if not command:
-        print("usage: python -m control_plane.up.tether -- <command> [args…]", file=sys.stderr)
+        print(
+            "usage: python -m control_plane.up.tether [--linger S] -- <command…>", file=sys.stderr
+        )
         return 2
-    child = subprocess.Popen(command)
+    lock = os.environ.pop(LOCK_ENV, None)  # before the command starts: it watches nothing
     # the supervisor signals the whole process group, this process with the command: the
-    # command's own answer to the signal decides, so this one waits for it
+    # command's own answer to the signal decides, so this one waits for it (set before the
+    # command starts, so no signal finds the default action; the command's own reset at exec)
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, lambda *_: None)
-    watch_up_lock(lambda: _stop(child))
+    child = subprocess.Popen(command, preexec_fn=_die_with_parent)  # single-threaded yet
+    watch_up_lock(lambda: _stop(child, linger), path=lock)
     code = child.wait()
     if code < 0:
         with contextlib.suppress(OSError, ValueError):  # SIGKILL keeps its default anyway
@@ -87,7 +106,23 @@ def main(argv: list[str]) -> int:
     return code
 
 
-def _stop(child: subprocess.Popen[bytes]) -> None:
+def _die_with_parent() -> None:
+    """Linux: the command gets SIGKILL if this process dies first (SIGKILL too: `up` and its
+    tether killed together must not leave a redis-server on the AOF). The tether's only
+    thread forks it, so the parent-death signal belongs to a thread that lives as long."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+def _stop(child: subprocess.Popen[bytes], linger_s: float) -> None:
+    if linger_s > 0:
+        try:
+            child.wait(linger_s)
+            return
+        except subprocess.TimeoutExpired:
+            pass
     with contextlib.suppress(ProcessLookupError):
         child.terminate()
         try:
@@ -96,9 +131,9 @@ def _stop(child: subprocess.Popen[bytes]) -> None:
             child.kill()
 
 
-def tethered(argv: list[str]) -> list[str]:
+def tethered(argv: list[str], linger_s: float = 0.0) -> list[str]:
     """`argv` run under this module (for a child that is not an `arbiter` process)."""
-    return [sys.executable, "-m", "control_plane.up.tether", "--", *argv]
+    return [sys.executable, "-m", "control_plane.up.tether", "--linger", str(linger_s), "--", *argv]
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""`arbiter migrate`: a deployment step that says where the schema stands (`--check`, exit 1
+"""`arbiter migrate`: a deployment step that says where the schema stands (`--check`, exit 3
 when a migration is due), migrates to this build's head or down to an older revision, and
 answers an unreachable database, a newer build's schema and an unknown revision in one line."""
 
@@ -64,6 +64,18 @@ def test_an_unknown_revision_names_the_flag(runner: CliRunner, tmp_path: Path) -
     code, out = _migrate(runner, f"sqlite:///{tmp_path / 'a.db'}", "--to", "000")
     assert code == 2 and out.startswith("error: --to: revision '000' names several of")
     assert not (tmp_path / "a.db").exists()
+
+
+def test_the_flag_alone_is_checked_when_given(
+    runner: CliRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An init container or an operator's shell with an unrelated bad variable still
+    migrates with `--database-url` (the flag needs no other setting)."""
+    monkeypatch.setenv("ARBITER_WORKERS", "not a worker list")
+    code, out = _migrate(runner, f"sqlite:///{tmp_path / 'a.db'}")
+    assert code == 0 and out.endswith(f"to {HEAD}"), out
+    result = runner.invoke(cli.app, ["migrate"], terminal_width=300)
+    assert result.exit_code == 2 and result.output.startswith("error: ARBITER_WORKERS")
 
 
 @pytest.mark.parametrize(

@@ -17,6 +17,7 @@ import pytest
 from control_plane.up.children import Child
 from control_plane.up.leftovers import (
     CHILDREN_FILE,
+    LOCK_FILE,
     StateDirBusy,
     StateLock,
     process_started,
@@ -157,3 +158,46 @@ def test_only_live_children_are_recorded(tmp_path: Path) -> None:
     finally:
         child.stop(2.0)
     assert child.proc is not None and process_started(child.proc.pid) is None
+
+
+LOCK_HOLDER = """
+import fcntl, sys, time
+f = open(sys.argv[1], "r+")
+fcntl.flock(f, fcntl.LOCK_EX)
+print("held", flush=True)
+time.sleep(float(sys.argv[2]))
+"""
+
+
+def _hold(path: Path, seconds: float) -> subprocess.Popen[str]:
+    holder = subprocess.Popen(
+        [sys.executable, "-c", LOCK_HOLDER, str(path), str(seconds)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+    return holder
+
+
+def test_a_lock_a_dead_up_s_child_holds_for_an_instant_is_waited_for(tmp_path: Path) -> None:
+    """Once `up` is dead its children take the freed lock in turn, each for an instant
+    (`up/tether.py`): the next `up` waits for them instead of refusing in the name of the
+    dead pid the lock file still holds."""
+    (tmp_path / LOCK_FILE).write_text("999999999\n")  # no such process
+    holder = _hold(tmp_path / LOCK_FILE, 0.5)
+    StateLock.take(tmp_path).release()
+    holder.wait(5)
+
+
+def test_a_lock_whose_holder_lives_is_refused_at_once(tmp_path: Path) -> None:
+    (tmp_path / LOCK_FILE).write_text("")
+    holder = _hold(tmp_path / LOCK_FILE, 30)
+    (tmp_path / LOCK_FILE).write_text(f"{holder.pid}\n")
+    try:
+        began = time.monotonic()
+        with pytest.raises(StateDirBusy, match=f"pid {holder.pid}"):
+            StateLock.take(tmp_path)
+        assert time.monotonic() - began < 1.0
+    finally:
+        holder.kill()
+        holder.wait()

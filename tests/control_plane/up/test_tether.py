@@ -91,3 +91,48 @@ def test_the_tether_waits_for_its_command_when_its_group_is_signalled(tmp_path: 
     os.killpg(tether.pid, signal.SIGTERM)
     assert tether.wait(15) == 0
     assert out.read_text().strip() == "stopped"
+
+
+def test_a_lingering_command_outlives_up_by_its_linger(
+    held: tuple[Path, subprocess.Popen[str]],
+) -> None:
+    """Redis lingers so that the other children can drain through it once `up` is gone."""
+    lock, holder = held
+    env = {**os.environ, LOCK_ENV: str(lock)}
+    tether = subprocess.Popen(tethered(["sleep", "600"], 2.0), env=env, start_new_session=True)
+    try:
+        time.sleep(0.5)
+        holder.send_signal(signal.SIGKILL)
+        gone_at = time.monotonic()
+        assert tether.wait(20) == -signal.SIGTERM
+        assert time.monotonic() - gone_at >= 2.0
+    finally:
+        if tether.poll() is None:
+            os.killpg(tether.pid, signal.SIGKILL)
+
+
+def test_a_command_dies_with_its_tether(tmp_path: Path) -> None:
+    """`up` and the tether killed together (pkill -9) must not leave the command running
+    with nobody to stop it (Linux: the parent-death signal)."""
+    if not sys.platform.startswith("linux"):
+        pytest.skip("the parent-death signal is Linux's")
+    pid_file = tmp_path / "pid"
+    tether = subprocess.Popen(tethered(["sh", "-c", f"echo $$ > {pid_file}; exec sleep 600"]))
+    deadline = time.monotonic() + 10
+    while not pid_file.exists() or not pid_file.read_text().strip():
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    command = int(pid_file.read_text())
+    tether.kill()
+    tether.wait(5)
+    deadline = time.monotonic() + 10
+    while Path(f"/proc/{command}").exists() and "Z" not in _state(command):
+        assert time.monotonic() < deadline, "the command outlived its tether"
+        time.sleep(0.05)
+
+
+def _state(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(") ", 1)[1][:1]
+    except OSError:
+        return "Z"
