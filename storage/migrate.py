@@ -136,8 +136,8 @@ def _known(order: list[str], current: str | None) -> str | None:
     if current is not None and current not in order:
         raise SchemaAhead(
             f"the database is at revision {current!r}, which this build does not ship (its "
-            f"latest is {order[-1]!r}): a newer Arbiter migrated it; run that version's "
-            f"`arbiter migrate --to {order[-1]}` before running this one"
+            f"latest is {order[-1]!r}): a newer Arbiter migrated it; to bring it back to this "
+            f"build's schema, run that version's `arbiter migrate --to {order[-1]}`"
         )
     return current
 

@@ -7,9 +7,11 @@ command) waits for the lock in a thread of its own; the moment it gets it, `up` 
 the process sends itself SIGTERM: it stops as on `docker stop`, draining what it serves. A
 child that is not an `arbiter` process (redis-server, Streamlit) runs under this module as a
 small parent (`python -m control_plane.up.tether -- <command>`) that does the same on its
-behalf: SIGTERM to the command, SIGKILL after `GRACE_S`, and the command's exit status as its
-own. The variable is removed from the process's environment, so what it starts in turn (vLLM
-under its worker wrapper) is stopped by that process, not by a watch of its own.
+behalf: SIGTERM to the command (`--linger` seconds later: Redis, which the others drain
+through), SIGKILL after `GRACE_S`, and the command's exit status as its own; on Linux the
+command also dies with it (a parent-death signal). The variable is removed from the process's
+environment, so what it starts in turn (vLLM under its worker wrapper) is stopped by that
+process, not by a watch of its own.
 
 Guarantee: a child of an `up` that died stops within about its own shutdown time, instead of
 living on until the next `up` of the directory stops it (which still stops whatever did not).
@@ -86,9 +88,7 @@ def main(argv: list[str]) -> int:
         linger, argv = float(argv[1]), argv[2:]
     command = argv[1:] if argv[:1] == ["--"] else argv
     if not command:
-        print(
-            "usage: python -m control_plane.up.tether [--linger S] -- <command…>", file=sys.stderr
-        )
+        print(USAGE, file=sys.stderr)
         return 2
     lock = os.environ.pop(LOCK_ENV, None)  # before the command starts: it watches nothing
     # the supervisor signals the whole process group, this process with the command: the
