@@ -268,6 +268,10 @@ def test_an_unreachable_database_is_unavailable_and_its_password_not_shown() -> 
         assert "s3cret" not in str(caught.value)
 
 
+ACCEPTED: dict[str, set[str]] = {}
+"""Per revision, the breaks `_breaks` reports that are allowed: a drop or rename made a release
+after the code stopped using what it removes (name the release that stopped in a comment)."""
+
 Shape = dict[str, dict[str, tuple[bool, bool]]]
 """table → column → (nullable, has a server default)."""
 
@@ -344,4 +348,4 @@ def test_each_migration_keeps_the_release_before_it_working(tmp_path: Path, revi
     migrate(url, revision=order[order.index(revision) - 1])
     before = _shape(url)
     migrate(url, revision=revision)
-    assert _breaks(before, _shape(url)) == set()
+    assert _breaks(before, _shape(url)) == ACCEPTED.get(revision, set())
