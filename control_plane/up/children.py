@@ -16,6 +16,8 @@ import httpx
 
 from control_plane.up.tether import LOCK_ENV, tethered
 
+ARBITER = [sys.executable, "-m", "control_plane"]
+"""How `arbiter up` starts an `arbiter` command (this interpreter, this package)."""
 # Secrets that a child inherits only when its own `env` names them (see `Child.environment`).
 SECRET_ENV = ("ARBITER_ADMIN_TOKEN",)
 
@@ -52,7 +54,7 @@ class Child:
         the environment and, for a command that is not an `arbiter` process, the tether as
         its parent."""
         self.env[LOCK_ENV] = str(lock.resolve())
-        if self.argv[:3] != [sys.executable, "-m", "control_plane"]:
+        if self.argv[: len(ARBITER)] != ARBITER:
             self.argv = tethered(self.argv, self.linger_s)
 
     def start(self) -> None:

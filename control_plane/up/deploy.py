@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from control_plane.state import StateStores
-from control_plane.up.children import Child, NotHealthy
+from control_plane.up.children import ARBITER, Child, NotHealthy
 from control_plane.up.errors import UpError
 from control_plane.up.gateways import GatewayGroup, PortTaken, port_in_use
 from control_plane.up.leftovers import LOCK_FILE, StateLock, record_children, take_state_dir
@@ -44,7 +44,6 @@ from control_plane.up.supervisor import Backoff, Supervisor
 from storage.db import Database
 from workers.engine.profile import load_profile
 
-ARBITER = [sys.executable, "-m", "control_plane"]
 CONSOLE_API_ENV = "ARBITER_CONSOLE_API"
 """The admin API the console talks to: fixed by `arbiter up`, not chosen by a visitor."""
 VLLM_STOP_GRACE_S = 40.0

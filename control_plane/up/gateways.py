@@ -25,7 +25,6 @@ from __future__ import annotations
 import shutil
 import signal
 import socket
-import sys
 import tempfile
 import time
 from collections.abc import Callable, Mapping
@@ -33,14 +32,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from control_plane.core.cli_errors import OptionError
-from control_plane.up.children import Child
+from control_plane.up.children import ARBITER, Child
 from control_plane.up.supervisor import STOP_SIGNALS, Supervisor, catch_stop_signals
 
 GATEWAYS_ENV = "ARBITER_GATEWAYS"
 """How many gateway processes `arbiter gateway` runs when `--processes` is not given."""
 MULTIPROCESS_ENV = "PROMETHEUS_MULTIPROC_DIR"
 """prometheus_client's multiprocess directory (`control_plane.gateway.metrics`)."""
-_ARBITER = [sys.executable, "-m", "control_plane"]
 
 
 class PortTaken(RuntimeError):
@@ -130,7 +128,7 @@ class GatewayGroup:
         return self._child(f"gateway-{i}", flags, env, health)
 
     def _child(self, name: str, flags: list[str], env: dict[str, str], health: str | None) -> Child:
-        argv = [*_ARBITER, "gateway", "--host", self.host, "--port", str(self.port)]
+        argv = [*ARBITER, "gateway", "--host", self.host, "--port", str(self.port)]
         return Child(
             name,
             [*argv, *self.args, *flags],
