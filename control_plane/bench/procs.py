@@ -19,6 +19,7 @@ import httpx
 
 ROLES = ("redis", "gateway", "scheduler", "recorder", "worker", "console")
 _SUBCOMMANDS = {"gateway", "scheduler", "recorder", "worker"}
+TETHER = "control_plane.up.tether"
 PROC = Path("/proc")
 
 
@@ -159,13 +160,24 @@ def _named_pids(info: Mapping[str, Any]) -> dict[str, int]:
 
 
 def from_up_json(info: Mapping[str, Any]) -> list[Proc]:
-    """Processes named in `up.json` (`pids: {name: pid}` or `children: [{name, pid}]`), if any."""
+    """Processes named in `up.json` (`pids: {name: pid}` or `children: [{name, pid}]`), if any;
+    for a child run under `arbiter up`'s tether (Redis, the console), the command it runs."""
     out = []
-    for name, pid in _named_pids(info).items():
+    for name, listed in _named_pids(info).items():
+        pid = _through_tether(listed)
         role = role_of(cmdline(pid))
         if role is not None and alive(pid):
             out.append(Proc(role, name, pid))
     return sorted(out)
+
+
+def _through_tether(pid: int) -> int:
+    """The process a tether (`control_plane.up.tether`) runs, else `pid` itself: a fault must
+    hit redis-server, not the small parent that waits for it."""
+    if TETHER not in cmdline(pid)[:3]:
+        return pid
+    below = [c for c in descendants(pid) if role_of(cmdline(c)) is not None]
+    return below[0] if below else pid
 
 
 def discover(info: Mapping[str, Any], root: int | None = None) -> list[Proc]:

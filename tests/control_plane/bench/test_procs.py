@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 
 from control_plane.bench import procs
+from control_plane.up.tether import tethered
 
 
 def test_roles_from_command_lines() -> None:
@@ -44,3 +47,25 @@ def test_up_json_children_with_a_live_pid_are_found() -> None:
         child.wait()
     assert not procs.alive(child.pid)
     assert procs.rss_kb(child.pid) is None
+
+
+def test_a_child_under_arbiter_up_s_tether_is_found_as_its_command() -> None:
+    """`up.json` names the tether (`control_plane.up.tether`) for Redis and the console; a
+    fault must reach redis-server itself (SIGSTOP to the tether would not pause Redis).
+    Regression: Redis was not found at all, and `bench faults` failed on redis-kill/-pause."""
+    server = shutil.which("redis-server")
+    assert server is not None  # the suite's own Redis needs it
+    work = tempfile.mkdtemp()
+    argv = [server, "--port", "0", "--unixsocket", f"{work}/r.sock", "--save", "", "--dir", work]
+    tether = subprocess.Popen(tethered(argv), stdout=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 10
+        while not (found := procs.from_up_json({"children": {"redis": {"pid": tether.pid}}})):
+            assert time.monotonic() < deadline, procs.descendants(tether.pid)
+            time.sleep(0.05)
+        (redis,) = found
+        assert redis.role == "redis" and redis.pid != tether.pid
+        assert redis.pid in procs.descendants(tether.pid)
+    finally:
+        tether.kill()  # its command gets the parent-death SIGKILL
+        tether.wait()
