@@ -82,7 +82,8 @@ def role_of(argv: list[str]) -> str | None:
     """The deployment role a command line runs, or None for anything else."""
     if not argv:
         return None
-    if Path(argv[0]).name.startswith("redis-server"):
+    # redis-server rewrites its title into one string: "/usr/bin/redis-server 127.0.0.1:6379"
+    if Path(argv[0].split(" ", 1)[0]).name.startswith("redis-server"):
         return "redis"
     if any("streamlit" in part for part in argv[:3]):
         return "console"

@@ -16,6 +16,7 @@ from control_plane.up.tether import tethered
 def test_roles_from_command_lines() -> None:
     py = [sys.executable, "-m", "control_plane"]
     assert procs.role_of(["/usr/bin/redis-server", "*:6379"]) == "redis"
+    assert procs.role_of(["/usr/bin/redis-server unixsocket:/tmp/x/r.sock"]) == "redis"
     assert procs.role_of([*py, "gateway", "--port", "1"]) == "gateway"
     assert procs.role_of([*py, "scheduler"]) == "scheduler"
     assert procs.role_of([*py, "worker", "sim", "--port", "2"]) == "worker"
