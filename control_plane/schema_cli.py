@@ -4,9 +4,14 @@ The recorder, `arbiter up` and `arbiter admin` migrate on start; gateways never 
 gateway must not serve before its schema is there. Deployments run this command first (an init
 container on Kubernetes, a one-shot service on Compose) and start the new version only after
 it succeeded. `--check` changes nothing and says, by its exit status, whether a migration is
-due (`DUE`; 1 stays an error: an unreachable database, a newer build's schema); `--to` moves
-to an older revision, which is how a roll-back to an older build starts (run by the newer
-build, which ships the downgrade).
+due (`DUE`), or whether a newer build migrated the database (`AHEAD`; 1 stays an error: an
+unreachable database); `--to` moves to an older revision, which is how a roll-back to an older
+build starts (run by the newer build, which ships the downgrade).
+
+A schema a newer build migrated is left as it is, and migrating to this build's head succeeds
+on it with a warning: migrations are additive, so this build runs on it, and an older pod
+restarted in the middle of a rolling update must not fail its init step. Only an explicit
+`--to` is refused there (this build does not know the revisions it would undo).
 """
 
 from __future__ import annotations
@@ -18,11 +23,13 @@ import typer
 from control_plane.core.cli_errors import user_errors
 from control_plane.settings import SettingsError, database_url_of
 from storage.errors import StorageError
-from storage.migrate import UnknownRevision, migrate, schema_status, shown_url
+from storage.migrate import SchemaAhead, UnknownRevision, migrate, schema_status, shown_url
 
 Opt = typer.Option
 DUE = 3
 """`--check`'s exit status when a migration to this build's head is due."""
+AHEAD = 4
+"""`--check`'s exit status when a newer build migrated the database (this build runs on it)."""
 
 
 def migrate_command(
@@ -31,7 +38,11 @@ def migrate_command(
         str, Opt(help="Target revision: head (this build's latest), an older one, or base.")
     ] = "head",
     check: Annotated[
-        bool, Opt(help="Change nothing; exit 3 when a migration to this build's head is due.")
+        bool,
+        Opt(
+            help="Change nothing; exit 3 when a migration to this build's head is due, 4 when "
+            "a newer build migrated the database."
+        ),
     ] = False,
 ) -> None:
     """Migrate the SQL schema to this build (before starting a new version's gateways)."""
@@ -43,6 +54,9 @@ def migrate_command(
             _check(url, shown)
             return
         before, after = migrate(url, revision=to)
+    except SchemaAhead as exc:
+        _ahead(exc, shown, check=check, to=to)
+        return
     except UnknownRevision as exc:
         typer.echo(f"error: --to: {exc}", err=True)
         raise typer.Exit(2) from None
@@ -65,6 +79,16 @@ def _check(url: str, shown: str) -> None:
         f"{len(status.pending)} to apply: {', '.join(status.pending)}"
     )
     raise typer.Exit(DUE)
+
+
+def _ahead(exc: SchemaAhead, shown: str, *, check: bool, to: str) -> None:
+    if to != "head" and not check:  # this build does not know the revisions it would undo
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(1)
+    line = f"{shown}: {exc}; this build runs on it as it is"
+    typer.echo(line if check else f"warning: {line}", err=not check)
+    if check:
+        raise typer.Exit(AHEAD)
 
 
 def _name(revision: str | None) -> str:
