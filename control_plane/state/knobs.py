@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from types import TracebackType
 from typing import TypeVar
 
@@ -175,32 +175,48 @@ class Knobs:
         text = raw.decode() if isinstance(raw, bytes) else str(raw)
         return _typed(name, text), text
 
-    @guarded
     async def replace(
         self, name: str, value: KnobValue, *, expected: str, within_ms: int = REPLACE_WITHIN_MS
     ) -> int:
         """Store `value` only if the knob still holds `expected` (its text from `read`) and the
         change runs within `within_ms` of this call on Redis's clock; → the new version.
+        `replace_many` of one knob (its errors)."""
+        return await self.replace_many([(name, value, expected)], within_ms=within_ms)
 
-        `KnobChanged` when the knob changed meanwhile; `StateUnavailable` when Redis ran the
-        call too late — its caller, having timed out, must not find it applied afterwards —
-        or when it cannot tell. The bound is a ticket (`state/tickets.py`): when the reply is
-        lost, the ticket says whether the change ran and what it returned, so a change that
-        ran is reported as such, never as a failure.
+    @guarded
+    async def replace_many(
+        self,
+        changes: Sequence[tuple[str, KnobValue, str]],
+        *,
+        within_ms: int = REPLACE_WITHIN_MS,
+    ) -> int:
+        """Store every (name, value, expected) in one step, only if each knob still holds its
+        `expected` text (from `read`) and the step runs within `within_ms` of this call on
+        Redis's clock; → the last new version (each knob gets its own, announced in order).
+
+        `KnobChanged` when any of them changed meanwhile (then none is stored);
+        `StateUnavailable` when Redis ran the call too late — its caller, having timed out,
+        must not find it applied afterwards — or when it cannot tell. The bound is a ticket
+        (`state/tickets.py`): when the reply is lost, the ticket says whether the change ran
+        and what it returned, so a change that ran is reported as such, never as a failure.
         """
+        if not changes:
+            raise ValueError("replace_many needs at least one knob")
         ks = self._ks
+        (name, value, expected), more = changes[0], changes[1:]
+        args = [name, dumps(value.to_json()), ks.knobs_channel, expected]
+        for other, other_value, other_expected in more:
+            args += [other, dumps(other_value.to_json()), other_expected]
         ticket = tickets.ticket_key(ks.knobs)
         await tickets.issue(self._redis, ticket, within_ms)
-        call = self._scripts.call(
-            "knob_set",
-            [ks.knobs, ks.knobs_version, ticket],
-            [name, dumps(value.to_json()), ks.knobs_channel, expected],
-        )
+        call = self._scripts.call("knob_set", [ks.knobs, ks.knobs_version, ticket], args)
         version = await tickets.ticketed(self._redis, call, ticket, within_ms)
+        names = ", ".join(repr(n) for n, _, _ in changes)
+        what = f"knob {names}" if len(changes) == 1 else f"knobs {names}"
         if version == -1:
-            raise KnobChanged(f"knob {name!r} changed meanwhile")
+            raise KnobChanged(f"{what} changed meanwhile")
         if version == -2:
-            raise StateUnavailable(f"redis ran the change of knob {name!r} past its deadline")
+            raise StateUnavailable(f"redis ran the change of {what} past its deadline")
         return version
 
     @guarded

@@ -1,11 +1,14 @@
 """`/admin/knobs`: read every knob; set one (validated, announced, audited as `knob.set`).
 
 Setting `fairness` also carries α and β into the active policy's params when that policy has
-them (ExFairS), so the scheduler applies them at once.
+them (ExFairS), so the scheduler applies them at once: both knobs are stored in one step, with
+an audit row each, or neither is.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from fastapi import APIRouter
@@ -27,6 +30,20 @@ from storage.records import AuditRecord
 router = APIRouter(tags=["admin: knobs"])
 
 
+@dataclass(frozen=True, slots=True)
+class KnobWrite:
+    """One knob change of `set_knobs` (its value already validated): `old` is what the audit
+    row says was in force (the knob's previous value when None), `expected` the knob's text
+    the change was decided on (read by `set_knobs` when None)."""
+
+    name: str
+    value: Any
+    action: str
+    reason: str
+    old: Any = None
+    expected: str | None = None
+
+
 async def set_knob(
     ctx: AdminContext,
     name: str,
@@ -38,42 +55,57 @@ async def set_knob(
     old: Any = None,
     expected: str | None = None,
 ) -> tuple[int, AuditRecord]:
-    """Audit, store and announce one knob value (already validated) → (version, audit row);
-    the audit row commits only once the value is stored (`recorded_then_live`). The value is
-    stored only over the one read here (409 `knob_changed` otherwise), and only if Redis runs
-    the change within a second: a change that timed out here can neither land later without
-    its audit row nor overwrite a later change.
+    """`set_knobs` of one knob → (version, audit row)."""
+    version, rows = await set_knobs(
+        ctx, [KnobWrite(name, value, action, reason, old, expected)], actor=actor
+    )
+    return version, rows[0]
 
-    The audit row's `old` is the knob's previous value unless `old` says what was in force;
-    `expected`: the knob's text the caller decided on (read here when None).
-    """
-    stored, stored_text = await ctx.stores.knobs.read(name)
-    if expected is not None:
-        stored_text = expected
-    if old is None:
-        old = None if stored is None else stored.to_json()
-    typed = decode_knob(name, value)
+
+async def set_knobs(
+    ctx: AdminContext, writes: Sequence[KnobWrite], *, actor: str
+) -> tuple[int, list[AuditRecord]]:
+    """Audit, store and announce knob values together → (last version, audit rows in order);
+    the audit rows commit only once every value is stored (`recorded_then_live`). The values
+    are stored in one step, only over the texts read here or given (409 `knob_changed`
+    otherwise: then none is), and only if Redis runs the change within a second: a change
+    that timed out here can neither land later without its audit rows nor overwrite a later
+    change."""
+    changes: list[tuple[str, KnobValue, str]] = []
+    olds: list[Any] = []
+    for write in writes:
+        stored, stored_text = await ctx.stores.knobs.read(write.name)
+        olds.append(write.old if write.old is not None else _json_of(stored))
+        text = stored_text if write.expected is None else write.expected
+        changes.append((write.name, decode_knob(write.name, write.value), text))
 
     async def go_live() -> int:
         try:  # only over what was read, and never after this call was given up on
-            return await ctx.stores.knobs.replace(name, typed, expected=stored_text)
+            return await ctx.stores.knobs.replace_many(changes)
         except KnobChanged as exc:
             raise ApiError(
                 409, f"{exc}: read it again and retry", code="knob_changed", param="name"
             ) from exc
 
-    def audit(r: Repos) -> AuditRecord:
-        return r.audit.append(
-            actor=actor,
-            action=action,
-            target="policy" if name == "policy" else f"knob:{name}",
-            old=old,
-            new=value,
-            reason=reason,
-        )
+    def audit(r: Repos) -> list[AuditRecord]:
+        return [
+            r.audit.append(
+                actor=actor,
+                action=w.action,
+                target="policy" if w.name == "policy" else f"knob:{w.name}",
+                old=old,
+                new=w.value,
+                reason=w.reason,
+            )
+            for w, old in zip(writes, olds, strict=True)
+        ]
 
-    row, version = await recorded_then_live(ctx.db, audit, go_live)
-    return version, row
+    rows, version = await recorded_then_live(ctx.db, audit, go_live)
+    return version, rows
+
+
+def _json_of(value: KnobValue | None) -> Any:
+    return None if value is None else value.to_json()
 
 
 async def active_policy(ctx: AdminContext, knob: KnobValue | None = None) -> dict[str, Any]:
@@ -89,11 +121,14 @@ async def active_policy(ctx: AdminContext, knob: KnobValue | None = None) -> dic
     return {"name": ctx.settings.policy, "params": {}}
 
 
-async def _carry_fairness(
-    ctx: AdminContext, fairness: dict[str, Any], actor: str, reason: str
-) -> dict[str, Any] | None:
-    _, decided_on = await ctx.stores.knobs.read("policy")  # a switch after this read wins
-    current = await active_policy(ctx)
+async def _fairness_carry(
+    ctx: AdminContext, fairness: dict[str, Any], reason: str
+) -> KnobWrite | None:
+    """The policy switch that carries α and β into the active policy's params, decided on the
+    policy knob as read here (a switch after this read refuses the whole change), or None when
+    the active policy has neither."""
+    knob, decided_on = await ctx.stores.knobs.read("policy")
+    current = await active_policy(ctx, knob)
     try:
         fields = policy_class(str(current["name"])).Params.model_fields
     except UnknownPolicyError:
@@ -102,17 +137,9 @@ async def _carry_fairness(
     if not carried:
         return None
     new = validate_policy(str(current["name"]), {**current["params"], **carried})
-    await set_knob(
-        ctx,
-        "policy",
-        new,
-        actor=actor,
-        reason=f"fairness knob: {reason}",
-        action="policy.switch",
-        old=current,
-        expected=decided_on,
+    return KnobWrite(
+        "policy", new, "policy.switch", f"fairness knob: {reason}", current, decided_on
     )
-    return new
 
 
 @router.get("/knobs")
@@ -152,16 +179,15 @@ async def put_knob(
         refuse_imports(who, plugin_name(body.value), "value.name")
     value = validate_knob(name, body.value)
     action = "policy.switch" if name == "policy" else "knob.set"
-    version, audit = await set_knob(
-        ctx, name, value, actor=actor, reason=body.reason, action=action, expected=body.expected
-    )
-    policy = None
-    if name == "fairness":
-        policy = await _carry_fairness(ctx, value, actor, body.reason)
+    writes = [KnobWrite(name, value, action, body.reason, expected=body.expected)]
+    carry = await _fairness_carry(ctx, value, body.reason) if name == "fairness" else None
+    if carry is not None:  # the knob and the params it carries land together or not at all
+        writes.append(carry)
+    version, audit = await set_knobs(ctx, writes, actor=actor)
     return {
         "name": name,
         "value": value,
         "version": version,
-        "audit": as_json(audit),
-        "policy": policy,
+        "audit": as_json(audit[0]),
+        "policy": None if carry is None else carry.value,
     }

@@ -1,6 +1,6 @@
--- knob_set: store one knob value, bump the knobs version and announce the change.
--- The announcement is published from inside the script, so a subscriber never sees a version
--- whose value is not stored yet.
+-- knob_set: store one knob value (or several at once), bump the knobs version and announce
+-- each change. The announcements are published from inside the script, so a subscriber never
+-- sees a version whose value is not stored yet.
 --
 -- KEYS[1]  knobs hash              arb:{c}:knobs          (name -> JSON value)
 -- KEYS[2]  knobs version counter   arb:{c}:knobs:version
@@ -15,8 +15,13 @@
 -- ARGV[3]  pub/sub channel         arb:{c}:chan:knobs     (a channel, not a key)
 -- ARGV[4]  optional: the stored JSON the caller read ("" for none): compare-and-set, so two
 --          read-modify-writes of one knob (two weight changes at once) cannot lose either
--- Returns  the new knobs version, -1 (nothing changed) when ARGV[4] no longer matches, or -2
---          when the ticket has expired; publishes {"name", "value", "version"} on ARGV[3].
+-- ARGV[5..] optional: more knobs changed in the same step, three arguments each (name, value
+--          as JSON, the stored JSON the caller read); with them ARGV[4] is required. Every
+--          read must still match or nothing changes (a `fairness` change and the policy
+--          params it carries land together or not at all)
+-- Returns  the last new knobs version, -1 (nothing changed) when a read no longer matches, or
+--          -2 when the ticket has expired; publishes {"name", "value", "version"} on ARGV[3]
+--          for each knob, in argument order.
 
 local function spent(result)
   if KEYS[3] ~= nil then
@@ -28,14 +33,20 @@ end
 if KEYS[3] ~= nil and redis.call('GET', KEYS[3]) ~= '1' then
   return -2
 end
-if ARGV[4] ~= nil then
-  local current = redis.call('HGET', KEYS[1], ARGV[1])
-  if (current or '') ~= ARGV[4] then
+local changes = {{ARGV[1], ARGV[2], ARGV[4]}}
+for i = 5, #ARGV, 3 do
+  changes[#changes + 1] = {ARGV[i], ARGV[i + 1], ARGV[i + 2]}
+end
+for _, change in ipairs(changes) do
+  if change[3] ~= nil and (redis.call('HGET', KEYS[1], change[1]) or '') ~= change[3] then
     return spent(-1)
   end
 end
-redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
-local version = redis.call('INCR', KEYS[2])
-redis.call('PUBLISH', ARGV[3], '{"name":' .. cjson.encode(ARGV[1]) .. ',"value":' .. ARGV[2] ..
-  ',"version":' .. version .. '}')
+local version
+for _, change in ipairs(changes) do
+  redis.call('HSET', KEYS[1], change[1], change[2])
+  version = redis.call('INCR', KEYS[2])
+  redis.call('PUBLISH', ARGV[3], '{"name":' .. cjson.encode(change[1]) .. ',"value":' ..
+    change[2] .. ',"version":' .. version .. '}')
+end
 return spent(version)

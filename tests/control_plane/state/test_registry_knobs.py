@@ -15,7 +15,7 @@ from control_plane.contracts.checkpoints import (
     PolicyState,
     WorkerLive,
 )
-from control_plane.contracts.knobs import KnobChange, Other, PluginChoice
+from control_plane.contracts.knobs import Fairness, KnobChange, Other, PluginChoice
 from control_plane.contracts.workers import WorkerEntry, WorkerSample
 from control_plane.state import (
     Checkpoint,
@@ -254,6 +254,27 @@ async def test_a_knob_is_replaced_only_over_what_was_read_and_only_in_time(
     await asyncio.sleep(0.1)
     assert await call(*sent[0]) == -2  # Redis runs it late: nothing changes
     assert await knobs.get("admission") == first
+
+
+async def test_several_knobs_are_replaced_in_one_step_or_not_at_all(stores: StateStores) -> None:
+    """`replace_many`: every knob over what was read, each announced with its own version in
+    order; one stale read and none changes (no version, no announcement)."""
+    knobs = stores.knobs
+    policy = PluginChoice("exfairs", {"alpha": 0.5})
+    await knobs.set("policy", policy)
+    sub = await knobs.subscribe()
+    try:
+        fairness, carried = Fairness(0.9, 0.2), PluginChoice("exfairs", {"alpha": 0.9})
+        with pytest.raises(KnobChanged, match="knobs 'fairness', 'policy' changed"):
+            await knobs.replace_many([("fairness", fairness, ""), ("policy", carried, "")])
+        assert await knobs.version() == 1 and await knobs.get("fairness") is None
+        changes = [("fairness", fairness, ""), ("policy", carried, text_of(policy))]
+        assert await knobs.replace_many(changes) == 3
+        got = [await asyncio.wait_for(anext(sub), timeout=2) for _ in range(2)]
+        assert got == [KnobChange("fairness", fairness, 2), KnobChange("policy", carried, 3)]
+    finally:
+        await sub.aclose()
+    assert await knobs.get_all() == {"fairness": fairness, "policy": carried}
 
 
 def stall_scripts(monkeypatch: pytest.MonkeyPatch, scripts: Scripts) -> list[tuple[str, Any, Any]]:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 from control_plane.api.app import create_app
 from control_plane.contracts.knobs import Fairness, Other, PluginChoice
 from control_plane.settings import Settings
@@ -130,6 +132,47 @@ async def test_fairness_knob_reaches_exfairs_params(api: AdminApi) -> None:
     )
     assert resp.json()["policy"] is None  # fcfs has no α: only the knob changes
     assert getattr(await api.stores.knobs.get("policy"), "name", None) == "fcfs"
+
+
+async def test_a_fairness_change_and_its_carry_land_together_or_not_at_all(
+    api: AdminApi, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Regression: the `fairness` knob was stored first and the policy params it carries
+    after; a switch between the two (another operator's) refused the carry with 409 while the
+    knob stayed changed — a half-made change the answer called refused. Now both are stored
+    in one step, with an audit row each, or neither."""
+    await api.client.put("/admin/policy", json={"name": "exfairs", "reason": "r"})
+    knobs = api.stores.knobs
+    read = knobs.read
+    switched: list[int] = []
+
+    async def racing(name: str) -> tuple[object, str]:
+        seen = await read(name)
+        if name == "policy" and not switched:  # someone switches right after this read
+            other = PluginChoice("exfairs", {"alpha": 0.3, "beta": 0.1})
+            switched.append(await knobs.set("policy", other))
+        return seen
+
+    monkeypatch.setattr(knobs, "read", racing)
+    value = {"alpha": 0.9, "beta": 0.2}
+    resp = await api.client.put("/admin/knobs/fairness", json={"value": value, "reason": "t"})
+    assert switched and resp.status_code == 409, resp.text
+    assert resp.json()["error"]["code"] == "knob_changed"
+    assert await knobs.get("fairness") is None  # not stored without its carry
+    assert await knobs.get("policy") == PluginChoice("exfairs", {"alpha": 0.3, "beta": 0.1})
+    assert (await api.client.get("/admin/audit", params={"action": "knob.set"})).json()[
+        "data"
+    ] == []
+
+    await api.client.put("/admin/policy", json={"name": "exfairs", "reason": "r"})
+    resp = await api.client.put("/admin/knobs/fairness", json={"value": value, "reason": "t"})
+    assert resp.status_code == 200, resp.text
+    audit = (await api.client.get("/admin/audit")).json()["data"]
+    assert [(a["action"], a["target"]) for a in audit[:2]] == [
+        ("policy.switch", "policy"),
+        ("knob.set", "knob:fairness"),
+    ]
+    assert resp.json()["version"] == await knobs.version()
 
 
 async def test_auto_is_offered_validated_and_set_like_a_policy(api: AdminApi) -> None:
