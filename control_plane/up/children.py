@@ -48,6 +48,9 @@ class Child:
     linger_s: float = 0.0
     """How long it keeps running once its `up` is gone (`tie_to`): Redis, while the other
     children drain through it."""
+    health_id: str | None = None
+    """When set, only a health answer whose JSON `gateway_id` starts with it is this child's:
+    another deployment's gateway that took the port first would answer 200 as well."""
 
     def tie_to(self, lock: Path) -> None:
         """End when the `arbiter up` holding `lock` ends (`up/tether.py`): the lock's path in
@@ -81,18 +84,34 @@ class Child:
 
     def kill_leftovers(self) -> None:
         """SIGKILL what is left of an exited child's process group (what it started in its own
-        group: vLLM's wrapper starts vLLM in a group of its own, which dies with the wrapper)."""
-        if self.proc is None or self.proc.poll() is None:
+        group: vLLM's wrapper starts vLLM in a group of its own, which dies with the wrapper).
+
+        Only while the exited child is not reaped yet: until then its pid, which is the
+        group's id, cannot be given to another process, so the signal cannot reach a group
+        that is not this child's. Every path here that notices the exit (`alive`, `pid`,
+        `stop`) kills the rest of the group this way before it reaps."""
+        proc = self.proc
+        if proc is None or proc.returncode is not None or _leader(proc) != _EXITED:
             return
         with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.proc.pid, signal.SIGKILL)
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.poll()
 
     def alive(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
+        """Whether it runs; once it exited, what is left of its group is killed (and it is
+        reaped)."""
+        proc = self.proc
+        if proc is None or proc.returncode is not None:
+            return False
+        if _leader(proc) == _RUNNING:
+            return True
+        self.kill_leftovers()
+        proc.poll()  # reaped by another path meanwhile, or where waitid is missing
+        return False
 
     def pid(self) -> int | None:
         """The running process's pid; None while down."""
-        return self.proc.pid if self.proc is not None and self.proc.poll() is None else None
+        return self.proc.pid if self.alive() and self.proc is not None else None
 
     def wait_healthy(self, timeout_s: float) -> None:
         """Block until `health_url` answers 200; `NotHealthy` with the log's tail if it never
@@ -104,28 +123,40 @@ class Child:
             if not self.alive():
                 raise NotHealthy(f"{self.name} exited early:\n{self.tail()}")
             try:
-                if httpx.get(self.health_url, timeout=1.0).status_code == 200:
+                if self._answered(httpx.get(self.health_url, timeout=1.0)):
                     return
             except httpx.HTTPError:
                 pass
             time.sleep(0.2)
         raise NotHealthy(f"{self.name} not healthy after {timeout_s:.0f}s:\n{self.tail()}")
 
-    def stop(self, grace_s: float = 10.0) -> None:
-        """SIGTERM the child's process group, then SIGKILL after `grace_s`."""
-        if self.proc is None:
-            return
-        if self.proc.poll() is not None:
-            self.kill_leftovers()
-            return
+    def _answered(self, resp: httpx.Response) -> bool:
+        if resp.status_code != 200:
+            return False
+        if self.health_id is None:
+            return True
         try:
-            os.killpg(self.proc.pid, signal.SIGTERM)
-            self.proc.wait(timeout=grace_s)
-        except subprocess.TimeoutExpired:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-            self.proc.wait(timeout=5)
-        except ProcessLookupError:
-            pass
+            gateway_id = resp.json().get("gateway_id")
+        except (ValueError, AttributeError):
+            return False
+        return isinstance(gateway_id, str) and gateway_id.startswith(self.health_id)
+
+    def stop(self, grace_s: float = 10.0) -> None:
+        """SIGTERM the child's process group, then SIGKILL after `grace_s`; once the child
+        itself exited, SIGKILL what is left of its group (before it is reaped)."""
+        proc = self.proc
+        if proc is None or not self.alive():
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGTERM)
+        deadline = time.monotonic() + grace_s
+        while self.alive():
+            if time.monotonic() >= deadline:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(timeout=5)
+                return
+            time.sleep(0.05)
 
     def tail(self, lines: int = 20) -> str:
         """The last `lines` of its log (of the rotated one too, when the log was just
@@ -140,3 +171,18 @@ class Child:
             return "\n".join(text[-lines:])
         except OSError:
             return "(no log)"
+
+
+_RUNNING, _EXITED, _REAPED = "running", "exited", "reaped"
+
+
+def _leader(proc: subprocess.Popen[bytes]) -> str:
+    """Whether a child runs, exited but is not reaped yet (its pid still held), or is reaped
+    (also where `os.waitid` is missing: there an exit is noticed by reaping)."""
+    if not hasattr(os, "waitid"):
+        return _RUNNING if proc.poll() is None else _REAPED
+    try:
+        info = os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+    except ChildProcessError:
+        return _REAPED
+    return _RUNNING if info is None else _EXITED

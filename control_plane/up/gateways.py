@@ -18,10 +18,15 @@ Rules and guarantees:
 - The processes share their metrics through `PROMETHEUS_MULTIPROC_DIR` (emptied when the group
   starts), so a scrape of the shared port, whichever process answers, covers the group.
 - With N = 1 the one process is started exactly as before (no shared port, no metrics files).
+- Under `arbiter up` (`for_up`) the id prefix carries a random tag of the run, and a health
+  check is passed only by an answer under this process's prefix: the port is checked free
+  before the start, but another deployment's gateway taking it in the instant before this one
+  binds would otherwise answer for it.
 """
 
 from __future__ import annotations
 
+import secrets
 import shutil
 import signal
 import socket
@@ -89,6 +94,9 @@ class GatewayGroup:
     id_prefix: str = "gw"
     args: tuple[str, ...] = ()
     """More flags for every `arbiter gateway` (`--redis-url …`)."""
+    checked_ids: bool = False
+    """Give the one process `id_prefix` too, and pass each health check only when the answer
+    carries the process's own prefix (`Child.health_id`)."""
 
     @classmethod
     def for_up(cls, processes: int, host: str, port: int, state_dir: Path) -> GatewayGroup:
@@ -105,6 +113,8 @@ class GatewayGroup:
             log_dir=state_dir / "logs",
             metrics_dir=state_dir / "gateway-metrics",
             status_ports=True,
+            id_prefix=f"gw-{secrets.token_hex(3)}",
+            checked_ids=True,
         )
         group.prepare()
         return group
@@ -112,22 +122,36 @@ class GatewayGroup:
     def children(self) -> list[Child]:
         """One `Child` per process: `gateway` alone, else `gateway-0` … `gateway-<N-1>`."""
         if self.processes == 1:
-            return [self._child("gateway", [], {}, f"http://{self.host}:{self.port}/readyz")]
+            health = f"http://{self.host}:{self.port}/readyz"
+            if not self.checked_ids:
+                return [self._child("gateway", [], {}, health)]
+            flags = ["--id-prefix", self.id_prefix]
+            return [self._child("gateway", flags, {}, health, f"{self.id_prefix}-")]
         return [self._member(i) for i in range(self.processes)]
 
     def _member(self, i: int) -> Child:
         if self.metrics_dir is None:
             raise ValueError("a group of gateway processes needs its metrics directory")
-        flags = ["--processes", "1", "--reuse-port", "--id-prefix", f"{self.id_prefix}-p{i}"]
+        prefix = f"{self.id_prefix}-p{i}"
+        flags = ["--processes", "1", "--reuse-port", "--id-prefix", prefix]
         health = None
         if self.status_ports:
             status = _free_port()
             flags += ["--status-port", str(status)]
             health = f"http://{self.host}:{status}/readyz"
         env = {MULTIPROCESS_ENV: str(self.metrics_dir), GATEWAYS_ENV: "1"}
-        return self._child(f"gateway-{i}", flags, env, health)
+        return self._child(
+            f"gateway-{i}", flags, env, health, f"{prefix}-" if self.checked_ids else None
+        )
 
-    def _child(self, name: str, flags: list[str], env: dict[str, str], health: str | None) -> Child:
+    def _child(
+        self,
+        name: str,
+        flags: list[str],
+        env: dict[str, str],
+        health: str | None,
+        health_id: str | None = None,
+    ) -> Child:
         argv = [*ARBITER, "gateway", "--host", self.host, "--port", str(self.port)]
         return Child(
             name,
@@ -135,6 +159,7 @@ class GatewayGroup:
             None if self.log_dir is None else self.log_dir / f"{name}.log",
             {**self.env, **env},
             health_url=health,
+            health_id=health_id,
         )
 
     def prepare(self) -> None:

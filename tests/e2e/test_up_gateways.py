@@ -10,6 +10,7 @@ replica lost and forgets it, as for a replica on another machine.
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -93,7 +94,8 @@ def test_a_killed_process_comes_back_as_a_new_replica(up: UpProcess) -> None:
     pid = up.kill9("gateway-0")
     up.wait_restarted("gateway-0", pid)
     new = _id(up, "gateway-0")
-    assert new != old and new.startswith("gw-p0-")
+    assert new != old and re.fullmatch(r"gw-[0-9a-f]{6}-p0-[0-9a-f]{8}", new), new
+    assert new.rsplit("-", 1)[0] == old.rsplit("-", 1)[0]  # one run's tag
     _serve(up, 10)
     info = up.info()
 

@@ -55,6 +55,19 @@ def test_one_gateway_is_started_as_before(tmp_path: Path) -> None:
     assert child.log_path == tmp_path / "gateway.log"
 
 
+def test_under_up_each_gateway_s_health_is_checked_against_its_own_id(tmp_path: Path) -> None:
+    port = free_port()
+    (one,) = GatewayGroup.for_up(1, "127.0.0.1", port, tmp_path).children()
+    prefix = one.argv[one.argv.index("--id-prefix") + 1]
+    assert re.fullmatch(r"gw-[0-9a-f]{6}", prefix) and one.health_id == f"{prefix}-"
+    assert one.health_url == f"http://127.0.0.1:{port}/readyz"
+    two = GatewayGroup.for_up(2, "127.0.0.1", port, tmp_path).children()
+    prefixes = [c.argv[c.argv.index("--id-prefix") + 1] for c in two]
+    assert prefixes[0].endswith("-p0") and prefixes[1] == prefixes[0][:-1] + "1"
+    assert prefixes[0] != prefix  # a tag per run
+    assert [c.health_id for c in two] == [f"{p}-" for p in prefixes]
+
+
 def test_each_process_of_a_group_is_its_own_replica(tmp_path: Path) -> None:
     group = GatewayGroup(
         3,
