@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import sys
 from collections.abc import Coroutine
 from importlib.util import find_spec
 from pathlib import Path
@@ -339,19 +340,38 @@ def _up_banner(info: dict[str, Any], up_json: Path) -> Panel:
     )
 
 
-def _register() -> None:
-    from control_plane import admin_cli, schema_cli
-    from control_plane.bench import cli as bench_cli
-    from control_plane.sim import cli as sim_cli
-    from workers.sim import cli as worker_sim_cli
-    from workers.vllm import cli as vllm_cli
+GROUPS = ("worker", "sim", "bench", "admin", "migrate")
+_NEEDED = {"gateway": (), "scheduler": (), "recorder": (), "up": (), **{g: (g,) for g in GROUPS}}
 
-    worker_sim_cli.register(worker_app)
-    vllm_cli.register(worker_app)
-    sim_cli.register(sim_app, aliases=app)
-    bench_cli.register(bench_app, aliases=app)
-    admin_cli.register(admin_app, aliases=app)
-    schema_cli.register(app)
+
+def _register(command: str | None = None) -> None:
+    """Register what `command` (the first word after `arbiter`) needs: nothing more for the
+    processes defined here, its own group otherwise, every group for anything else (none,
+    `--help`, a hidden alias, a mistake): a deployment's processes never load the simulator
+    and the benchmarks (scipy among them), which took half of a gateway's memory."""
+    wanted = _NEEDED.get(command or "", GROUPS)
+    if "worker" in wanted:
+        from workers.sim import cli as worker_sim_cli
+        from workers.vllm import cli as vllm_cli
+
+        worker_sim_cli.register(worker_app)
+        vllm_cli.register(worker_app)
+    if "sim" in wanted:
+        from control_plane.sim import cli as sim_cli
+
+        sim_cli.register(sim_app, aliases=app)
+    if "bench" in wanted:
+        from control_plane.bench import cli as bench_cli
+
+        bench_cli.register(bench_app, aliases=app)
+    if "admin" in wanted:
+        from control_plane import admin_cli
+
+        admin_cli.register(admin_app, aliases=app)
+    if "migrate" in wanted:
+        from control_plane import schema_cli
+
+        schema_cli.register(app)
 
 
 def main() -> None:
@@ -359,5 +379,5 @@ def main() -> None:
     from control_plane.up.tether import watch_up_lock
 
     watch_up_lock()
-    _register()
+    _register(sys.argv[1] if len(sys.argv) > 1 else None)
     app()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -26,6 +28,42 @@ def test_the_top_level_lists_processes_and_groups_only(runner: CliRunner) -> Non
     groups = {"worker", "sim", "bench", "admin"}
     assert listed >= {"gateway", "scheduler", "recorder", "up"} | groups
     assert not listed & {"simulate", "bench-soak", "tenants", "scenarios", "report"}
+
+
+# Prints, in a fresh interpreter, whether the simulator was loaded and what `arbiter <argv[1]>`
+# has.
+_LOADS = """
+import sys
+from control_plane import cli
+cli._register(sys.argv[1])
+groups = {g.name: [c.name for c in g.typer_instance.registered_commands]
+          for g in cli.app.registered_groups}
+top = [c.name for c in cli.app.registered_commands]
+print("control_plane.sim.engine_loop" in sys.modules, "migrate" in top, "simulate" in top,
+      bool(groups["worker"]))
+"""
+
+
+@pytest.mark.parametrize(
+    "command,loads",
+    [
+        ("gateway", "False False False False"),
+        ("recorder", "False False False False"),
+        ("migrate", "False True False False"),
+        ("worker", "False False False True"),
+        ("sim", "True False True False"),
+        ("--help", "True True True True"),
+        ("simulate", "True True True True"),  # a hidden alias: everything, as before
+    ],
+)
+def test_a_command_loads_only_what_it_needs(command: str, loads: str) -> None:
+    """Regression: every command registered every group, so a gateway, a recorder and
+    `arbiter migrate` loaded the simulator and the benchmarks: 189 MB peak for a migration
+    that needs 88 MB (docs/performance.md)."""
+    done = subprocess.run(
+        [sys.executable, "-c", _LOADS, command], capture_output=True, text=True, check=True
+    )
+    assert done.stdout.split("\n")[-2] == loads, done.stderr
 
 
 @pytest.mark.parametrize(

@@ -24,7 +24,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from scipy.stats import gaussian_kde
 
 from control_plane.core.job import Job
 from control_plane.core.workflows.agent_graph import AgentGraph
@@ -47,6 +46,10 @@ def kde_mode(values: np.ndarray) -> float:
     low, high = float(values.min()), float(values.max())
     if high - low < 1e-9:
         return low
+    # imported here: scipy.stats is ~90 MB, and the gateways import this module (knob rules)
+    # without ever estimating a mode
+    from scipy.stats import gaussian_kde
+
     grid = np.linspace(low, high, 128)
     return float(grid[int(np.argmax(gaussian_kde(values)(grid)))])
 

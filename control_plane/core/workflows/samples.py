@@ -14,7 +14,6 @@ from collections import deque
 from typing import Any
 
 import numpy as np
-from scipy.stats import wasserstein_distance
 
 FIRST_CHECK = 8
 """Samples before the first convergence check (and the first reference window)."""
@@ -54,6 +53,8 @@ class Samples:
         now = list(self.values)
         if self._reference:
             mean = float(np.mean(now))
+            from scipy.stats import wasserstein_distance  # see `orchestrator.kde_mode`
+
             w = float(wasserstein_distance(self._reference, now))
             self.distance = w / mean if mean > 0 else 0.0
             self.converged = self.distance < self.tolerance

@@ -3,6 +3,9 @@ remaining latency, scores rank the agent nearer its workflow's end first, state 
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 
 from control_plane.admission.registry import build_admission
@@ -206,3 +209,20 @@ def test_the_single_call_mode_follows_a_changed_latency_after_a_long_run() -> No
         stats.single.add(20.0 + 0.1 * (k % 7))
     mode = orch.single_call_mode(key)
     assert mode is not None and mode > 15.0
+
+
+def test_scipy_is_loaded_only_when_a_mode_or_a_distance_is_estimated() -> None:
+    """Regression: this module imported scipy.stats at import, and the gateways import it
+    (the admin API's knob rules reach the policies) without estimating anything: 75 MB of
+    each gateway process (216 → 141 MB, docs/performance.md)."""
+    script = (
+        "import sys\n"
+        "import control_plane.api.app, control_plane.api.admin\n"
+        "print('scipy.stats' in sys.modules)\n"
+        "import numpy as np\n"
+        "from control_plane.core.workflows.orchestrator import kde_mode\n"
+        "mode = kde_mode(np.array([1.0, 2.0, 2.1, 2.2, 5.0]))\n"
+        "print(1.5 < mode < 2.5, 'scipy.stats' in sys.modules)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert done.stdout.split() == ["False", "True", "True"], done.stderr
