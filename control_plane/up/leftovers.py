@@ -66,11 +66,19 @@ class StateLock:
             holder = handle.read().strip() or "unknown"
             # the children of a dead `up` take the freed lock in turn, each for an instant
             # (`up/tether.py`): a holder that is gone is waited for, briefly
-            if _alive(holder) or time.monotonic() > deadline:
+            if _alive(holder):
                 handle.close()
                 raise StateDirBusy(
                     f"another `arbiter up` (pid {holder}) is running with state directory "
                     f"{state_dir}; stop it first (Ctrl-C, or kill -TERM {holder})"
+                )
+            if time.monotonic() > deadline:  # held on, not by the process the file names
+                handle.close()
+                raise StateDirBusy(
+                    f"another process holds {state_dir / LOCK_FILE} (the pid written in it, "
+                    f"{holder}, has exited: an `arbiter up` that has not written its own yet, "
+                    f"or a child of a dead one still stopping); try again, or find it with "
+                    f"`fuser {state_dir / LOCK_FILE}`"
                 )
             time.sleep(0.02)
         handle.seek(0)

@@ -201,3 +201,19 @@ def test_a_lock_whose_holder_lives_is_refused_at_once(tmp_path: Path) -> None:
     finally:
         holder.kill()
         holder.wait()
+
+
+def test_a_lock_held_on_in_a_dead_pid_s_name_names_no_pid(tmp_path: Path) -> None:
+    """Regression: a live `up` that took the lock but had not written its pid yet, over a
+    file naming a dead one, was refused "another `arbiter up` (pid <the dead one>) is
+    running", and `kill -TERM <that pid>` was the advice."""
+    (tmp_path / LOCK_FILE).write_text("999999999\n")  # no such process
+    holder = _hold(tmp_path / LOCK_FILE, 30)
+    try:
+        with pytest.raises(StateDirBusy) as refused:
+            StateLock.take(tmp_path)
+        assert "999999999, has exited" in str(refused.value)
+        assert "pid 999999999)" not in str(refused.value) and "kill" not in str(refused.value)
+    finally:
+        holder.kill()
+        holder.wait()
