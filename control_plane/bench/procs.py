@@ -17,9 +17,12 @@ from typing import Any
 
 import httpx
 
+from control_plane.up import tether
+
 ROLES = ("redis", "gateway", "scheduler", "recorder", "worker", "console")
 _SUBCOMMANDS = {"gateway", "scheduler", "recorder", "worker"}
-TETHER = "control_plane.up.tether"
+TETHER = tether.__name__
+"""How a tether appears on a command line (`python -m control_plane.up.tether -- …`)."""
 PROC = Path("/proc")
 
 
