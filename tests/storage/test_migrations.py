@@ -9,6 +9,7 @@ import subprocess
 import sys
 import threading
 import tomllib
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -17,6 +18,7 @@ from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import inspect, text
+from sqlalchemy.engine import Inspector
 from sqlalchemy.exc import IntegrityError
 
 from storage.db import Database
@@ -268,12 +270,27 @@ def test_an_unreachable_database_is_unavailable_and_its_password_not_shown() -> 
         assert "s3cret" not in str(caught.value)
 
 
-ACCEPTED: dict[str, set[str]] = {}
-"""Per revision, the breaks `_breaks` reports that are allowed: a drop or rename made a release
-after the code stopped using what it removes (name the release that stopped in a comment)."""
+_IN_RANGE = "CHECK (weight >= 1e-06 AND weight <= 1000000.0) added"
+ACCEPTED: dict[str, set[str]] = {
+    # the API and the CLI refuse weights outside 1e-6..1e6 since b538279, before 0005's
+    # release: its writes already meet the new check (and 0006 clamps the rows before it)
+    "0006": {f"{t}: {_IN_RANGE}" for t in ("tenants", "applications", "agents")},
+}
+"""Per revision, the breaks `_breaks` reports that are allowed, each with the reason in a
+comment: a drop or rename made a release after the code stopped using what it removes (name
+that release), a constraint the release before already kept in its own code (name where)."""
 
-Shape = dict[str, dict[str, tuple[bool, bool]]]
-"""table → column → (nullable, has a server default)."""
+
+@dataclass(frozen=True)
+class Table:
+    """One table's shape: column → (nullable, has a server default), and its constraints as
+    text (CHECK, UNIQUE, FOREIGN KEY, unique index)."""
+
+    columns: dict[str, tuple[bool, bool]]
+    constraints: frozenset[str] = frozenset()
+
+
+Shape = dict[str, Table]
 
 
 def _shape(url: str) -> Shape:
@@ -282,10 +299,13 @@ def _shape(url: str) -> Shape:
         with engine.connect() as conn:
             found = inspect(conn)
             return {
-                t: {
-                    c["name"]: (bool(c["nullable"]), c.get("default") is not None)
-                    for c in found.get_columns(t)
-                }
+                t: Table(
+                    {
+                        c["name"]: (bool(c["nullable"]), c.get("default") is not None)
+                        for c in found.get_columns(t)
+                    },
+                    _constraints(found, t),
+                )
                 for t in found.get_table_names()
                 if t != "alembic_version"
             }
@@ -293,11 +313,32 @@ def _shape(url: str) -> Shape:
         engine.dispose()
 
 
+def _constraints(found: Inspector, table: str) -> frozenset[str]:
+    def cols(names: list[str | None] | list[str]) -> str:
+        return ", ".join(str(n) for n in names)
+
+    return frozenset(
+        [f"CHECK ({c['sqltext']})" for c in found.get_check_constraints(table)]
+        + [f"UNIQUE ({cols(u['column_names'])})" for u in found.get_unique_constraints(table)]
+        + [
+            f"FOREIGN KEY ({cols(f['constrained_columns'])}) REFERENCES "
+            f"{f['referred_table']} ({cols(f['referred_columns'])})"
+            for f in found.get_foreign_keys(table)
+        ]
+        + [
+            f"UNIQUE INDEX ({cols(i['column_names'])})"
+            for i in found.get_indexes(table)
+            if i.get("unique")
+        ]
+    )
+
+
 def _breaks(before: Shape, after: Shape) -> set[str]:
     """What in `after` the code written for `before` cannot live with."""
     broken = {f"table {t} dropped" for t in before if t not in after}
-    for table, columns in before.items():
-        new = after.get(table, columns)
+    for table, was in before.items():
+        now = after.get(table, was)
+        columns, new = was.columns, now.columns
         broken |= {f"{table}.{c} dropped" for c in columns if c not in new}
         broken |= {
             f"{table}.{c} added NOT NULL without a default"
@@ -309,30 +350,39 @@ def _breaks(before: Shape, after: Shape) -> set[str]:
             for c, (nullable, default) in new.items()
             if c in columns and columns[c][0] and not nullable and not default
         }
+        broken |= {f"{table}: {c} added" for c in now.constraints - was.constraints}
     return broken
 
 
 def test_the_additive_check_sees_what_breaks_the_release_before() -> None:
     before: Shape = {
-        "t": {"a": (False, False), "b": (True, False), "e": (True, False), "f": (True, False)},
-        "gone": {"x": (True, False)},
+        "t": Table(
+            {"a": (False, False), "b": (True, False), "e": (True, False), "f": (True, False)},
+            frozenset({"CHECK (a > 0)"}),
+        ),
+        "gone": Table({"x": (True, False)}),
     }
     after: Shape = {
-        "t": {
-            "a": (False, False),
-            "c": (False, False),
-            "d": (False, True),
-            "e": (False, False),
-            "f": (False, True),
-        }
+        "t": Table(
+            {
+                "a": (False, False),
+                "c": (False, False),
+                "d": (False, True),
+                "e": (False, False),
+                "f": (False, True),
+            },
+            frozenset({"UNIQUE (a)"}),  # a check dropped: the older code still writes well
+        )
     }
     assert _breaks(before, after) == {
         "table gone dropped",
         "t.b dropped",
         "t.c added NOT NULL without a default",
         "t.e made NOT NULL without a default",
+        "t: UNIQUE (a) added",
     }
-    assert _breaks(before, {**before, "new": {"y": (False, False)}}) == set()
+    new_table = Table({"y": (False, False)}, frozenset({"CHECK (y > 1)"}))
+    assert _breaks(before, {**before, "new": new_table}) == set()
 
 
 @pytest.mark.parametrize("revision", history()[1:])
@@ -341,8 +391,10 @@ def test_each_migration_keeps_the_release_before_it_working(tmp_path: Path, revi
     migrations"), so a migration only adds: no table or column dropped or renamed (a rename is
     a drop), and every new column of an existing table nullable or with a server default (the
     previous release's inserts do not name it), nor a nullable one made required without one.
-    Checked on the SQLite schema before and after each revision; a new table may require what
-    it likes. Not checked: new CHECK, UNIQUE or foreign-key constraints (a reviewer's job)."""
+    Nor a CHECK, UNIQUE or foreign-key constraint (or a unique index) added to an existing
+    table: the previous release's writes may break it, unless its own code already kept it
+    (then `ACCEPTED` says where). Checked on the SQLite schema before and after each revision;
+    a new table may require what it likes."""
     order = history()
     url = f"sqlite:///{tmp_path / 'shape.db'}"
     migrate(url, revision=order[order.index(revision) - 1])
