@@ -10,8 +10,8 @@ build starts (run by the newer build, which ships the downgrade).
 
 A schema a newer build migrated is left as it is, and migrating to this build's head succeeds
 on it with a warning: migrations are additive, so this build runs on it, and an older pod
-restarted in the middle of a rolling update must not fail its init step. Only an explicit
-`--to` is refused there (this build does not know the revisions it would undo).
+restarted in the middle of a rolling update must not fail its init step. Only a `--to` an
+older revision is refused there (this build does not know the revisions it would undo).
 """
 
 from __future__ import annotations
@@ -23,7 +23,14 @@ import typer
 from control_plane.core.cli_errors import user_errors
 from control_plane.settings import SettingsError, database_url_of
 from storage.errors import StorageError
-from storage.migrate import SchemaAhead, UnknownRevision, migrate, schema_status, shown_url
+from storage.migrate import (
+    SchemaAhead,
+    UnknownRevision,
+    history,
+    migrate,
+    schema_status,
+    shown_url,
+)
 
 Opt = typer.Option
 DUE = 3
@@ -82,7 +89,7 @@ def _check(url: str, shown: str) -> None:
 
 
 def _ahead(exc: SchemaAhead, shown: str, *, check: bool, to: str) -> None:
-    if to != "head" and not check:  # this build does not know the revisions it would undo
+    if to not in ("head", history()[-1]) and not check:  # it would undo revisions it lacks
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(1)
     line = f"{shown}: {exc}; this build runs on it as it is"

@@ -200,8 +200,9 @@ class Knobs:
         (`state/tickets.py`): when the reply is lost, the ticket says whether the change ran
         and what it returned, so a change that ran is reported as such, never as a failure.
         """
-        if not changes:
-            raise ValueError("replace_many needs at least one knob")
+        names = [name for name, _, _ in changes]
+        if not names or len(set(names)) != len(names):
+            raise ValueError(f"replace_many: at least one knob, none named twice: {names}")
         ks = self._ks
         (name, value, expected), more = changes[0], changes[1:]
         args = [name, dumps(value.to_json()), ks.knobs_channel, expected]
@@ -211,8 +212,8 @@ class Knobs:
         await tickets.issue(self._redis, ticket, within_ms)
         call = self._scripts.call("knob_set", [ks.knobs, ks.knobs_version, ticket], args)
         version = await tickets.ticketed(self._redis, call, ticket, within_ms)
-        names = ", ".join(repr(n) for n, _, _ in changes)
-        what = f"knob {names}" if len(changes) == 1 else f"knobs {names}"
+        listed = ", ".join(repr(n) for n in names)
+        what = f"knob {listed}" if len(names) == 1 else f"knobs {listed}"
         if version == -1:
             raise KnobChanged(f"{what} changed meanwhile")
         if version == -2:

@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -51,6 +52,12 @@ class Child:
     health_id: str | None = None
     """When set, only a health answer whose JSON `gateway_id` starts with it is this child's:
     another deployment's gateway that took the port first would answer 200 as well."""
+    _guard: threading.RLock = field(
+        default_factory=threading.RLock, init=False, repr=False, compare=False
+    )
+    """Serialises noticing an exit, killing the group and reaping across threads (the
+    supervisor's and the caller's), so the group is never signalled after another thread
+    reaped the child."""
 
     def tie_to(self, lock: Path) -> None:
         """End when the `arbiter up` holding `lock` ends (`up/tether.py`): the lock's path in
@@ -89,25 +96,35 @@ class Child:
         Only while the exited child is not reaped yet: until then its pid, which is the
         group's id, cannot be given to another process, so the signal cannot reach a group
         that is not this child's. Every path here that notices the exit (`alive`, `pid`,
-        `stop`) kills the rest of the group this way before it reaps."""
-        proc = self.proc
-        if proc is None or proc.returncode is not None or _leader(proc) != _EXITED:
-            return
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        proc.poll()
+        `stop`) kills the rest of the group this way before it reaps. Where `os.waitid` is
+        missing (macOS before Python 3.13) an exit is noticed by reaping, and the group is
+        signalled just after, as it always was there."""
+        with self._guard:
+            proc = self.proc
+            if proc is None:
+                return
+            if not _CAN_PEEK:
+                if proc.poll() is not None:
+                    _kill_group(proc.pid)
+                return
+            if proc.returncode is None and _leader(proc) == _EXITED:
+                _kill_group(proc.pid)
+                proc.poll()
 
     def alive(self) -> bool:
         """Whether it runs; once it exited, what is left of its group is killed (and it is
         reaped)."""
-        proc = self.proc
-        if proc is None or proc.returncode is not None:
+        with self._guard:
+            proc = self.proc
+            if proc is None or proc.returncode is not None:
+                return False
+            if _CAN_PEEK and _leader(proc) == _RUNNING:
+                return True
+            if not _CAN_PEEK and proc.poll() is None:
+                return True
+            self.kill_leftovers()
+            proc.poll()  # reaped by another path meanwhile
             return False
-        if _leader(proc) == _RUNNING:
-            return True
-        self.kill_leftovers()
-        proc.poll()  # reaped by another path meanwhile, or where waitid is missing
-        return False
 
     def pid(self) -> int | None:
         """The running process's pid; None while down."""
@@ -143,20 +160,22 @@ class Child:
 
     def stop(self, grace_s: float = 10.0) -> None:
         """SIGTERM the child's process group, then SIGKILL after `grace_s`; once the child
-        itself exited, SIGKILL what is left of its group (before it is reaped)."""
-        proc = self.proc
-        if proc is None or not self.alive():
-            return
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGTERM)
-        deadline = time.monotonic() + grace_s
-        while self.alive():
-            if time.monotonic() >= deadline:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait(timeout=5)
+        itself exited, SIGKILL what is left of its group (before it is reaped).
+        `subprocess.TimeoutExpired` when it is still there 5 s after SIGKILL."""
+        with self._guard:
+            proc = self.proc
+            if proc is None or not self.alive():
                 return
-            time.sleep(0.05)
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGTERM)
+            deadline = time.monotonic() + grace_s
+            while self.alive():
+                if time.monotonic() >= deadline:
+                    with contextlib.suppress(ProcessLookupError):
+                        os.killpg(proc.pid, signal.SIGKILL)
+                    proc.wait(timeout=5)
+                    return
+                time.sleep(0.05)
 
     def tail(self, lines: int = 20) -> str:
         """The last `lines` of its log (of the rotated one too, when the log was just
@@ -174,15 +193,20 @@ class Child:
 
 
 _RUNNING, _EXITED, _REAPED = "running", "exited", "reaped"
+_CAN_PEEK = hasattr(os, "waitid")
+"""Whether an exit can be seen without reaping (`os.waitid` with `WNOWAIT`)."""
 
 
 def _leader(proc: subprocess.Popen[bytes]) -> str:
-    """Whether a child runs, exited but is not reaped yet (its pid still held), or is reaped
-    (also where `os.waitid` is missing: there an exit is noticed by reaping)."""
-    if not hasattr(os, "waitid"):
-        return _RUNNING if proc.poll() is None else _REAPED
+    """Whether a child runs, exited but is not reaped yet (its pid still held), or is reaped;
+    only where `_CAN_PEEK`."""
     try:
         info = os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
     except ChildProcessError:
         return _REAPED
     return _RUNNING if info is None else _EXITED
+
+
+def _kill_group(pgid: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signal.SIGKILL)

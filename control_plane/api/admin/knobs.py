@@ -174,7 +174,10 @@ async def put_knob(
     ctx: Ctx, actor: Admin, who: Caller, name: str, body: KnobChange
 ) -> dict[str, Any]:
     """Validate and set a knob; subscribers (the scheduler, gateways) see it at once. With
-    `expected` (from `GET /admin/knobs`), only over that value (409 `knob_changed` otherwise)."""
+    `expected` (from `GET /admin/knobs`), only over that value (409 `knob_changed` otherwise).
+    Answers `version`, the knobs' version after the change (with a `fairness` carry, the
+    policy switch's, the last of the two), `audit` (the knob's row) and `policy` (the params
+    carried, or null)."""
     if name in PLUGIN_KNOBS:
         refuse_imports(who, plugin_name(body.value), "value.name")
     value = validate_knob(name, body.value)

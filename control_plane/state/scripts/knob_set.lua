@@ -16,9 +16,10 @@
 -- ARGV[4]  optional: the stored JSON the caller read ("" for none): compare-and-set, so two
 --          read-modify-writes of one knob (two weight changes at once) cannot lose either
 -- ARGV[5..] optional: more knobs changed in the same step, three arguments each (name, value
---          as JSON, the stored JSON the caller read); with them ARGV[4] is required. Every
---          read must still match or nothing changes (a `fairness` change and the policy
---          params it carries land together or not at all)
+--          as JSON, the stored JSON the caller read); with them ARGV[4] is required, and no
+--          knob may be named twice (an error reply otherwise, nothing changed). Every read
+--          must still match or nothing changes (a `fairness` change and the policy params it
+--          carries land together or not at all)
 -- Returns  the last new knobs version, -1 (nothing changed) when a read no longer matches, or
 --          -2 when the ticket has expired; publishes {"name", "value", "version"} on ARGV[3]
 --          for each knob, in argument order.
@@ -30,11 +31,21 @@ local function spent(result)
   return result
 end
 
+-- a malformed call changes nothing: Redis does not undo the writes of a script that fails
+-- part-way, so every check comes before the first write
+if #ARGV > 4 and (#ARGV - 4) % 3 ~= 0 then
+  return redis.error_reply('knob_set: more knobs come as name, value, expected text')
+end
 if KEYS[3] ~= nil and redis.call('GET', KEYS[3]) ~= '1' then
   return -2
 end
 local changes = {{ARGV[1], ARGV[2], ARGV[4]}}
+local named = {[ARGV[1]] = true}
 for i = 5, #ARGV, 3 do
+  if named[ARGV[i]] then
+    return redis.error_reply('knob_set: knob ' .. ARGV[i] .. ' named twice')
+  end
+  named[ARGV[i]] = true
   changes[#changes + 1] = {ARGV[i], ARGV[i + 1], ARGV[i + 2]}
 end
 for _, change in ipairs(changes) do

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 from redis.asyncio import Redis
+from redis.exceptions import ResponseError
 
 from control_plane.contracts.checkpoints import (
     LeaderState,
@@ -275,6 +276,29 @@ async def test_several_knobs_are_replaced_in_one_step_or_not_at_all(stores: Stat
     finally:
         await sub.aclose()
     assert await knobs.get_all() == {"fairness": fairness, "policy": carried}
+
+
+async def test_a_malformed_knob_set_changes_nothing(
+    stores: StateStores, keyspace: KeySpace
+) -> None:
+    """Redis keeps the writes a failing script made before its error: a knob without its
+    expected text, or one named twice, is refused before any write (a reviewer stored `a`
+    and bumped the version with a call whose second knob lacked its value)."""
+    knobs = stores.knobs
+    ks = keyspace
+    call = knobs._scripts.call
+    keys = [ks.knobs, ks.knobs_version]
+    for args in (
+        ["a", "1", ks.knobs_channel, "", "b"],
+        ["a", "1", ks.knobs_channel, "", "b", "2"],
+        ["a", "1", ks.knobs_channel, "", "a", "2", ""],
+        ["a", "1", ks.knobs_channel, "", "b", "2", "", "b", "3", ""],
+    ):
+        with pytest.raises(ResponseError, match="knob_set: "):
+            await call("knob_set", keys, args)
+    assert await knobs.get_all() == {} and await knobs.version() == 0
+    with pytest.raises(ValueError, match="named twice"):
+        await knobs.replace_many([("a", Other(1), ""), ("a", Other(2), "")])
 
 
 def stall_scripts(monkeypatch: pytest.MonkeyPatch, scripts: Scripts) -> list[tuple[str, Any, Any]]:

@@ -20,8 +20,8 @@ from control_plane.up import children
 from control_plane.up.children import Child, NotHealthy
 from control_plane.up.supervisor import Backoff, Supervisor
 
-# Starts a grandchild in its own process group (`sleep 60`, its pid written to argv[1]), then
-# exits 3: the grandchild is what an exited child leaves behind.
+# Starts a grandchild in the child's process group (`sleep 60`, its pid written to argv[1]),
+# then exits 3: the grandchild is what an exited child leaves behind.
 LEAVES_ONE = """
 import subprocess, sys
 grandchild = subprocess.Popen(["sleep", "60"])
@@ -54,9 +54,19 @@ def _leftover(tmp_path: Path) -> int:
     return int(pid_file.read_text())
 
 
-def test_what_an_exited_child_left_is_killed_when_its_exit_is_noticed(tmp_path: Path) -> None:
+@pytest.fixture(params=[True, False], ids=["waitid", "no-waitid"])
+def peek(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> bool:
+    """With `os.waitid` (Linux), and as where it is missing (macOS before Python 3.13)."""
+    monkeypatch.setattr(children, "_CAN_PEEK", request.param)
+    return bool(request.param)
+
+
+def test_what_an_exited_child_left_is_killed_when_its_exit_is_noticed(
+    tmp_path: Path, peek: bool
+) -> None:
     """Regression: the leftovers were killed only at the restart, after the back-off (up to
-    30 s), by the pid of a child reaped long before."""
+    30 s), by the pid of a child reaped long before. Without `os.waitid` the exit is noticed
+    by reaping and the group killed just after (a reviewer found it never killed there)."""
     said: list[str] = []
     sup = Supervisor(Backoff(initial_s=30.0), say=said.append, poll_s=0.02)
     c = Child("leaver", [sys.executable, "-c", LEAVES_ONE, str(tmp_path / "grandchild")], None)
@@ -94,7 +104,7 @@ def test_a_reaped_child_s_group_is_never_signalled(
     assert sent == []
 
 
-def test_stop_ends_the_child_and_what_it_left_in_its_group(tmp_path: Path) -> None:
+def test_stop_ends_the_child_and_what_it_left_in_its_group(tmp_path: Path, peek: bool) -> None:
     """A child that exits on SIGTERM while a member of its group ignores it: once the child
     is gone, the rest of its group is killed at once, not left running."""
     script = (
