@@ -160,8 +160,14 @@ class AdminClient:
             body["expected"] = expected
         return dict(self._json("PUT", f"/admin/knobs/{_seg(name)}", body=body))
 
-    def set_weight(self, node: str, weight: float, reason: str) -> dict[str, Any]:
-        body = {"weight": weight, "reason": reason}
+    def set_weight(
+        self, node: str, weight: float, reason: str, *, expected: float | None = None
+    ) -> dict[str, Any]:
+        """Set a node's weight; with `expected` (the weight as read) only over that weight:
+        a node changed since is refused (409 `node_changed`)."""
+        body: dict[str, Any] = {"weight": weight, "reason": reason}
+        if expected is not None:
+            body["expected"] = expected
         return dict(self._json("PUT", f"/admin/weights/{_path(node)}", body=body))
 
     def update_tenant(self, tenant: str, changes: dict[str, Any], reason: str) -> dict[str, Any]:

@@ -5,8 +5,9 @@ A change goes in two steps: the form's button ("Review …") keeps the change an
 (current → new, per field) for `confirm_panel`, whose "Confirm" sends it once. On success a
 message is kept for the next run ("flash") and the page reruns so every table shows the new
 value; on a 422 the API's field errors are kept under the form's key and shown beside the
-fields; a 409 `knob_changed` (the knob changed since the review's read) keeps the change under
-`<form>_conflict` for the form to review again over the value read now (`knob_forms.py`);
+fields; a 409 `knob_changed` or `node_changed` (the knob or the node changed since the review's
+read) keeps the change under `<form>_conflict` for the form to review again over the value
+read now (`knob_forms.py`, the weights form);
 other errors are shown plainly. Viewers see every change button disabled.
 
 Streamlit keeps a keyed widget's own state and ignores a changed `value=`: every widget that
@@ -31,6 +32,8 @@ from console.session import field_error, show_error
 FLASH = "flash"
 SEEN = "__seen"
 KNOB_CHANGED = "knob_changed"
+CHANGED_CODES = frozenset({KNOB_CHANGED, "node_changed"})
+"""409 codes for a change refused because what it was decided on changed (a knob, a node)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,7 +82,7 @@ def submit(form: str, pending: Pending) -> None:
     try:
         pending.action()
     except AdminApiError as exc:
-        if exc.status == 409 and exc.code == KNOB_CHANGED:
+        if exc.status == 409 and exc.code in CHANGED_CODES:
             st.session_state[f"{form}_conflict"] = pending
             st.session_state[f"{form}_errors"] = {}
             st.rerun()

@@ -15,6 +15,10 @@ class AlreadyExistsError(StorageError):
     """A unique name (or URL) is already taken."""
 
 
+class ChangedMeanwhile(StorageError):
+    """A row no longer holds the values the caller read (`expected`): nothing was written."""
+
+
 class InvalidValueError(StorageError, ValueError):
     """A field value is out of its domain (e.g. a weight ≤ 0 or an unknown status)."""
 

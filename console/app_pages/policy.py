@@ -29,7 +29,6 @@ from console.forms import (
     keep,
     plugin_form,
     reason_field,
-    review,
     show_flash,
     synced,
 )
@@ -187,17 +186,40 @@ def weights_section(api: AdminClient) -> None:
         reason = reason_field("weight", errors)
         submitted = change_button("Review weight", key="weight_submit")
     if submitted and node:
-        review(
-            "weight",
+        _review_weight(api, node, current, weight, reason)
+    refused: Pending | None = st.session_state.pop("weight_conflict", None)
+    if refused is not None:  # changed by someone else since the review: review it again
+        asked = refused.new
+        now = weights.get(asked["node"])
+        note = CHANGED.format(what=f"weight of {asked['node']}")
+        _review_weight(api, asked["node"], now, asked["weight"], refused.reason, note)
+    confirm_panel("weight")
+
+
+def _review_weight(
+    api: AdminClient,
+    node: str,
+    current: float | None,
+    weight: float,
+    reason: str,
+    note: str | None = None,
+) -> None:
+    """Keep the change of `node`'s weight for confirmation, sent only over the weight read
+    (`expected`; a 409 `node_changed` puts it under `weight_conflict`)."""
+    keep(
+        "weight",
+        Pending(
             f"weight of {node}",
-            {"weight": current},
-            {"weight": weight},
+            diff_rows({"weight": current}, {"weight": weight}),
             reason,
-            action=lambda: api.set_weight(node, weight, reason),
+            action=lambda: api.set_weight(node, weight, reason, expected=current),
             success=f"{node}: weight {weight:g}.",
             watch={"node": node, "weight": weight},
-        )
-    confirm_panel("weight")
+            new={"node": node, "weight": weight},
+            note=note,
+        ),
+        rerun=note is None,
+    )
 
 
 def main() -> None:

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from storage.db import Database, Repos
-from storage.errors import NotFoundError
+from storage.errors import ChangedMeanwhile, NotFoundError
 from storage.records import AgentRecord, ApiKeyRecord, AppRecord, TenantNode, TenantRecord
 
 NodePath = tuple[str, ...]
@@ -35,16 +35,16 @@ def node_target(path: NodePath) -> str:
     return f"{node_kind(path)}:{'/'.join(path)}"
 
 
-def _find(r: Repos, path: NodePath) -> NodeRecord | None:
+def _find(r: Repos, path: NodePath, lock: bool = False) -> NodeRecord | None:
     if len(path) == 1:
-        return r.tenants.get_tenant(name=path[0])
+        return r.tenants.get_tenant(name=path[0], for_update=lock)
     if len(path) == 2:
-        return r.tenants.get_app(tenant=path[0], name=path[1])
-    return r.tenants.get_agent(tenant=path[0], app=path[1], name=path[2])
+        return r.tenants.get_app(tenant=path[0], name=path[1], for_update=lock)
+    return r.tenants.get_agent(tenant=path[0], app=path[1], name=path[2], for_update=lock)
 
 
-def _require(r: Repos, path: NodePath) -> NodeRecord:
-    record = _find(r, path)
+def _require(r: Repos, path: NodePath, lock: bool = False) -> NodeRecord:
+    record = _find(r, path, lock)
     if record is None:
         raise NotFoundError(f"{node_kind(path)} {'/'.join(path)} does not exist")
     return record
@@ -102,13 +102,22 @@ def create_node(
 
 
 def update_node(
-    db: Database, path: NodePath, changes: Mapping[str, Any], *, actor: str, reason: str
+    db: Database,
+    path: NodePath,
+    changes: Mapping[str, Any],
+    *,
+    actor: str,
+    reason: str,
+    expected: Mapping[str, Any] | None = None,
 ) -> NodeRecord:
     """Apply `changes`; audited as `<kind>.update` with the old and new values of the fields
-    that were sent."""
+    that were sent. With `expected` (field → the value the caller read) only while the node
+    still holds those values, read under a row lock (`ChangedMeanwhile` otherwise: nothing
+    written), so a change decided on a stale read never replaces a later one."""
     kind = node_kind(path)
     with db.repos() as r:
-        old = _require(r, path)
+        old = _require(r, path, lock=expected is not None)
+        _check_expected(old, expected or {}, path)
         record: NodeRecord
         if kind == "tenant":
             record = r.tenants.update_tenant(name=path[0], changes=changes)
@@ -127,6 +136,16 @@ def update_node(
             reason=reason,
         )
         return record
+
+
+def _check_expected(record: NodeRecord, expected: Mapping[str, Any], path: NodePath) -> None:
+    changed = {f: getattr(record, f) for f, v in expected.items() if getattr(record, f) != v}
+    if changed:
+        now = ", ".join(f"{f} is {v!r}" for f, v in changed.items())
+        raise ChangedMeanwhile(
+            f"{node_kind(path)} {'/'.join(path)} changed since it was read ({now} now): "
+            "read it again and retry"
+        )
 
 
 def delete_node(db: Database, path: NodePath, *, actor: str, reason: str) -> NodeRecord:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
-from typing import Any, Unpack
+from typing import Any, TypeVar, Unpack
 
-from sqlalchemy import select
+from sqlalchemy import Select, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -66,9 +66,10 @@ class TenantRepo:
         self._add(row, f"tenant {name!r} already exists")
         return tenant_record(row)
 
-    def get_tenant(self, *, name: str) -> TenantRecord | None:
-        """The tenant named `name`, or None."""
-        row = self._tenant_row(name, required=False)
+    def get_tenant(self, *, name: str, for_update: bool = False) -> TenantRecord | None:
+        """The tenant named `name`, or None; `for_update` locks its row (PostgreSQL) until the
+        transaction ends and reads it afresh, for a read-compare-write."""
+        row = self._tenant_row(name, required=False, lock=for_update)
         return None if row is None else tenant_record(row)
 
     def list_tenants(self) -> list[TenantRecord]:
@@ -103,9 +104,9 @@ class TenantRepo:
         self._add(row, f"application {tenant}/{name} already exists")
         return app_record(row, tenant)
 
-    def get_app(self, *, tenant: str, name: str) -> AppRecord | None:
-        """The application, or None."""
-        row = self._app_row(tenant, name)
+    def get_app(self, *, tenant: str, name: str, for_update: bool = False) -> AppRecord | None:
+        """The application, or None (`for_update`: as for `get_tenant`)."""
+        row = self._app_row(tenant, name, lock=for_update)
         return None if row is None else app_record(row, tenant)
 
     def list_apps(self, *, tenant: str) -> list[AppRecord]:
@@ -155,9 +156,11 @@ class TenantRepo:
         self._add(row, f"agent {tenant}/{app}/{name} already exists")
         return agent_record(row, tenant, app)
 
-    def get_agent(self, *, tenant: str, app: str, name: str) -> AgentRecord | None:
-        """The agent, or None."""
-        row = self._agent_row(tenant, app, name)
+    def get_agent(
+        self, *, tenant: str, app: str, name: str, for_update: bool = False
+    ) -> AgentRecord | None:
+        """The agent, or None (`for_update`: as for `get_tenant`)."""
+        row = self._agent_row(tenant, app, name, lock=for_update)
         return None if row is None else agent_record(row, tenant, app)
 
     def list_agents(self, *, tenant: str, app: str) -> list[AgentRecord]:
@@ -227,8 +230,9 @@ class TenantRepo:
         except IntegrityError as exc:
             raise AlreadyExistsError(conflict) from exc
 
-    def _tenant_row(self, name: str, *, required: bool) -> Tenant | None:
-        row = self.session.scalars(select(Tenant).where(Tenant.name == name)).one_or_none()
+    def _tenant_row(self, name: str, *, required: bool, lock: bool = False) -> Tenant | None:
+        stmt = _locked(select(Tenant).where(Tenant.name == name), lock)
+        row = self.session.scalars(stmt).one_or_none()
         if row is None and required:
             raise NotFoundError(f"tenant {name!r} does not exist")
         return row
@@ -238,13 +242,13 @@ class TenantRepo:
         assert row is not None
         return row
 
-    def _app_row(self, tenant: str, name: str) -> Application | None:
+    def _app_row(self, tenant: str, name: str, *, lock: bool = False) -> Application | None:
         stmt = (
             select(Application)
             .join(Tenant, Application.tenant_id == Tenant.id)
             .where(Tenant.name == tenant, Application.name == name)
         )
-        return self.session.scalars(stmt).one_or_none()
+        return self.session.scalars(_locked(stmt, lock, Application)).one_or_none()
 
     def _require_app(self, tenant: str, name: str) -> Application:
         row = self._app_row(tenant, name)
@@ -252,11 +256,22 @@ class TenantRepo:
             raise NotFoundError(f"application {tenant}/{name} does not exist")
         return row
 
-    def _agent_row(self, tenant: str, app: str, name: str) -> Agent | None:
+    def _agent_row(self, tenant: str, app: str, name: str, *, lock: bool = False) -> Agent | None:
         stmt = (
             select(Agent)
             .join(Application, Agent.app_id == Application.id)
             .join(Tenant, Application.tenant_id == Tenant.id)
             .where(Tenant.name == tenant, Application.name == app, Agent.name == name)
         )
-        return self.session.scalars(stmt).one_or_none()
+        return self.session.scalars(_locked(stmt, lock, Agent)).one_or_none()
+
+
+S = TypeVar("S", bound=Select[Any])
+
+
+def _locked(stmt: S, lock: bool, of: type[Any] | None = None) -> S:
+    """`stmt` locking the rows it reads (`of`: only that table's, not the joined parents')
+    and refreshing objects the session already holds, when `lock`."""
+    if not lock:
+        return stmt
+    return stmt.with_for_update(of=of).execution_options(populate_existing=True)

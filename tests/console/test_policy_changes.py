@@ -34,6 +34,20 @@ def _knob(admin_server: AdminServer, name: str) -> Any:
         return http.get("/admin/knobs").json()["knobs"].get(name)
 
 
+def _weight_reviewed(
+    admin_server: AdminServer, app_test: AppTest, tenant: str, weight: float, reason: str
+) -> AppTest:
+    """A new tenant, and the policy page with a change of its weight under review."""
+    with admin_server.http() as http:
+        http.post("/admin/tenants", json={"name": tenant, "reason": "setup"})
+    at = signed_in(app_test, "app_pages/policy.py")
+    at.selectbox(key="weight_node").select(tenant).run()
+    at.number_input(key="weight_value").set_value(weight)
+    at.text_input(key="weight_reason").input(reason)
+    at.button(key="weight_submit").click().run()
+    return at
+
+
 def test_auto_reads_applied_once_its_controller_runs(
     admin_server: AdminServer, app_test: AppTest
 ) -> None:
@@ -57,13 +71,7 @@ def test_auto_reads_applied_once_its_controller_runs(
 def test_a_check_that_fails_shows_its_error(
     admin_server: AdminServer, app_test: AppTest, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    with admin_server.http() as http:
-        http.post("/admin/tenants", json={"name": "checked", "reason": "setup"})
-    at = signed_in(app_test, "app_pages/policy.py")
-    at.selectbox(key="weight_node").select("checked").run()
-    at.number_input(key="weight_value").set_value(3.0)
-    at.text_input(key="weight_reason").input("trial")
-    at.button(key="weight_submit").click().run()
+    at = _weight_reviewed(admin_server, app_test, "checked", 3.0, "trial")
 
     def down(self: AdminClient) -> dict[str, Any]:
         raise AdminApiError(503, "Arbiter's state store is unreachable", code="state_unavailable")
@@ -122,6 +130,29 @@ def test_a_policy_switched_since_the_review_is_refused_and_reviewed_again(
     assert not at.exception, at.exception
     assert _knob(admin_server, "policy")["name"] == "sjf"
     assert any("Policy: sjf." in s.value for s in at.success)
+
+
+def test_a_weight_changed_since_the_review_is_refused_and_reviewed_again(
+    admin_server: AdminServer, app_test: AppTest
+) -> None:
+    """Before, confirming a weight reviewed over one value silently replaced another
+    operator's later change of it."""
+    at = _weight_reviewed(admin_server, app_test, "shared", 3.0, "more for shared")
+    _put(admin_server, "/admin/weights/shared", {"weight": 8.0})  # meanwhile
+
+    at.button(key="weight_confirm").click().run()
+    assert not at.exception, at.exception
+    with admin_server.http() as http:
+        assert http.get("/admin/tenants/shared").json()["weight"] == 8.0  # the other stands
+    assert any("weight of shared changed since you reviewed it" in w.value for w in at.warning)
+    diff = next(t.value for t in at.table if "field" in t.value)
+    assert diff.to_dict("records") == [{"field": "weight", "current": "8", "new": "3"}]
+
+    at.button(key="weight_confirm").click().run()
+    assert not at.exception, at.exception
+    with admin_server.http() as http:
+        assert http.get("/admin/tenants/shared").json()["weight"] == 3.0
+    assert any("shared: weight 3." in s.value for s in at.success)
 
 
 def test_the_forms_show_the_values_in_force(admin_server: AdminServer, app_test: AppTest) -> None:

@@ -16,7 +16,12 @@ from control_plane.gateway.errors import ApiError
 from control_plane.settings import Settings
 from control_plane.state import StateStores
 from storage.db import Database
-from storage.errors import AlreadyExistsError, InvalidValueError, NotFoundError
+from storage.errors import (
+    AlreadyExistsError,
+    ChangedMeanwhile,
+    InvalidValueError,
+    NotFoundError,
+)
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -70,6 +75,8 @@ def storage_error(exc: Exception) -> ApiError:
         return ApiError(404, str(exc), code="not_found")
     if isinstance(exc, AlreadyExistsError):
         return ApiError(409, str(exc), code="already_exists")
+    if isinstance(exc, ChangedMeanwhile):
+        return ApiError(409, str(exc), code="node_changed")
     return ApiError(422, str(exc), code="invalid_value")
 
 
@@ -77,8 +84,20 @@ async def in_thread(fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) ->
     """Run blocking SQL work in a thread; storage domain errors become API errors."""
     try:
         return await asyncio.to_thread(fn, *args, **kwargs)
-    except (NotFoundError, AlreadyExistsError, InvalidValueError) as exc:
+    except (NotFoundError, AlreadyExistsError, ChangedMeanwhile, InvalidValueError) as exc:
         raise storage_error(exc) from exc
+
+
+def conflict(description: str) -> dict[int | str, dict[str, Any]]:
+    """An operation's documented 409 (`responses=`), in the admin error shape."""
+    return {
+        409: {
+            "description": description,
+            "content": {
+                "application/json": {"schema": {"$ref": "#/components/schemas/AdminError"}}
+            },
+        }
+    }
 
 
 def not_found(what: str) -> ApiError:

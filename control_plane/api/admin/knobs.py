@@ -14,7 +14,7 @@ from typing import Any
 from fastapi import APIRouter
 
 from control_plane.admin.records import as_json
-from control_plane.api.admin.deps import AdminContext, Ctx
+from control_plane.api.admin.deps import AdminContext, Ctx, conflict
 from control_plane.api.admin.knob_rules import known_knobs, validate_knob, validate_policy
 from control_plane.api.admin.plugin_guard import PLUGIN_KNOBS, plugin_name, refuse_imports
 from control_plane.api.admin.recorded import recorded_then_live
@@ -160,13 +160,10 @@ async def list_knobs(ctx: Ctx, _: Admin) -> dict[str, Any]:
     return {"knobs": values, "version": version, "known": known, "expected": expected}
 
 
-KNOB_CHANGED: dict[int | str, dict[str, Any]] = {
-    409: {
-        "description": "The knob changed since it was read (`knob_changed`: since the `expected` "
-        "text, or while this change was made): read it again and retry",
-        "content": {"application/json": {"schema": {"$ref": "#/components/schemas/AdminError"}}},
-    }
-}
+KNOB_CHANGED = conflict(
+    "The knob changed since it was read (`knob_changed`: since the `expected` text, or while "
+    "this change was made): read it again and retry"
+)
 
 
 @router.put("/knobs/{name}", responses=KNOB_CHANGED)

@@ -76,6 +76,10 @@ class AgentCreate(AgentFields):
 
 class WeightChange(Change):
     weight: Weight
+    expected: Weight | None = None
+    """The weight as the caller read it (`GET /admin/hierarchy`): the change is made only
+    while the node still has it (409 `node_changed` otherwise), so a change decided on a stale
+    read never replaces another operator's later one."""
 
 
 class KeyCreate(Change):

@@ -13,7 +13,7 @@ from fastapi import APIRouter
 
 from control_plane.admin import tenancy
 from control_plane.admin.records import as_json
-from control_plane.api.admin.deps import Ctx, Reason, in_thread
+from control_plane.api.admin.deps import Ctx, Reason, conflict, in_thread
 from control_plane.api.admin.schemas import (
     AgentCreate,
     AgentFields,
@@ -50,12 +50,24 @@ async def _create(ctx: Ctx, actor: str, path: tuple[str, ...], body: Change) -> 
     return await _changed(ctx, path, record, fields)
 
 
-async def _update(ctx: Ctx, actor: str, path: tuple[str, ...], body: Change) -> dict[str, Any]:
-    changes = body.changes()
+async def _update(
+    ctx: Ctx,
+    actor: str,
+    path: tuple[str, ...],
+    body: Change,
+    expected: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    changes = body.changes(exclude={"expected"})
     if not changes:
         raise ApiError(422, "Nothing to change: send at least one field.", code="empty_change")
     record = await in_thread(
-        tenancy.update_node, ctx.db, path, changes, actor=actor, reason=body.reason
+        tenancy.update_node,
+        ctx.db,
+        path,
+        changes,
+        actor=actor,
+        reason=body.reason,
+        expected=expected,
     )
     return await _changed(ctx, path, record, changes)
 
@@ -170,10 +182,18 @@ async def delete_agent(
 
 
 # -- weights -------------------------------------------------------------------------------
-@router.put("/weights/{node:path}")
+NODE_CHANGED = conflict(
+    "The node changed since it was read (`node_changed`: its weight is no longer `expected`): "
+    "read it again and retry"
+)
+
+
+@router.put("/weights/{node:path}", responses=NODE_CHANGED)
 async def set_weight(ctx: Ctx, actor: Admin, node: str, body: WeightChange) -> dict[str, Any]:
-    """Set the weight of `tenant`, `tenant/app` or `tenant/app/agent` (SQL and scheduler)."""
+    """Set the weight of `tenant`, `tenant/app` or `tenant/app/agent` (SQL and scheduler).
+    With `expected` (the weight as read), only over that weight (409 `node_changed`)."""
     path = tuple(node.split("/"))
     if not 1 <= len(path) <= 3 or not all(path):
         raise ApiError(422, "A node is 'tenant', 'tenant/app' or 'tenant/app/agent'.", param="node")
-    return await _update(ctx, actor, path, body)
+    expected = None if body.expected is None else {"weight": body.expected}
+    return await _update(ctx, actor, path, body, expected)

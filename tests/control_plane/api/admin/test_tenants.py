@@ -155,6 +155,31 @@ async def test_weight_change_reaches_the_scheduler_knob(api: AdminApi) -> None:
         assert bad.status_code == 422 and "weight" in bad.text
 
 
+async def test_a_weight_decided_on_a_stale_read_is_refused(api: AdminApi) -> None:
+    """`expected` (the weight as read) makes a weight change a compare-and-set: another
+    operator's change since that read wins with a 409, no audit row, the knob untouched."""
+    await api.client.post("/admin/tenants", json={"name": "acme", "reason": "r"})
+    seen = (await api.client.get("/admin/tenants/acme")).json()["weight"]
+    other = {"weight": 2.0, "reason": "someone else"}
+    assert (await api.client.put("/admin/weights/acme", json=other)).status_code == 200
+    mine = {"weight": 5.0, "reason": "mine", "expected": seen}
+    stale = await api.client.put("/admin/weights/acme", json=mine)
+    assert stale.status_code == 409, stale.text
+    error = stale.json()["error"]
+    assert error["code"] == "node_changed" and "weight is 2.0 now" in error["message"]
+    assert (await api.client.get("/admin/tenants/acme")).json()["weight"] == 2.0
+    assert await api.stores.knobs.get("weights") == NodeWeights({("acme",): 2.0})
+    audit = (await api.client.get("/admin/audit", params={"action": "tenant.update"})).json()
+    assert [a["reason"] for a in audit["data"]] == ["someone else"]
+
+    retried = await api.client.put("/admin/weights/acme", json={**mine, "expected": 2.0})
+    assert retried.status_code == 200 and retried.json()["weight"] == 5.0
+    bad = await api.client.put("/admin/weights/acme", json={**mine, "expected": 0})
+    assert bad.status_code == 422 and bad.json()["error"]["param"] == "expected"
+    ghost = await api.client.put("/admin/weights/ghost", json=mine)
+    assert ghost.status_code == 404
+
+
 async def test_a_chunked_admin_body_over_the_limit_is_a_413(api: AdminApi) -> None:
     """Without a Content-Length the body is counted as it comes; FastAPI's body parsing turned
     the limit's exception into a 400 "error parsing the body" on the admin routes."""
