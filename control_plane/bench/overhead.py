@@ -30,7 +30,12 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from control_plane.bench.load import LoadResult, Target, run_load
-from control_plane.bench.overhead_cpu import CpuMeter, per_request_ms, switches_per_request
+from control_plane.bench.overhead_cpu import (
+    CpuMeter,
+    measured_pids,
+    per_request_ms,
+    switches_per_request,
+)
 from control_plane.bench.overhead_litellm import LiteLLMProxy, ratios
 from control_plane.bench.overhead_profile import Profiler
 from control_plane.bench.overhead_settle import settle
@@ -129,7 +134,7 @@ def _measure(plan: OverheadPlan, state: Path) -> dict[str, Any]:
         for r in range(plan.rounds):
             for c in plan.concurrencies:
                 profiler = None
-                pids = {n: s["pid"] for n, s in dep.supervisor.status().items()}
+                pids = measured_pids(dep.supervisor.status())
                 if plan.profile_dir is not None and r == 0 and c == plan.profile_concurrency:
                     profiler = Profiler(plan.profile_dir, pids, info["redis_url"])
                 rounds[c].append(_one_round(plan, targets, c, profiler, CpuMeter(pids)))

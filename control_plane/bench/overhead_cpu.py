@@ -20,8 +20,12 @@ nothing is read.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+
+from control_plane.bench.procs import through_tether
 
 _TICK_S = 1.0 / os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 0.01
 
@@ -110,6 +114,17 @@ class CpuMeter:
             if s is not None and switches is not None:
                 out[name] = Usage(s, *switches)
         return out
+
+
+def measured_pids(status: Mapping[str, Mapping[str, Any]]) -> dict[str, int | None]:
+    """Per supervised child (`Supervisor.status()`), the pid whose CPU is its own: for one run
+    under `arbiter up`'s tether (Redis, the console), the command the tether runs — the
+    tether itself only waits (reading it gave Redis 0.000 CPU-ms per request)."""
+    pids: dict[str, int | None] = {}
+    for name, child in status.items():
+        pid = child.get("pid")
+        pids[name] = through_tether(pid) if isinstance(pid, int) else None
+    return pids
 
 
 def per_request_ms(cpu_s: dict[str, float], requests: int) -> dict[str, float]:

@@ -168,16 +168,16 @@ def from_up_json(info: Mapping[str, Any]) -> list[Proc]:
     for a child run under `arbiter up`'s tether (Redis, the console), the command it runs."""
     out = []
     for name, listed in _named_pids(info).items():
-        pid = _through_tether(listed)
+        pid = through_tether(listed)
         role = role_of(cmdline(pid))
         if role is not None and alive(pid):
             out.append(Proc(role, name, pid))
     return sorted(out)
 
 
-def _through_tether(pid: int) -> int:
+def through_tether(pid: int) -> int:
     """The process a tether (`control_plane.up.tether`) runs, else `pid` itself: a fault must
-    hit redis-server, not the small parent that waits for it."""
+    hit redis-server, and its CPU be read from it, not from the small parent that waits."""
     if TETHER not in cmdline(pid)[:3]:
         return pid
     below = [c for c in descendants(pid) if role_of(cmdline(c)) is not None]

@@ -4,22 +4,27 @@ load: what a round counts as requests, and what it measures."""
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 from aiohttp import web
 
+from control_plane.bench import procs
 from control_plane.bench.load import Target, run_load
 from control_plane.bench.overhead_cpu import (
     CpuMeter,
     Usage,
     context_switches,
     cpu_seconds,
+    measured_pids,
     per_request_ms,
     switches_per_request,
 )
+from control_plane.up.tether import tethered
 
 
 def _burn(seconds: float) -> None:
@@ -131,3 +136,23 @@ async def test_a_round_measures_only_once_every_client_has_its_connection() -> N
     # unmeasured requests that ended once measuring began count for throughput only
     assert 0 <= out.overlapping < 4
     assert out.rps == pytest.approx((20 + out.overlapping) / out.wall_s)
+
+
+def test_a_tethered_child_s_cpu_is_read_from_the_command_it_runs(tmp_path: Path) -> None:
+    """Regression: `arbiter up` runs Redis under its tether, and the meter read the tether's
+    CPU: `bench overhead` reported Redis at 0.000 CPU-ms per request (2026-11-29 05:42)."""
+    server = shutil.which("redis-server")
+    assert server is not None  # the suite's own Redis needs it
+    argv = [server, "--port", "0", "--unixsocket", f"{tmp_path}/r.sock", "--save", ""]
+    tether = subprocess.Popen(tethered([*argv, "--dir", str(tmp_path)]), stdout=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 10
+        while not procs.descendants(tether.pid):
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        (redis,) = procs.descendants(tether.pid)
+        status = {"redis": {"pid": tether.pid}, "gateway": {"pid": os.getpid()}, "x": {"pid": None}}
+        assert measured_pids(status) == {"redis": redis, "gateway": os.getpid(), "x": None}
+    finally:
+        tether.kill()  # its command gets the parent-death SIGKILL
+        tether.wait()
