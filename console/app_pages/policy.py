@@ -160,6 +160,10 @@ def _weight_note() -> None:
 def weights_section(api: AdminClient) -> None:
     st.subheader("Weights")
     weights = node_keys(api.hierarchy())
+    refused: Pending | None = st.session_state.pop("weight_conflict", None)
+    if refused is not None and refused.new["node"] not in weights:  # deleted meanwhile
+        st.warning(f"{refused.new['node']} no longer exists: your weight change was not sent.")
+        refused = None
     if not weights:
         st.info("No tenants yet.")
         return
@@ -187,12 +191,12 @@ def weights_section(api: AdminClient) -> None:
         submitted = change_button("Review weight", key="weight_submit")
     if submitted and node:
         _review_weight(api, node, current, weight, reason)
-    refused: Pending | None = st.session_state.pop("weight_conflict", None)
     if refused is not None:  # changed by someone else since the review: review it again
         asked = refused.new
-        now = weights.get(asked["node"])
         note = CHANGED.format(what=f"weight of {asked['node']}")
-        _review_weight(api, asked["node"], now, asked["weight"], refused.reason, note)
+        _review_weight(
+            api, asked["node"], weights[asked["node"]], asked["weight"], refused.reason, note
+        )
     confirm_panel("weight")
 
 

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from control_plane.bench.procs import through_tether
+from control_plane.bench.procs import is_tether, through_tether
 
 _TICK_S = 1.0 / os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 0.01
 
@@ -123,7 +123,12 @@ def measured_pids(status: Mapping[str, Mapping[str, Any]]) -> dict[str, int | No
     pids: dict[str, int | None] = {}
     for name, child in status.items():
         pid = child.get("pid")
-        pids[name] = through_tether(pid) if isinstance(pid, int) else None
+        if not isinstance(pid, int):
+            pids[name] = None
+            continue
+        found = through_tether(pid)
+        # a tether whose command has not started yet: left out of the round, not read as 0
+        pids[name] = None if found == pid and is_tether(pid) else found
     return pids
 
 

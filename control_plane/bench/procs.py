@@ -175,10 +175,15 @@ def from_up_json(info: Mapping[str, Any]) -> list[Proc]:
     return sorted(out)
 
 
+def is_tether(pid: int) -> bool:
+    """Whether `pid` runs `arbiter up`'s tether (`python -m control_plane.up.tether …`)."""
+    return TETHER in cmdline(pid)[:3]
+
+
 def through_tether(pid: int) -> int:
     """The process a tether (`control_plane.up.tether`) runs, else `pid` itself: a fault must
     hit redis-server, and its CPU be read from it, not from the small parent that waits."""
-    if TETHER not in cmdline(pid)[:3]:
+    if not is_tether(pid):
         return pid
     below = [c for c in descendants(pid) if role_of(cmdline(c)) is not None]
     return below[0] if below else pid

@@ -155,6 +155,27 @@ def test_a_weight_changed_since_the_review_is_refused_and_reviewed_again(
     assert any("shared: weight 3." in s.value for s in at.success)
 
 
+def test_a_weight_conflict_over_a_node_deleted_since_is_dropped(
+    admin_server: AdminServer, app_test: AppTest
+) -> None:
+    """A refused weight change is reviewed again over the weight in force; when its node was
+    deleted meanwhile there is none, and it must not come back as a change sent without its
+    check (a reviewer's finding: `expected` was None, so the confirm was unchecked)."""
+    at = _weight_reviewed(admin_server, app_test, "brief", 3.0, "more")
+    _put(admin_server, "/admin/weights/brief", {"weight": 8.0})  # meanwhile
+    with admin_server.http() as http:  # a second tenant keeps the weights table on the page
+        http.post("/admin/tenants", json={"name": "stays", "reason": "setup"})
+    at.session_state["weight_conflict"] = at.session_state["weight_pending"]
+    del at.session_state["weight_pending"]
+    with admin_server.http() as http:
+        http.delete("/admin/tenants/brief", params={"reason": "gone"})
+    at.run()
+    assert not at.exception, at.exception
+    assert any("brief no longer exists" in w.value for w in at.warning), at.warning
+    assert "weight_pending" not in at.session_state
+    assert "weight_conflict" not in at.session_state
+
+
 def test_the_forms_show_the_values_in_force(admin_server: AdminServer, app_test: AppTest) -> None:
     with admin_server.http() as http:
         http.post("/admin/tenants", json={"name": "heavy", "reason": "setup"})

@@ -76,10 +76,11 @@ class AgentCreate(AgentFields):
 
 class WeightChange(Change):
     weight: Weight
-    expected: Weight | None = None
-    """The weight as the caller read it (`GET /admin/hierarchy`): the change is made only
-    while the node still has it (409 `node_changed` otherwise), so a change decided on a stale
-    read never replaces another operator's later one."""
+    expected: Weight | None = Field(
+        default=None,
+        description="The weight as the caller read it (`GET /admin/hierarchy`): the change is "
+        "made only while the node still has it (409 `node_changed` otherwise).",
+    )
 
 
 class KeyCreate(Change):

@@ -146,6 +146,10 @@ def test_a_tethered_child_s_cpu_is_read_from_the_command_it_runs(tmp_path: Path)
     argv = [server, "--port", "0", "--unixsocket", f"{tmp_path}/r.sock", "--save", ""]
     tether = subprocess.Popen(tethered([*argv, "--dir", str(tmp_path)]), stdout=subprocess.DEVNULL)
     try:
+        while not procs.is_tether(tether.pid):  # the interpreter is starting the tether
+            time.sleep(0.01)
+        if not procs.descendants(tether.pid):  # its command not started yet: left out
+            assert measured_pids({"redis": {"pid": tether.pid}}) == {"redis": None}
         deadline = time.monotonic() + 10
         while not procs.descendants(tether.pid):
             assert time.monotonic() < deadline
