@@ -348,7 +348,7 @@ def _register(command: str | None = None) -> None:
     """Register what `command` (the first word after `arbiter`) needs: nothing more for the
     processes defined here, its own group otherwise, every group for anything else (none,
     `--help`, a hidden alias, a mistake): a deployment's processes never load the simulator
-    and the benchmarks (scipy among them), which took half of a gateway's memory."""
+    and the benchmarks (about half of `arbiter migrate`'s and a recorder's memory)."""
     wanted = _NEEDED.get(command or "", GROUPS)
     if "worker" in wanted:
         from workers.sim import cli as worker_sim_cli
