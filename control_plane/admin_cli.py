@@ -168,8 +168,7 @@ def tenants_create(
             )
             console.print("API key (shown once):")
             typer.echo(key)
-    _told(announce((name,), database_url=db.url, weight=record.weight,
-                   weight_changed="weight" in fields))  # fmt: skip
+    _told(announce((name,), database_url=db.url, weight_changed="weight" in fields))
 
 
 @tenants_app.command("list")
@@ -212,8 +211,7 @@ def tenants_update(
     with _database(database_url) as db:
         record = tenancy.update_node(db, (name,), changes, actor=_actor(), reason=reason)
     console.print(f"updated tenant [bold]{record.name}[/bold]: {changes}")
-    _told(announce((name,), database_url=db.url, weight=record.weight,
-                   weight_changed="weight" in changes))  # fmt: skip
+    _told(announce((name,), database_url=db.url, weight_changed="weight" in changes))
 
 
 @tenants_app.command("delete")
@@ -229,7 +227,7 @@ def tenants_delete(
     with _database(database_url) as db:
         tenancy.delete_node(db, (name,), actor=_actor(), reason=reason)
     console.print(f"deleted tenant [bold]{name}[/bold]")
-    _told(announce((name,), database_url=db.url, weight=None, weight_changed=True))
+    _told(announce((name,), database_url=db.url, weight_changed=True))
 
 
 # -- keys ----------------------------------------------------------------------------------

@@ -4,9 +4,10 @@
 running system's Redis (`ARBITER_REDIS_URL`, or its Sentinels, and `ARBITER_CLUSTER`; when
 `ARBITER_REDIS_URL` is unset and `.arbiter/up.json` names the same database, the Redis and
 cluster of that `arbiter up`, which picks a free port for its Redis) to bump
-the `directory` knob and, for a weight change or a deletion, write the node's entry of the
-`weights` knob — as the admin API does (`live_sync`). Redis not answering within
-`ANNOUNCE_TIMEOUT_S` is a warning, not a failure: the SQL change has committed.
+the `directory` knob and, for a weight change or a deletion, make the node's entry of the
+`weights` knob the weight SQL holds — as the admin API does (`live_sync`). Redis not
+answering within `ANNOUNCE_TIMEOUT_S` is a warning, not a failure: the SQL change has
+committed.
 """
 
 from __future__ import annotations
@@ -16,11 +17,13 @@ import os
 import time
 from pathlib import Path
 
-from control_plane.admin.live_sync import bump_directory, write_weight
+from control_plane.admin import tenancy
+from control_plane.admin.live_sync import bump_directory, publish_committed_weight
 from control_plane.settings import Settings, SettingsError, load_settings
 from control_plane.state import StateStores, StateUnavailable
 from control_plane.state.sentinel import sentinel_of
 from control_plane.up.state_files import read_json
+from storage.db import Database
 from storage.engine import normalize_url
 
 ANNOUNCE_TIMEOUT_S = 5.0
@@ -28,21 +31,17 @@ UP_JSON = Path(".arbiter") / "up.json"
 
 
 def announce(
-    path: tuple[str, ...],
-    *,
-    database_url: str,
-    weight: float | None = None,
-    weight_changed: bool = False,
+    path: tuple[str, ...], *, database_url: str, weight_changed: bool = False
 ) -> str | None:
-    """Tell the running system of a change made in `database_url`; with `weight_changed`,
-    `weight` is the node's new weight, or None when the node was deleted. Returns a warning
-    line when it could not be told."""
+    """Tell the running system of a change made in `database_url`; with `weight_changed`
+    (a weight set, or the node deleted) the scheduler gets the node's weight as committed
+    there. Returns a warning line when it could not be told."""
     try:
         settings = _of_the_deployment(load_settings(), database_url)
     except SettingsError as exc:
         return f"the running system was not told: {'; '.join(exc.lines)}"
     try:
-        asyncio.run(_announce(settings, path, weight, weight_changed))
+        asyncio.run(_announce(settings, database_url, path, weight_changed))
     except (StateUnavailable, TimeoutError, OSError) as exc:
         reason = str(exc) or f"no answer within {ANNOUNCE_TIMEOUT_S:g} s"
         return (
@@ -71,15 +70,21 @@ def _of_the_deployment(settings: Settings, database_url: str) -> Settings:
 
 
 async def _announce(
-    settings: Settings, path: tuple[str, ...], weight: float | None, weight_changed: bool
+    settings: Settings, database_url: str, path: tuple[str, ...], weight_changed: bool
 ) -> None:
     stores = StateStores.open(
         settings.redis_url, settings.cluster, sentinel=sentinel_of(settings), multiplex=False
     )
+    db = Database(database_url)
+
+    async def committed() -> float | None:
+        return await asyncio.to_thread(tenancy.weight_of, db, path)
+
     try:
         async with asyncio.timeout(ANNOUNCE_TIMEOUT_S):
             await bump_directory(stores.knobs, time.time())
             if weight_changed:
-                await write_weight(stores.knobs, path, weight)
+                await publish_committed_weight(stores.knobs, path, committed)
     finally:
+        db.dispose()
         await stores.aclose()

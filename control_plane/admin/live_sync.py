@@ -10,13 +10,15 @@ Each raises `StateUnavailable` when Redis does not answer; the SQL change stands
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 
 from control_plane.contracts.knobs import KnobValue, NodeWeights, Other
+from control_plane.state import StateUnavailable
 from control_plane.state.knobs import Knobs
 
 DIRECTORY_KNOB = "directory"
 WEIGHTS_KNOB = "weights"
+PUBLISH_ATTEMPTS = 8
 
 
 def merged_weights(
@@ -44,3 +46,28 @@ async def write_weight(knobs: Knobs, path: tuple[str, ...], weight: float | None
         return NodeWeights({tuple(k.split("/")): w for k, w in table.items()})
 
     await knobs.update(WEIGHTS_KNOB, merged)
+
+
+async def publish_committed_weight(
+    knobs: Knobs,
+    path: tuple[str, ...],
+    read_weight: Callable[[], Awaitable[float | None]],
+    attempts: int = PUBLISH_ATTEMPTS,
+) -> None:
+    """Make the node's entry of the `weights` knob what SQL holds now (`read_weight`: the
+    committed weight, None when the node is gone), then read SQL again and repeat until the
+    two agree.
+
+    Why not write the weight this change committed: two changes committed A then B could
+    write B then A, leaving the scheduler on A while SQL holds B. Guarantee: once every
+    change's publication has returned, the knob holds the last committed weight — the last
+    write was followed by a read that found SQL unchanged, and any later commit publishes
+    after it. `StateUnavailable` when SQL kept changing through `attempts` rounds (the
+    changes still racing publish after this one)."""
+    for _ in range(attempts):
+        weight = await read_weight()
+        await write_weight(knobs, path, weight)
+        if await read_weight() == weight:
+            return
+    node = "/".join(path)
+    raise StateUnavailable(f"the weight of {node} kept changing while it was published")

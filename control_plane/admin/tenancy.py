@@ -60,6 +60,14 @@ def get_node(db: Database, path: NodePath) -> NodeRecord:
         return _require(r, path)
 
 
+def weight_of(db: Database, path: NodePath) -> float | None:
+    """The node's committed weight, or None when it does not exist (what the `weights` knob
+    should hold for it)."""
+    with db.reader() as r:
+        record = _find(r, path)
+    return None if record is None else float(record.weight)
+
+
 def list_children(db: Database, path: NodePath) -> list[NodeRecord]:
     """Tenants (path `()`), a tenant's applications, or an application's agents."""
     with db.reader() as r:

@@ -2,18 +2,19 @@
 
 After a tenant, application, agent or key change this gateway drops its directory cache and
 the others are told through the `directory` knob; a weight change also writes the node's entry
-of the `weights` knob (`control_plane.admin.live_sync`, shared with the CLI). The SQL change is
-already committed when these run, so a Redis outage here does not undo it: it is returned as a
-warning (other gateways still expire their cache within seconds, and new requests carry the
-new weights in their envelopes).
+of the `weights` knob with the weight SQL holds (`control_plane.admin.live_sync`, shared
+with the CLI). The SQL change is already committed when these run, so a Redis outage here
+does not undo it: it is returned as a warning (other gateways still expire their cache
+within seconds, and new requests carry the new weights in their envelopes).
 """
 
 from __future__ import annotations
 
 import time
 
-from control_plane.admin.live_sync import bump_directory, write_weight
-from control_plane.api.admin.deps import AdminContext
+from control_plane.admin import tenancy
+from control_plane.admin.live_sync import bump_directory, publish_committed_weight
+from control_plane.api.admin.deps import AdminContext, in_thread
 from control_plane.state import StateUnavailable
 
 
@@ -27,12 +28,15 @@ async def announce_directory(ctx: AdminContext) -> list[str]:
     return []
 
 
-async def publish_weight(
-    ctx: AdminContext, path: tuple[str, ...], weight: float | None
-) -> list[str]:
-    """Write (or drop) the node's entry of the `weights` knob."""
+async def publish_weight(ctx: AdminContext, path: tuple[str, ...]) -> list[str]:
+    """Make the node's entry of the `weights` knob its committed weight (dropped with its
+    descendants' when the node is gone), re-read until SQL and the knob agree."""
+
+    async def committed() -> float | None:
+        return await in_thread(tenancy.weight_of, ctx.db, path)
+
     try:
-        await write_weight(ctx.stores.knobs, path, weight)
+        await publish_committed_weight(ctx.stores.knobs, path, committed)
     except StateUnavailable as exc:
         return [f"the scheduler was not told the new weight (Redis unavailable: {exc})"]
     return []

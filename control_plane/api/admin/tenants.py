@@ -35,10 +35,8 @@ async def _changed(
     ctx: Ctx, path: tuple[str, ...], record: Any, changes: dict[str, Any], *, deleted: bool = False
 ) -> dict[str, Any]:
     warnings = await announce_directory(ctx)
-    if deleted:
-        warnings += await publish_weight(ctx, path, None)
-    elif "weight" in changes:
-        warnings += await publish_weight(ctx, path, float(record.weight))
+    if deleted or "weight" in changes:
+        warnings += await publish_weight(ctx, path)
     return {**as_json(record), "warnings": warnings}
 
 

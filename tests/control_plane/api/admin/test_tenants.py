@@ -210,3 +210,35 @@ async def test_weight_changes_at_once_keep_each_other(api: AdminApi) -> None:
     assert {r.status_code for r in await asyncio.gather(*changes)} == {200}
     knob = await api.stores.knobs.get("weights")
     assert knob == NodeWeights({(name,): 2.0 + i for i, name in enumerate(names)})
+
+
+async def test_weights_committed_a_then_b_but_published_b_then_a_end_on_b(api: AdminApi) -> None:
+    """Each change tells the scheduler after its SQL commit, outside any lock: when the first
+    change's knob write was overtaken by a second change, the knob used to end on the first
+    weight while SQL held the second. Now a publication writes what SQL holds and reads SQL
+    again after writing."""
+    await api.client.post("/admin/tenants", json={"name": "acme", "reason": "r"})
+    knobs = api.stores.knobs
+    update = knobs.update
+    held, release = asyncio.Event(), asyncio.Event()
+    calls = 0
+
+    async def overtaken(*args: Any, **kwargs: Any) -> int:
+        nonlocal calls
+        calls += 1
+        if calls == 1:  # the first change's write waits until the second change is done
+            held.set()
+            await release.wait()
+        return await update(*args, **kwargs)
+
+    knobs.update = overtaken  # type: ignore[method-assign]
+    first = asyncio.create_task(
+        api.client.put("/admin/weights/acme", json={"weight": 2.0, "reason": "first"})
+    )
+    await asyncio.wait_for(held.wait(), 10)
+    second = await api.client.put("/admin/weights/acme", json={"weight": 7.0, "reason": "second"})
+    assert second.status_code == 200
+    release.set()
+    assert (await first).status_code == 200
+    assert (await api.client.get("/admin/tenants/acme")).json()["weight"] == 7.0
+    assert await knobs.get("weights") == NodeWeights({("acme",): 7.0})
