@@ -3,11 +3,13 @@ a change decided on a stale read never replaces a later one — on SQLite and Po
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 from collections.abc import Iterator
 
 import pytest
+import sqlalchemy as sa
 
 from control_plane.admin import tenancy
 from storage.db import Database
@@ -42,24 +44,69 @@ def test_a_change_over_a_stale_read_is_refused_and_writes_nothing(db: Database) 
 def test_a_change_racing_an_uncommitted_one_sees_it_once_committed(db: Database) -> None:
     """Regression guard for PostgreSQL's READ COMMITTED: without the row lock the second
     change read the weight before the first committed, passed its check, and then overwrote
-    the first (a lost update)."""
-    locked = threading.Event()
+    the first (a lost update). The first change commits only once the second is seen waiting
+    on the database (so the test cannot pass by starting the second change too late)."""
+    locked, release = threading.Event(), threading.Event()
 
     def first() -> None:
         with db.repos() as r:
             assert r.tenants.get_tenant(name="acme", for_update=True) is not None
             r.tenants.update_tenant(name="acme", changes={"weight": 3.0})
             locked.set()
-            time.sleep(0.5)  # the second change starts meanwhile and must wait
+            assert release.wait(30)
 
-    other = threading.Thread(target=first)
-    other.start()
-    assert locked.wait(10)
-    try:
-        with pytest.raises(ChangedMeanwhile, match=r"weight is 3\.0 now"):
+    outcome: list[object] = []
+
+    def second() -> None:
+        try:
             tenancy.update_node(
                 db, ("acme",), {"weight": 7.0}, actor="b", reason="r", expected={"weight": 1.0}
             )
+            outcome.append("written over the uncommitted change")
+        except ChangedMeanwhile as exc:
+            outcome.append(exc)
+
+    holder = threading.Thread(target=first)
+    holder.start()
+    try:
+        assert locked.wait(10)
+        racer = threading.Thread(target=second)
+        racer.start()
+        _wait_until_blocked(db, racer)
     finally:
-        other.join(10)
+        release.set()
+        holder.join(10)
+    racer.join(10)
+    assert len(outcome) == 1 and isinstance(outcome[0], ChangedMeanwhile), outcome
+    assert "weight is 3.0 now" in str(outcome[0])
     assert tenancy.get_node(db, ("acme",)).weight == 3.0
+
+
+def _wait_until_blocked(db: Database, racer: threading.Thread) -> None:
+    """Until `racer` waits for a lock the first change holds: on PostgreSQL a backend of this
+    database waiting on a lock over the tenants table (the row lock, or the UPDATE without
+    it); on SQLite the racer's thread inside its BEGIN IMMEDIATE (the write lock)."""
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        assert racer.is_alive(), "the second change finished without waiting for the first"
+        if _blocked(db, racer):
+            return
+        time.sleep(0.01)
+    raise AssertionError("the second change never waited for the first")
+
+
+def _blocked(db: Database, racer: threading.Thread) -> bool:
+    if db.engine.dialect.name == "postgresql":
+        query = sa.text(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+            "AND wait_event_type = 'Lock' AND query ILIKE '%tenants%' "
+            "AND pid <> pg_backend_pid()"
+        )
+        with db.engine.connect() as conn:
+            return bool(conn.execute(query).scalar())
+    frame = sys._current_frames().get(racer.ident or -1)
+    while frame is not None:
+        if frame.f_code.co_name == "_sqlite_begin":
+            return True
+        frame = frame.f_back
+    return False
