@@ -18,13 +18,16 @@ from fastapi.openapi.utils import get_openapi
 from control_plane.gateway.bounds import MAX_SLO_MS, MAX_TIER, NAME_PATTERN
 
 _REASONS = {
-    400: "Malformed JSON, an invalid `X-Arbiter-*` tag, or a request the model cannot take",
+    400: "Malformed JSON, a field of the wrong type or out of bounds (`param` names it; the "
+    "admin API answers those with 422), an invalid `X-Arbiter-*` tag, or a request the model "
+    "cannot take",
     401: "Missing, unknown or revoked credentials",
     403: "The admin API is disabled (no admin token configured), or the caller's role is too low",
     404: "Unknown model, resource or route",
     409: "The resource already exists",
     413: "Request body over the configured limit",
-    422: "A field has the wrong type or is out of bounds (`param` names it)",
+    422: "A field has the wrong type or is out of bounds (`param` names it; every one under "
+    "`errors`)",
     429: "A tenant limit was hit (queue cap, rate, token budget, failed logins); see Retry-After",
     500: "Unexpected error (logged)",
     502: "The worker failed before answering",
@@ -66,8 +69,8 @@ _SCHEMAS: dict[str, Any] = {
     },
 }
 
-_COMPLETION_ERRORS = (400, 401, 404, 413, 422, 429, 500, 502, 503, 504)
-_TENANT_ERRORS = (401, 413, 422, 429, 500, 503)
+_COMPLETION_ERRORS = (400, 401, 404, 413, 429, 500, 502, 503, 504)
+_TENANT_ERRORS = (400, 401, 413, 429, 500, 503)
 _ADMIN_ERRORS = (401, 403, 404, 413, 422, 429, 500, 503)
 _BODY_ERRORS = (400, 409)  # malformed JSON; a create or rename that collides
 _PUBLIC_ERRORS = (413, 500)
@@ -143,7 +146,10 @@ def _document(path: str, method: str, op: dict[str, Any]) -> None:
     for code, answer in errors.items():
         responses.setdefault(code, answer)
     if "422" in responses and "HTTPValidationError" in str(responses["422"]):
-        responses["422"] = errors["422"]
+        if "422" in errors:
+            responses["422"] = errors["422"]
+        else:  # FastAPI's own; the tenant API answers a bad field with 400
+            del responses["422"]
     if path.startswith(("/v1/", "/admin")):
         op["security"] = [{"bearer": []}]
     if path in _COMPLETIONS and method == "post":

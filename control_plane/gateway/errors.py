@@ -84,14 +84,14 @@ def _param(loc: Any) -> str:
     return ".".join(p for p in parts if "[" not in p and p not in _UNION_TAGS)
 
 
-def _validation_error(exc: RequestValidationError) -> ApiError:
+def _validation_error(exc: RequestValidationError, field_status: int) -> ApiError:
     errors = exc.errors()
     first = errors[0] if errors else {"loc": (), "msg": "invalid request", "type": ""}
     if first.get("type") == "json_invalid":
         return ApiError(400, f"Malformed JSON body: {first.get('msg')}", code="invalid_json")
     param = _param(first.get("loc", ())) or None
     msg = f"Invalid value for '{param}': {first.get('msg')}" if param else str(first.get("msg"))
-    err = ApiError(422 if param else 400, msg, param=param, code="invalid_value")
+    err = ApiError(field_status if param else 400, msg, param=param, code="invalid_value")
     seen: set[str] = set()
     for e in errors:
         p = _param(e.get("loc", ()))
@@ -131,9 +131,11 @@ def install_error_handlers(app: FastAPI) -> None:
 
     async def on_validation(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, RequestValidationError)
-        err = _validation_error(exc)
         if not request.url.path.startswith("/admin"):
-            return err.response()  # the tenant API keeps OpenAI's exact shape
+            # OpenAI's shape and status: OpenAI and vLLM answer a bad field with 400, which
+            # clients catch as `BadRequestError` (a 422 is `UnprocessableEntityError`)
+            return _validation_error(exc, 400).response()
+        err = _validation_error(exc, 422)
         return JSONResponse({**err.body(), "errors": err.field_errors}, status_code=err.status)
 
     app.add_exception_handler(ApiError, on_error)

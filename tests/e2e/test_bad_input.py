@@ -6,6 +6,7 @@ import dataclasses
 import time
 
 import httpx
+import openai
 import pytest
 
 from storage.db import Database
@@ -81,13 +82,13 @@ def test_body_errors(gw: tuple[Cluster, str, dict[str, str]]) -> None:
     )
     assert "JSON" in str(err["message"])
     err = _error(
-        httpx.post(f"{url}/v1/chat/completions", json={"model": "tiny-llama"}, headers=h), 422
+        httpx.post(f"{url}/v1/chat/completions", json={"model": "tiny-llama"}, headers=h), 400
     )
     assert err["param"] == "messages"
-    err = _error(httpx.post(f"{url}/v1/chat/completions", json={**CHAT, "n": 2}, headers=h), 422)
+    err = _error(httpx.post(f"{url}/v1/chat/completions", json={**CHAT, "n": 2}, headers=h), 400)
     assert err["param"] == "n"
     err = _error(
-        httpx.post(f"{url}/v1/chat/completions", json={**CHAT, "max_tokens": -1}, headers=h), 422
+        httpx.post(f"{url}/v1/chat/completions", json={**CHAT, "max_tokens": -1}, headers=h), 400
     )
     assert err["param"] == "max_tokens"
     big = {**CHAT, "messages": [{"role": "user", "content": "x" * 2_000_000}]}
@@ -99,6 +100,10 @@ def test_body_errors(gw: tuple[Cluster, str, dict[str, str]]) -> None:
         400,
     )
     assert err["param"] == "X-Arbiter-SLO-TTFT-Ms"
+    client = openai.OpenAI(base_url=f"{url}/v1", api_key=keys["alpha"], max_retries=0)
+    with pytest.raises(openai.BadRequestError) as caught:  # as OpenAI and vLLM answer it
+        client.chat.completions.create(model="tiny-llama", messages=[], max_tokens=2)
+    assert caught.value.status_code == 400 and caught.value.param == "messages"
     long_prompt = {**CHAT, "max_tokens": 4000}
     err = _error(
         httpx.post(f"{url}/v1/chat/completions", json=long_prompt, headers=h, timeout=30), 400
@@ -116,14 +121,14 @@ BAD_TENANT_INPUT = [
     ("chat", {**CHAT, "metadata": {"app": "evil\n"}}, {}, 400, "metadata.app"),
     ("chat", CHAT, {"X-Arbiter-SLO-TTFT-Ms": "inf"}, 400, "X-Arbiter-SLO-TTFT-Ms"),
     ("chat", CHAT, {"X-Arbiter-SLO-E2E-Ms": "nan"}, 400, "X-Arbiter-SLO-E2E-Ms"),
-    ("chat", {**CHAT, "max_tokens": 1e30}, {}, 422, "max_tokens"),
-    ("chat", {**CHAT, "max_tokens": "5"}, {}, 422, "max_tokens"),
-    ("chat", {**CHAT, "max_tokens": 2**31}, {}, 422, "max_tokens"),
-    ("chat", {**CHAT, "stream": "yes"}, {}, 422, "stream"),
-    ("chat", {**CHAT, "stop": [1]}, {}, 422, "stop"),
-    ("text", {**PROMPT, "prompt": [100000000000000000000]}, {}, 422, "prompt"),
-    ("text", {**PROMPT, "prompt": [-1]}, {}, 422, "prompt"),
-    ("text", {**PROMPT, "prompt": [[]]}, {}, 422, "prompt"),
+    ("chat", {**CHAT, "max_tokens": 1e30}, {}, 400, "max_tokens"),
+    ("chat", {**CHAT, "max_tokens": "5"}, {}, 400, "max_tokens"),
+    ("chat", {**CHAT, "max_tokens": 2**31}, {}, 400, "max_tokens"),
+    ("chat", {**CHAT, "stream": "yes"}, {}, 400, "stream"),
+    ("chat", {**CHAT, "stop": [1]}, {}, 400, "stop"),
+    ("text", {**PROMPT, "prompt": [100000000000000000000]}, {}, 400, "prompt"),
+    ("text", {**PROMPT, "prompt": [-1]}, {}, 400, "prompt"),
+    ("text", {**PROMPT, "prompt": [[]]}, {}, 400, "prompt"),
 ]
 
 
