@@ -13,6 +13,7 @@ from storage.engine import url_problem
 
 _Rate = Annotated[float, Field(ge=0)]
 _Burst = Annotated[int, Field(ge=1)]
+_LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
 
 class Settings(BaseSettings):
@@ -42,9 +43,9 @@ class Settings(BaseSettings):
     gateway_id: str = ""
     """Unique per gateway replica (grants are routed to it); empty → generated at start."""
     host: str = "127.0.0.1"
-    port: int = 8080
-    max_body_bytes: int = 1_048_576
-    queue_timeout_s: float = 300.0
+    port: int = Field(default=8080, ge=1, le=65535)
+    max_body_bytes: int = Field(default=1_048_576, ge=1024)
+    queue_timeout_s: float = Field(default=300.0, gt=0)
     keep_alive_s: int = Field(default=75, ge=1)
     shutdown_grace_s: int = Field(default=10, ge=1)
     """On SIGTERM a gateway stops accepting and lets streams in flight run this long before
@@ -57,7 +58,7 @@ class Settings(BaseSettings):
     every interval): one that a restarted Redis lost is submitted again, instead of waiting
     for a grant that can never come until its queue timeout."""
     """A request not granted within this time gets a 504 (OpenAI error shape)."""
-    default_queue_cap: int = 256
+    default_queue_cap: int = Field(default=256, ge=1)
     """Per-tenant cap on queued requests unless the tenant record sets one."""
     strict_hierarchy: bool = False
     """When true, unknown applications/agents in headers are rejected instead of created."""
@@ -68,10 +69,10 @@ class Settings(BaseSettings):
     image_hosts: list[str] = Field(default_factory=list)
     """Hosts whose `http(s)` image URLs a chat request may carry (`ARBITER_IMAGE_HOSTS`, a JSON
     list); others are refused with a 400 — send images as `data:` URLs."""
-    default_max_tokens: int = 512
+    default_max_tokens: int = Field(default=512, ge=1)
     """Output bound assumed for scheduling when a request sets no `max_tokens`."""
-    progress_interval_s: float = 0.1
-    upstream_connect_timeout_s: float = 5.0
+    progress_interval_s: float = Field(default=0.1, gt=0)
+    upstream_connect_timeout_s: float = Field(default=5.0, gt=0)
     upstream_idle_timeout_s: float = Field(default=120.0, gt=0)
     """Longest silence from a worker (no byte of the status line or of the stream) before the
     request fails as a worker failure: a frozen or partitioned worker cannot hold a request
@@ -99,10 +100,10 @@ class Settings(BaseSettings):
     5 × `lease_ttl_s`, well past a normal failover (≤ 1.25 × TTL)."""
     leader_probe_interval_s: float = Field(default=0.25, gt=0)
     """How often a gateway checks that a scheduler leader holds the lease."""
-    scrape_interval_s: float = 0.5
-    tick_interval_s: float = 0.5
+    scrape_interval_s: float = Field(default=0.5, gt=0)
+    tick_interval_s: float = Field(default=0.5, gt=0)
     """How often the leader calls the policy's and admission's `tick` (time-driven work)."""
-    worker_failure_cooldown_s: float = 5.0
+    worker_failure_cooldown_s: float = Field(default=5.0, ge=0)
     """After a gateway reports a worker failure, no dispatch to it for this long, and then only
     once a health check passes."""
     fast_path: bool = True
@@ -117,11 +118,11 @@ class Settings(BaseSettings):
     before it reads the next (a request queued meanwhile ends the wait): at low load, one
     wake-up for the events of several fast-lane requests instead of one each
     (`control_plane/scheduler/pacing.py`); 0 reads each batch at once."""
-    checkpoint_interval_s: float = 1.0
-    scheduler_port: int = 9090
+    checkpoint_interval_s: float = Field(default=1.0, gt=0)
+    scheduler_port: int = Field(default=9090, ge=0, le=65535)
 
-    recorder_batch: int = 200
-    recorder_interval_s: float = 0.25
+    recorder_batch: int = Field(default=200, ge=1)
+    recorder_interval_s: float = Field(default=0.25, gt=0)
     recorder_min_gap_s: float = Field(default=0.1, ge=0.0, le=10.0)
     """After a batch that was not full, the recorder waits until this long after its previous
     read began: under load one SQL transaction per gap instead of one per few events (rows
@@ -136,10 +137,10 @@ class Settings(BaseSettings):
     On a CPU saturated for long a niced recorder falls behind (rows land later, the events
     stream grows until it catches up); 0 leaves it as started. A recorder inside the
     scheduler process is never niced."""
-    recorder_claim_idle_s: float = 30.0
+    recorder_claim_idle_s: float = Field(default=30.0, gt=0)
     """Events a dead recorder read but never acknowledged are taken over after this idle time
     (checked every third of it)."""
-    recorder_metrics_port: int = 0
+    recorder_metrics_port: int = Field(default=0, ge=0, le=65535)
     """`arbiter recorder` serves its Prometheus metrics (rows written, dead letters) on this
     port; 0 serves none."""
     recorder_name: str = ""
@@ -160,6 +161,14 @@ class Settings(BaseSettings):
     """Tenant label on `/metrics`: `auto` is `name` with a metrics token, else `hash`."""
 
     log_level: str = "INFO"
+    """`DEBUG`, `INFO`, `WARNING`, `ERROR` or `CRITICAL` (any case)."""
+
+    @field_validator("log_level")
+    @classmethod
+    def _log_level(cls, level: str) -> str:
+        if level.upper() not in _LOG_LEVELS:
+            raise ValueError(f"expected one of {', '.join(_LOG_LEVELS)}, got {level!r}")
+        return level
 
     @field_validator("redis_url")
     @classmethod
