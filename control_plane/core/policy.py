@@ -76,7 +76,8 @@ class CostModel:
 class Weights:
     """Weights per node path prefix: ("t",), ("t", "app"), ("t", "app", "agent"); default 1.
 
-    Change them through `set` only: it bumps `version`, which tells caches of weights apart.
+    Change them through `set` or `replace` only: each bumps `version`, which tells caches of
+    weights apart.
     """
 
     table: dict[Node, float] = field(default_factory=dict)
@@ -89,6 +90,15 @@ class Weights:
         if weight <= 0:
             raise ValueError(f"weight of {'/'.join(node)} must be > 0, got {weight}")
         self.table[node] = weight
+        self.version += 1
+
+    def replace(self, table: dict[Node, float]) -> None:
+        """Exactly `table`: a node it leaves out is back to the default 1 (all or nothing:
+        a weight ≤ 0 raises `ValueError` before anything changes)."""
+        for node, weight in table.items():
+            if weight <= 0:
+                raise ValueError(f"weight of {'/'.join(node)} must be > 0, got {weight}")
+        self.table = dict(table)
         self.version += 1
 
 

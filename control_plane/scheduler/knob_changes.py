@@ -3,8 +3,9 @@
 Rule: `policy` = `auto` hands the choice to the meta-controller; any other policy pins it
 (the controller detaches) and is switched only when it differs from the one in force;
 `admission` and `placement` are replaced without touching the policy or its queue; `weights`
-set node weights. Guarantee: an invalid choice is logged and ignored — the core keeps what it
-had, so a bad knob can never stop scheduling.
+is the whole table of node weights (a node it no longer names is back to weight 1, as a new
+leader building from the same knob would have it). Guarantee: an invalid choice is logged
+and ignored — the core keeps what it had, so a bad knob can never stop scheduling.
 """
 
 from __future__ import annotations
@@ -40,8 +41,10 @@ def apply_knob(core: SchedulerCore, name: str, value: KnobValue, now: float) -> 
     elif name in ("admission", "placement") and isinstance(value, PluginChoice):
         _swap_plugin(core, name, value)
     elif name == "weights" and isinstance(value, NodeWeights):
-        for node, weight in value.table.items():
-            core.ctx.weights.set(node, weight)
+        try:
+            core.ctx.weights.replace(dict(value.table))
+        except ValueError:
+            log.exception("ignoring invalid weights knob %r", value)
 
 
 def _swap_plugin(core: SchedulerCore, kind: str, value: PluginChoice) -> None:
