@@ -15,16 +15,22 @@ from __future__ import annotations
 import asyncio
 import os
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from control_plane.admin import tenancy
-from control_plane.admin.live_sync import bump_directory, publish_committed_weight
+from control_plane.admin.live_sync import (
+    WeightUnsettled,
+    bump_directory,
+    publish_committed_weight,
+)
 from control_plane.settings import Settings, SettingsError, load_settings
 from control_plane.state import StateStores, StateUnavailable
 from control_plane.state.sentinel import sentinel_of
 from control_plane.up.state_files import read_json
 from storage.db import Database
 from storage.engine import normalize_url
+from storage.errors import StorageError
 
 ANNOUNCE_TIMEOUT_S = 5.0
 UP_JSON = Path(".arbiter") / "up.json"
@@ -42,6 +48,10 @@ def announce(
         return f"the running system was not told: {'; '.join(exc.lines)}"
     try:
         asyncio.run(_announce(settings, database_url, path, weight_changed))
+    except StorageError as exc:  # the change committed; only its re-read failed
+        return f"the scheduler was not told the new weight (database re-read failed: {exc})"
+    except WeightUnsettled as exc:
+        return f"the scheduler was not told this weight: {exc} (the later changes tell it)"
     except (StateUnavailable, TimeoutError, OSError) as exc:
         reason = str(exc) or f"no answer within {ANNOUNCE_TIMEOUT_S:g} s"
         return (
@@ -75,16 +85,23 @@ async def _announce(
     stores = StateStores.open(
         settings.redis_url, settings.cluster, sentinel=sentinel_of(settings), multiplex=False
     )
-    db = Database(database_url)
-
-    async def committed() -> float | None:
-        return await asyncio.to_thread(tenancy.weight_of, db, path)
-
     try:
-        async with asyncio.timeout(ANNOUNCE_TIMEOUT_S):
-            await bump_directory(stores.knobs, time.time())
-            if weight_changed:
-                await publish_committed_weight(stores.knobs, path, committed)
+        db = Database(database_url)
+        try:
+            async with asyncio.timeout(ANNOUNCE_TIMEOUT_S):
+                await bump_directory(stores.knobs, time.time())
+                if weight_changed:
+                    await publish_committed_weight(stores.knobs, path, _reader(db, path))
+        finally:
+            db.dispose()
     finally:
-        db.dispose()
         await stores.aclose()
+
+
+def _reader(db: Database, path: tuple[str, ...]) -> Callable[[], Awaitable[float | None]]:
+    async def committed() -> float | None:
+        # read on the loop itself: a thread would outlive the timeout, and asyncio.run
+        # waits for its executor without a bound (the database just answered this command)
+        return tenancy.weight_of(db, path)
+
+    return committed

@@ -48,6 +48,11 @@ async def write_weight(knobs: Knobs, path: tuple[str, ...], weight: float | None
     await knobs.update(WEIGHTS_KNOB, merged)
 
 
+class WeightUnsettled(StateUnavailable):
+    """The node's weight kept changing in SQL while it was published (the changes still racing
+    publish after this one)."""
+
+
 async def publish_committed_weight(
     knobs: Knobs,
     path: tuple[str, ...],
@@ -60,14 +65,19 @@ async def publish_committed_weight(
 
     Why not write the weight this change committed: two changes committed A then B could
     write B then A, leaving the scheduler on A while SQL holds B. Guarantee: once every
-    change's publication has returned, the knob holds the last committed weight — the last
-    write was followed by a read that found SQL unchanged, and any later commit publishes
-    after it. `StateUnavailable` when SQL kept changing through `attempts` rounds (the
-    changes still racing publish after this one)."""
+    change's publication has returned without error, the node's entry holds its last
+    committed weight — the last write was followed by a read that found SQL unchanged, and
+    any later commit publishes after it; a write whose caller gave up and that lands late is
+    refused by the knob's compare-and-set once another publication wrote. Not covered: a
+    deletion's write also drops the descendants' entries, so a subtree re-created and
+    published while that write was on its way loses its descendants' entries (the scheduler
+    runs them at weight 1 until their next change). `WeightUnsettled` when SQL kept changing
+    through `attempts` rounds; `StateUnavailable` when Redis does not answer; the reads'
+    own errors as they come."""
     for _ in range(attempts):
         weight = await read_weight()
         await write_weight(knobs, path, weight)
         if await read_weight() == weight:
             return
     node = "/".join(path)
-    raise StateUnavailable(f"the weight of {node} kept changing while it was published")
+    raise WeightUnsettled(f"the weight of {node} kept changing while it was published")

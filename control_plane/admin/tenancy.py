@@ -16,6 +16,7 @@ from typing import Any
 from storage.db import Database, Repos
 from storage.errors import ChangedMeanwhile, NotFoundError
 from storage.records import AgentRecord, ApiKeyRecord, AppRecord, TenantNode, TenantRecord
+from storage.write_guard import classified
 
 NodePath = tuple[str, ...]
 NodeRecord = TenantRecord | AppRecord | AgentRecord
@@ -62,8 +63,9 @@ def get_node(db: Database, path: NodePath) -> NodeRecord:
 
 def weight_of(db: Database, path: NodePath) -> float | None:
     """The node's committed weight, or None when it does not exist (what the `weights` knob
-    should hold for it)."""
-    with db.reader() as r:
+    should hold for it); a database error as `StorageUnavailable` or `RowsRejected` (both
+    `StorageError`), so a caller telling the running system of a committed change can warn."""
+    with classified(), db.reader() as r:
         record = _find(r, path)
     return None if record is None else float(record.weight)
 

@@ -13,9 +13,14 @@ from __future__ import annotations
 import time
 
 from control_plane.admin import tenancy
-from control_plane.admin.live_sync import bump_directory, publish_committed_weight
+from control_plane.admin.live_sync import (
+    WeightUnsettled,
+    bump_directory,
+    publish_committed_weight,
+)
 from control_plane.api.admin.deps import AdminContext, in_thread
 from control_plane.state import StateUnavailable
+from storage.errors import StorageError
 
 
 async def announce_directory(ctx: AdminContext) -> list[str]:
@@ -37,6 +42,10 @@ async def publish_weight(ctx: AdminContext, path: tuple[str, ...]) -> list[str]:
 
     try:
         await publish_committed_weight(ctx.stores.knobs, path, committed)
+    except WeightUnsettled as exc:
+        return [f"the scheduler was not told this weight: {exc} (the later changes tell it)"]
     except StateUnavailable as exc:
         return [f"the scheduler was not told the new weight (Redis unavailable: {exc})"]
+    except StorageError as exc:  # the change committed; only its re-read failed
+        return [f"the scheduler was not told the new weight (database re-read failed: {exc})"]
     return []

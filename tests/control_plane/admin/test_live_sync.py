@@ -6,9 +6,9 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 
 import pytest
 
-from control_plane.admin.live_sync import publish_committed_weight
+from control_plane.admin.live_sync import WeightUnsettled, publish_committed_weight
 from control_plane.contracts.knobs import NodeWeights
-from control_plane.state import StateStores, StateUnavailable
+from control_plane.state import StateStores
 
 
 @pytest.fixture
@@ -51,7 +51,7 @@ async def test_a_weight_that_keeps_changing_is_reported_not_published_forever(
         count += 1
         return float(count)
 
-    with pytest.raises(StateUnavailable, match="acme kept changing"):
+    with pytest.raises(WeightUnsettled, match="acme kept changing"):
         await publish_committed_weight(stores.knobs, ("acme",), changing, attempts=3)
     assert count == 6
 

@@ -47,11 +47,16 @@ def test_a_change_racing_an_uncommitted_one_sees_it_once_committed(db: Database)
     the first (a lost update). The first change commits only once the second is seen waiting
     on the database (so the test cannot pass by starting the second change too late)."""
     locked, release = threading.Event(), threading.Event()
+    holder_pid: list[int] = []
 
     def first() -> None:
         with db.repos() as r:
             assert r.tenants.get_tenant(name="acme", for_update=True) is not None
             r.tenants.update_tenant(name="acme", changes={"weight": 3.0})
+            if db.engine.dialect.name == "postgresql":
+                holder_pid.append(
+                    int(r.session.execute(sa.text("SELECT pg_backend_pid()")).scalar_one())
+                )
             locked.set()
             assert release.wait(30)
 
@@ -67,46 +72,47 @@ def test_a_change_racing_an_uncommitted_one_sees_it_once_committed(db: Database)
             outcome.append(exc)
 
     holder = threading.Thread(target=first)
+    racer = threading.Thread(target=second)
     holder.start()
     try:
         assert locked.wait(10)
-        racer = threading.Thread(target=second)
         racer.start()
-        _wait_until_blocked(db, racer)
+        _wait_until_blocked(db, racer, holder_pid)
     finally:
         release.set()
         holder.join(10)
-    racer.join(10)
+        if racer.ident is not None:  # started
+            racer.join(10)
     assert len(outcome) == 1 and isinstance(outcome[0], ChangedMeanwhile), outcome
     assert "weight is 3.0 now" in str(outcome[0])
     assert tenancy.get_node(db, ("acme",)).weight == 3.0
 
 
-def _wait_until_blocked(db: Database, racer: threading.Thread) -> None:
-    """Until `racer` waits for a lock the first change holds: on PostgreSQL a backend of this
-    database waiting on a lock over the tenants table (the row lock, or the UPDATE without
-    it); on SQLite the racer's thread inside its BEGIN IMMEDIATE (the write lock)."""
+def _wait_until_blocked(db: Database, racer: threading.Thread, holder_pid: list[int]) -> None:
+    """Until `racer` waits for the lock the first change holds: on PostgreSQL a backend that
+    the holder's backend blocks (the row lock, or the UPDATE without it); on SQLite the
+    racer's thread inside BEGIN IMMEDIATE (the write lock), seen on two polls in a row."""
     deadline = time.monotonic() + 10
+    seen = 0
     while time.monotonic() < deadline:
         assert racer.is_alive(), "the second change finished without waiting for the first"
-        if _blocked(db, racer):
+        seen = seen + 1 if _blocked(db, racer, holder_pid) else 0
+        if seen >= 2:
             return
         time.sleep(0.01)
     raise AssertionError("the second change never waited for the first")
 
 
-def _blocked(db: Database, racer: threading.Thread) -> bool:
+def _blocked(db: Database, racer: threading.Thread, holder_pid: list[int]) -> bool:
     if db.engine.dialect.name == "postgresql":
         query = sa.text(
-            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
-            "AND wait_event_type = 'Lock' AND query ILIKE '%tenants%' "
-            "AND pid <> pg_backend_pid()"
+            "SELECT count(*) FROM pg_stat_activity WHERE :holder = ANY(pg_blocking_pids(pid))"
         )
         with db.engine.connect() as conn:
-            return bool(conn.execute(query).scalar())
+            return bool(conn.execute(query, {"holder": holder_pid[0]}).scalar())
     frame = sys._current_frames().get(racer.ident or -1)
     while frame is not None:
-        if frame.f_code.co_name == "_sqlite_begin":
+        if frame.f_code.co_name == "_sqlite_begin" and frame.f_locals.get("mode") == "IMMEDIATE":
             return True
         frame = frame.f_back
     return False

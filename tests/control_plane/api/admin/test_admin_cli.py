@@ -16,6 +16,7 @@ from control_plane.admin_cli import register
 from control_plane.contracts.knobs import NodeWeights
 from control_plane.state import StateStores
 from storage.db import Database
+from storage.errors import StorageUnavailable
 from tests.control_plane.api.admin.conftest import AdminApi
 from tests.control_plane.api.admin.test_reports import SPAN, START, make_rows
 
@@ -151,6 +152,28 @@ def test_a_cli_change_stands_when_redis_does_not_answer(
     url = f"sqlite:///{tmp_path / 'a.db'}"
     out = _run(cli, "tenants", "create", "acme", "--weight", "2", "--no-key", "--database-url", url)
     assert "warning: the running system was not told" in " ".join(out.split())
+    db = Database(url)
+    with db.reader() as r:
+        assert r.tenants.get_tenant(name="acme").weight == 2.0  # type: ignore[union-attr]
+    db.dispose()
+
+
+def test_a_cli_weight_whose_re_read_fails_is_a_warning_not_a_traceback(
+    cli: typer.Typer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The CLI publishes the weight SQL holds, read again after its change committed; that
+    read failing ended the command in a traceback after it had printed the change."""
+
+    def gone(*_: object) -> float | None:
+        raise StorageUnavailable("OperationalError: the database went away")
+
+    monkeypatch.setattr(tenancy, "weight_of", gone)
+    url = f"sqlite:///{tmp_path / 'a.db'}"
+    out = _run(cli, "tenants", "create", "acme", "--weight", "2", "--no-key", "--database-url", url)
+    assert (
+        "warning: the scheduler was not told the new weight (database re-read failed"
+        in " ".join(out.split())
+    )
     db = Database(url)
     with db.reader() as r:
         assert r.tenants.get_tenant(name="acme").weight == 2.0  # type: ignore[union-attr]

@@ -6,7 +6,11 @@ import asyncio
 from collections.abc import AsyncIterator
 from typing import Any
 
+import pytest
+
+from control_plane.admin import tenancy
 from control_plane.contracts.knobs import NodeWeights
+from storage.errors import StorageUnavailable
 from tests.control_plane.api.admin.conftest import AdminApi
 
 
@@ -242,3 +246,23 @@ async def test_weights_committed_a_then_b_but_published_b_then_a_end_on_b(api: A
     assert (await first).status_code == 200
     assert (await api.client.get("/admin/tenants/acme")).json()["weight"] == 7.0
     assert await knobs.get("weights") == NodeWeights({("acme",): 7.0})
+
+
+async def test_a_committed_weight_whose_re_read_fails_is_a_warning_not_an_error(
+    api: AdminApi, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The publication re-reads the committed weight; a database failing just then must not
+    turn the committed change into a 500 (a retried delete would then be a 404)."""
+    await api.client.post("/admin/tenants", json={"name": "acme", "reason": "r"})
+
+    def gone(*_: Any) -> float | None:
+        raise StorageUnavailable("OperationalError: the database went away")
+
+    monkeypatch.setattr(tenancy, "weight_of", gone)
+    resp = await api.client.put("/admin/weights/acme", json={"weight": 3.0, "reason": "r"})
+    assert resp.status_code == 200, resp.text
+    assert resp.json()["weight"] == 3.0
+    (warning,) = resp.json()["warnings"]
+    assert "database re-read failed" in warning and "went away" in warning
+    monkeypatch.undo()
+    assert (await api.client.get("/admin/tenants/acme")).json()["weight"] == 3.0
