@@ -105,9 +105,19 @@ def _validation_error(exc: RequestValidationError, field_status: int) -> ApiErro
 
 def error_response(exc: Exception, request: Request) -> JSONResponse:
     """The answer to an error raised while serving `request` (not a validation error): the
-    one rendering of `ApiError`, HTTP, state-store and unexpected errors (the last logged)."""
+    one rendering of `ApiError`, HTTP, state-store and unexpected errors (the last logged);
+    a 5xx is counted in the app's metrics (`failed(code)`), where it has them."""
+    err = _as_api_error(exc, request)
+    if err.status >= 500:
+        metrics = getattr(request.app.state, "metrics", None)
+        if metrics is not None and hasattr(metrics, "failed"):
+            metrics.failed(err.code or "unknown")
+    return err.response()
+
+
+def _as_api_error(exc: Exception, request: Request) -> ApiError:
     if isinstance(exc, ApiError):
-        return exc.response()
+        return exc
     if isinstance(exc, StarletteHTTPException):
         headers = dict(exc.headers or {})
         code = getattr(exc, "code", None)  # an HTTP exception of ours may name its code
@@ -116,11 +126,11 @@ def error_response(exc: Exception, request: Request) -> JSONResponse:
             str(exc.detail),
             code=code if isinstance(code, str) else None,
             headers=headers,
-        ).response()
+        )
     if isinstance(exc, StateUnavailable):
-        return unavailable().response()
+        return unavailable()
     log.exception("unexpected error on %s %s", request.method, request.url.path, exc_info=exc)
-    return ApiError(500, "Internal error; it has been logged.", code="internal_error").response()
+    return ApiError(500, "Internal error; it has been logged.", code="internal_error")
 
 
 def install_error_handlers(app: FastAPI) -> None:

@@ -54,7 +54,10 @@ class GatewayMetrics:
 
     Tenant labels follow `tenant_labels` (see the module docstring); with `none` the per-tenant
     series have no tenant label. `arbiter_gateway_rejected{reason}` counts every refusal at the
-    door by its error code (authentication failures and 429s alike). `registry` is what
+    door by its error code (authentication failures and 429s alike);
+    `arbiter_gateway_failed{code}` every 5xx answer rendered from an error (Redis or the
+    scheduler unavailable, an internal error; a request withdrawn while waiting is counted
+    in `arbiter_gateway_withdrawn` instead). `registry` is what
     `/metrics` exposes: this object's series, or, in a group of processes (`MULTIPROCESS_ENV`
     set), the sum over the group.
     """
@@ -75,6 +78,13 @@ class GatewayMetrics:
             "arbiter_gateway_rejected",
             "Requests refused at the door, by error code",
             ["reason"],
+            registry=own,
+        )
+        self.failures = Counter(
+            "arbiter_gateway_failed",
+            "5xx answers rendered from an error (Redis or the scheduler unavailable, an "
+            "internal error), by error code",
+            ["code"],
             registry=own,
         )
         self.withdrawals = Counter(
@@ -128,6 +138,9 @@ class GatewayMetrics:
 
     def refused(self, reason: str) -> None:
         self.rejected.labels(reason).inc()
+
+    def failed(self, code: str) -> None:
+        self.failures.labels(code).inc()
 
     def dropped(self, event: object) -> None:
         self.events_dropped.labels(type(event).__name__).inc()

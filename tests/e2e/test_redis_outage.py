@@ -34,6 +34,8 @@ def test_gateway_survives_redis_outage(cluster: Cluster, redis_server: RedisServ
         assert resp.headers["Retry-After"] == "1"
         assert resp.json()["error"]["code"] == "state_unavailable"
         assert elapsed < 5.0
+        metrics = httpx.get(f"{url}/metrics", timeout=10).text  # counted where alerts look
+        assert 'arbiter_gateway_failed_total{code="state_unavailable"} 1.0' in metrics
         ready = httpx.get(f"{url}/readyz", timeout=10)
         assert ready.status_code == 503
         time.sleep(2.0)  # every process keeps retrying with backoff
