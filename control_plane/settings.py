@@ -3,6 +3,7 @@ call `Settings()` where a process starts and pass the object down."""
 
 from __future__ import annotations
 
+import logging
 from typing import Annotated, Any, Literal
 
 from pydantic import Field, ValidationError, field_validator, model_validator
@@ -161,14 +162,15 @@ class Settings(BaseSettings):
     """Tenant label on `/metrics`: `auto` is `name` with a metrics token, else `hash`."""
 
     log_level: str = "INFO"
-    """`DEBUG`, `INFO`, `WARNING`, `ERROR` or `CRITICAL` (any case)."""
+    """A name Python's `logging` knows, in any case (`DEBUG`, `INFO`, `WARNING`, `ERROR`,
+    `CRITICAL`; also `WARN`, `FATAL`, `NOTSET`)."""
 
     @field_validator("log_level")
     @classmethod
     def _log_level(cls, level: str) -> str:
-        if level.upper() not in _LOG_LEVELS:
+        if level.upper() not in logging.getLevelNamesMapping():
             raise ValueError(f"expected one of {', '.join(_LOG_LEVELS)}, got {level!r}")
-        return level
+        return level.upper()
 
     @field_validator("redis_url")
     @classmethod

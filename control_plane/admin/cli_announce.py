@@ -100,8 +100,9 @@ async def _announce(
 
 def _reader(db: Database, path: tuple[str, ...]) -> Callable[[], Awaitable[float | None]]:
     async def committed() -> float | None:
-        # read on the loop itself: a thread would outlive the timeout, and asyncio.run
-        # waits for its executor without a bound (the database just answered this command)
+        # on the loop itself: a thread would outlive the timeout (asyncio.run then waits for
+        # its executor without a bound); a read holds the loop up to the database's own
+        # timeouts instead, which the 5 s bound cannot cut (it just answered this command)
         return tenancy.weight_of(db, path)
 
     return committed

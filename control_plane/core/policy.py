@@ -76,12 +76,14 @@ class CostModel:
 class Weights:
     """Weights per node path prefix: ("t",), ("t", "app"), ("t", "app", "agent"); default 1.
 
-    Change them through `set` or `replace` only: each bumps `version`, which tells caches of
-    weights apart.
+    Change them through `set` or `follow_knob` only: each bumps `version`, which tells caches
+    of weights apart.
     """
 
     table: dict[Node, float] = field(default_factory=dict)
     version: int = field(default=0, compare=False)
+    knob_nodes: frozenset[Node] = field(default=frozenset(), compare=False)
+    """The nodes the operator's `weights` knob named when last followed."""
 
     def of(self, node: Node) -> float:
         return self.table.get(node, 1.0)
@@ -92,13 +94,18 @@ class Weights:
         self.table[node] = weight
         self.version += 1
 
-    def replace(self, table: dict[Node, float]) -> None:
-        """Exactly `table`: a node it leaves out is back to the default 1 (all or nothing:
-        a weight ≤ 0 raises `ValueError` before anything changes)."""
+    def follow_knob(self, table: dict[Node, float]) -> None:
+        """Take the operator's `weights` knob: set each node it names; a node the previous
+        knob named and this one does not (deleted) is back to the default 1. Nodes only
+        requests' envelopes set are left as they are (the knob names only the weights an
+        operator published). All or nothing: a weight ≤ 0 raises `ValueError` first."""
         for node, weight in table.items():
             if weight <= 0:
                 raise ValueError(f"weight of {'/'.join(node)} must be > 0, got {weight}")
-        self.table = dict(table)
+        for node in self.knob_nodes - table.keys():
+            self.table.pop(node, None)
+        self.table.update(table)
+        self.knob_nodes = frozenset(table)
         self.version += 1
 
 

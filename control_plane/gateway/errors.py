@@ -34,6 +34,10 @@ _TYPES = {
 }
 
 
+FAILURE_CODES = frozenset({"state_unavailable", "scheduler_unavailable", "internal_error"})
+"""The 5xx answers `arbiter_gateway_failed` counts (`error_response`)."""
+
+
 class ApiError(Exception):
     """An error the client should see, rendered in OpenAI's shape."""
 
@@ -55,6 +59,9 @@ class ApiError(Exception):
         self.type = type_ or _TYPES.get(status, "server_error")
         self.headers = headers or {}
         self.field_errors: list[dict[str, str]] = []
+        self.counted = False
+        """Already counted where it arose (a request given up in the queue is counted as
+        withdrawn), so `error_response` does not count it as a failure again."""
 
     def body(self) -> dict[str, Any]:
         return error_body(self.message, self.type, self.param, self.code)
@@ -106,12 +113,14 @@ def _validation_error(exc: RequestValidationError, field_status: int) -> ApiErro
 def error_response(exc: Exception, request: Request) -> JSONResponse:
     """The answer to an error raised while serving `request` (not a validation error): the
     one rendering of `ApiError`, HTTP, state-store and unexpected errors (the last logged);
-    a 5xx is counted in the app's metrics (`failed(code)`), where it has them."""
+    Redis or the scheduler unavailable and internal errors are counted in the app's metrics
+    (`failed(code)`), where it has them; queue timeouts and worker failures have counters of
+    their own (withdrawn, finished with `error`)."""
     err = _as_api_error(exc, request)
-    if err.status >= 500:
+    if err.code in FAILURE_CODES and not err.counted:
         metrics = getattr(request.app.state, "metrics", None)
         if metrics is not None and hasattr(metrics, "failed"):
-            metrics.failed(err.code or "unknown")
+            metrics.failed(err.code)
     return err.response()
 
 

@@ -55,9 +55,10 @@ class GatewayMetrics:
     Tenant labels follow `tenant_labels` (see the module docstring); with `none` the per-tenant
     series have no tenant label. `arbiter_gateway_rejected{reason}` counts every refusal at the
     door by its error code (authentication failures and 429s alike);
-    `arbiter_gateway_failed{code}` every 5xx answer rendered from an error (Redis or the
-    scheduler unavailable, an internal error; a request withdrawn while waiting is counted
-    in `arbiter_gateway_withdrawn` instead). `registry` is what
+    `arbiter_gateway_failed{code}` every answer of Redis or the scheduler unavailable and
+    every internal error, on the tenant and the admin API (a request withdrawn while waiting
+    is counted in `arbiter_gateway_withdrawn` instead, a worker failure as a request finished
+    with `error`). `registry` is what
     `/metrics` exposes: this object's series, or, in a group of processes (`MULTIPROCESS_ENV`
     set), the sum over the group.
     """
@@ -82,8 +83,8 @@ class GatewayMetrics:
         )
         self.failures = Counter(
             "arbiter_gateway_failed",
-            "5xx answers rendered from an error (Redis or the scheduler unavailable, an "
-            "internal error), by error code",
+            "Answers of Redis or the scheduler unavailable, and internal errors (tenant and "
+            "admin API), by error code",
             ["code"],
             registry=own,
         )

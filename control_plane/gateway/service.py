@@ -368,6 +368,7 @@ def _gave_up(reason: str, timeout: float, no_leader: ApiError) -> Response:
             headers={"Retry-After": "5"},
         )
     if reason == "no_leader":
+        no_leader.counted = True  # as withdrawn (`no_leader`)
         raise no_leader
     return Response(status_code=499)
 

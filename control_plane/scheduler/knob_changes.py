@@ -3,9 +3,11 @@
 Rule: `policy` = `auto` hands the choice to the meta-controller; any other policy pins it
 (the controller detaches) and is switched only when it differs from the one in force;
 `admission` and `placement` are replaced without touching the policy or its queue; `weights`
-is the whole table of node weights (a node it no longer names is back to weight 1, as a new
-leader building from the same knob would have it). Guarantee: an invalid choice is logged
-and ignored — the core keeps what it had, so a bad knob can never stop scheduling.
+sets the node weights it names, and a node the previous value named and this one does not
+(deleted) is back to weight 1, as a new leader building from the same knob has it (weights
+that only requests' envelopes set are kept: `Weights.follow_knob`). Guarantee: an invalid
+choice is logged and ignored — the core keeps what it had, so a bad knob can never stop
+scheduling.
 """
 
 from __future__ import annotations
@@ -42,7 +44,7 @@ def apply_knob(core: SchedulerCore, name: str, value: KnobValue, now: float) -> 
         _swap_plugin(core, name, value)
     elif name == "weights" and isinstance(value, NodeWeights):
         try:
-            core.ctx.weights.replace(dict(value.table))
+            core.ctx.weights.follow_knob(dict(value.table))
         except ValueError:
             log.exception("ignoring invalid weights knob %r", value)
 

@@ -80,8 +80,10 @@ def build_core(
         controller.attach(core)
         core.controller = controller
     weights = knob_of(knobs, "weights", NodeWeights)
-    for node, weight in (weights.table if weights else {}).items():
-        ctx.weights.set(node, weight)
+    try:
+        ctx.weights.follow_knob(dict(weights.table) if weights else {})
+    except ValueError:
+        log.exception("weights knob %r is invalid; ignored", weights)
     return core
 
 

@@ -74,3 +74,11 @@ def test_every_number_setting_has_a_bound() -> None:
         if not bounds:
             unbounded.append(name)
     assert unbounded == []
+
+
+@pytest.mark.parametrize("level", ["warning", "Debug", "WARN", "fatal", "NOTSET"])
+def test_every_level_name_logging_knows_is_taken(
+    monkeypatch: pytest.MonkeyPatch, level: str
+) -> None:
+    monkeypatch.setenv("ARBITER_LOG_LEVEL", level)
+    assert load_settings().log_level == level.upper()

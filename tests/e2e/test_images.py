@@ -77,17 +77,16 @@ def test_wrong_endpoint_size_or_count_is_a_400_naming_the_field(
 ) -> None:
     _, gw, key = deployed
     client = openai.OpenAI(base_url=f"{gw}/v1", api_key=key, max_retries=0)
-    cases: list[tuple[dict[str, Any], str, int]] = [
-        ({"model": "tiny-llama", "prompt": "a cat"}, "model", 400),
-        ({"model": MODEL, "prompt": "a cat", "size": "512x512"}, "size", 400),
-        ({"model": MODEL, "prompt": "a cat", "n": 11}, "n", 400),  # the schema's bound
-        ({"model": MODEL, "prompt": ""}, "prompt", 400),
+    cases: list[tuple[dict[str, Any], str]] = [
+        ({"model": "tiny-llama", "prompt": "a cat"}, "model"),
+        ({"model": MODEL, "prompt": "a cat", "size": "512x512"}, "size"),
+        ({"model": MODEL, "prompt": "a cat", "n": 11}, "n"),  # the schema's bound
+        ({"model": MODEL, "prompt": ""}, "prompt"),
     ]
-    for kwargs, param, status in cases:
-        with pytest.raises(openai.APIStatusError) as err:
+    for kwargs, param in cases:
+        with pytest.raises(openai.BadRequestError) as err:  # a 400, as OpenAI answers
             client.images.generate(**kwargs)
         body = err.value.body
-        assert err.value.status_code == status, (kwargs, body)
         assert isinstance(body, dict) and body.get("param") == param, (kwargs, body)
     with pytest.raises(openai.BadRequestError) as chat_err:
         client.chat.completions.create(

@@ -10,6 +10,7 @@ within seconds, and new requests carry the new weights in their envelopes).
 
 from __future__ import annotations
 
+import logging
 import time
 
 from control_plane.admin import tenancy
@@ -21,6 +22,8 @@ from control_plane.admin.live_sync import (
 from control_plane.api.admin.deps import AdminContext, in_thread
 from control_plane.state import StateUnavailable
 from storage.errors import StorageError
+
+log = logging.getLogger(__name__)
 
 
 async def announce_directory(ctx: AdminContext) -> list[str]:
@@ -47,5 +50,6 @@ async def publish_weight(ctx: AdminContext, path: tuple[str, ...]) -> list[str]:
     except StateUnavailable as exc:
         return [f"the scheduler was not told the new weight (Redis unavailable: {exc})"]
     except StorageError as exc:  # the change committed; only its re-read failed
+        log.warning("weight of %s not published: its re-read failed", path, exc_info=True)
         return [f"the scheduler was not told the new weight (database re-read failed: {exc})"]
     return []

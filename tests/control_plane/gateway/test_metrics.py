@@ -8,8 +8,15 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+from fastapi import FastAPI
+from starlette.requests import Request
+
 from control_plane.contracts.events import WorkerFailed
+from control_plane.gateway.errors import ApiError, error_response
 from control_plane.gateway.metrics import MULTIPROCESS_ENV, GatewayMetrics
+from control_plane.gateway.service import _gave_up
+from control_plane.state import StateUnavailable
 
 # Counts argv[1] refusals, then prints what /metrics would serve.
 SCRIPT = """
@@ -70,3 +77,34 @@ def test_a_dropped_event_is_counted_by_its_type() -> None:
         "arbiter_gateway_events_dropped_total", {"type": "WorkerFailed"}
     )
     assert sample == 1.0
+
+
+def test_failures_are_counted_once_where_they_arise() -> None:
+    """`arbiter_gateway_failed` counts Redis or the scheduler unavailable and internal errors;
+    a queue timeout and a request given up for want of a leader are counted as withdrawn, a
+    worker failure as a request finished with `error` — not here a second time."""
+    app = FastAPI()
+    app.state.metrics = metrics = GatewayMetrics()
+    scope = {"type": "http", "app": app, "method": "POST", "path": "/v1/x", "headers": []}
+    request = Request({**scope, "query_string": b"", "server": ("gw", 80), "scheme": "http"})
+    no_leader = ApiError(503, "no leader", code="scheduler_unavailable")
+    for exc in (
+        StateUnavailable("down"),
+        ApiError(503, "no leader at the door", code="scheduler_unavailable"),
+        RuntimeError("a bug"),
+        ApiError(502, "worker", code="worker_failed"),
+        ApiError(400, "bad", code="invalid_value"),
+    ):
+        error_response(exc, request)
+    for reason in ("queue_timeout", "no_leader"):
+        with pytest.raises(ApiError) as given_up:
+            _gave_up(reason, 1.0, no_leader)
+        assert error_response(given_up.value, request).status_code in (503, 504)
+
+    def failed(code: str) -> float | None:
+        return metrics.registry.get_sample_value("arbiter_gateway_failed_total", {"code": code})
+
+    assert failed("state_unavailable") == 1.0
+    assert failed("scheduler_unavailable") == 1.0  # the door's; not the one given up
+    assert failed("internal_error") == 1.0
+    assert failed("worker_failed") is None and failed("queue_timeout") is None

@@ -37,15 +37,19 @@ def test_admission_and_placement_are_replaced_and_weights_set() -> None:
 
 def test_a_node_the_weights_knob_no_longer_names_is_back_to_weight_1() -> None:
     """A deleted node's entry leaves the knob; the leader used to keep its old weight until a
-    takeover (a re-created tenant of that name, given no weight, ran at the old one), while a
-    new leader building from the same knob had 1."""
+    takeover (a re-created tenant of that name ran at the old one until its first request),
+    while a new leader building from the same knob had 1. Weights only requests' envelopes
+    set are not the knob's to drop."""
     c = core()
     apply_knob(c, "weights", NodeWeights({("acme",): 5.0, ("beta",): 2.0}), 1.0)
+    c.ctx.weights.set(("gamma",), 4.0)  # as an arrival's envelope sets it
     apply_knob(c, "weights", NodeWeights({("beta",): 2.0}), 2.0)
     rebuilt = build_core(
         {"policy": PluginChoice("fcfs"), "weights": NodeWeights({("beta",): 2.0})},
         Ledger(),
         "fcfs",
     )
-    assert c.ctx.weights.table == rebuilt.ctx.weights.table == {("beta",): 2.0}
-    assert c.ctx.weights.of(("acme",)) == 1.0
+    assert rebuilt.ctx.weights.table == {("beta",): 2.0}
+    assert c.ctx.weights.table == {("beta",): 2.0, ("gamma",): 4.0}
+    apply_knob(c, "weights", NodeWeights({("beta",): 2.0}), 3.0)  # a catch-up re-read
+    assert c.ctx.weights.of(("gamma",)) == 4.0 and c.ctx.weights.of(("acme",)) == 1.0

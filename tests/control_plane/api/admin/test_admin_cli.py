@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 import typer
+from sqlalchemy import exc as sa_exc
 from typer.testing import CliRunner
 
 from control_plane.admin import tenancy
@@ -16,7 +17,6 @@ from control_plane.admin_cli import register
 from control_plane.contracts.knobs import NodeWeights
 from control_plane.state import StateStores
 from storage.db import Database
-from storage.errors import StorageUnavailable
 from tests.control_plane.api.admin.conftest import AdminApi
 from tests.control_plane.api.admin.test_reports import SPAN, START, make_rows
 
@@ -164,10 +164,10 @@ def test_a_cli_weight_whose_re_read_fails_is_a_warning_not_a_traceback(
     """The CLI publishes the weight SQL holds, read again after its change committed; that
     read failing ended the command in a traceback after it had printed the change."""
 
-    def gone(*_: object) -> float | None:
-        raise StorageUnavailable("OperationalError: the database went away")
+    def gone(*_: object) -> None:
+        raise sa_exc.OperationalError("SELECT …", {}, Exception("the database went away"))
 
-    monkeypatch.setattr(tenancy, "weight_of", gone)
+    monkeypatch.setattr(tenancy, "_find", gone)  # below `weight_of`: its own handling runs
     url = f"sqlite:///{tmp_path / 'a.db'}"
     out = _run(cli, "tenants", "create", "acme", "--weight", "2", "--no-key", "--database-url", url)
     assert (

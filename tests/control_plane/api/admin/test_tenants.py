@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+import contextlib
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import pytest
+from sqlalchemy import exc as sa_exc
 
-from control_plane.admin import tenancy
 from control_plane.contracts.knobs import NodeWeights
-from storage.errors import StorageUnavailable
 from tests.control_plane.api.admin.conftest import AdminApi
 
 
@@ -255,10 +255,12 @@ async def test_a_committed_weight_whose_re_read_fails_is_a_warning_not_an_error(
     turn the committed change into a 500 (a retried delete would then be a 404)."""
     await api.client.post("/admin/tenants", json={"name": "acme", "reason": "r"})
 
-    def gone(*_: Any) -> float | None:
-        raise StorageUnavailable("OperationalError: the database went away")
+    @contextlib.contextmanager
+    def gone() -> Iterator[Any]:  # the change itself writes through `repos`, not `reader`
+        raise sa_exc.OperationalError("SELECT …", {}, Exception("the database went away"))
+        yield
 
-    monkeypatch.setattr(tenancy, "weight_of", gone)
+    monkeypatch.setattr(api.db, "reader", gone)  # below `weight_of`: its own handling runs
     resp = await api.client.put("/admin/weights/acme", json={"weight": 3.0, "reason": "r"})
     assert resp.status_code == 200, resp.text
     assert resp.json()["weight"] == 3.0
