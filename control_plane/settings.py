@@ -3,7 +3,6 @@ call `Settings()` where a process starts and pass the object down."""
 
 from __future__ import annotations
 
-import logging
 from typing import Annotated, Any, Literal
 
 from pydantic import Field, ValidationError, field_validator, model_validator
@@ -14,7 +13,9 @@ from storage.engine import url_problem
 
 _Rate = Annotated[float, Field(ge=0)]
 _Burst = Annotated[int, Field(ge=1)]
-_LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+_LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "WARN", "ERROR", "CRITICAL", "FATAL", "NOTSET")
+"""Python's own level names (`logging.getLevelNamesMapping()` also lists what libraries add
+once imported, uvicorn's TRACE)."""
 
 
 class Settings(BaseSettings):
@@ -168,7 +169,7 @@ class Settings(BaseSettings):
     @field_validator("log_level")
     @classmethod
     def _log_level(cls, level: str) -> str:
-        if level.upper() not in logging.getLevelNamesMapping():
+        if level.upper() not in _LOG_LEVELS:
             raise ValueError(f"expected one of {', '.join(_LOG_LEVELS)}, got {level!r}")
         return level.upper()
 

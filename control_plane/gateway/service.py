@@ -263,7 +263,9 @@ class Gateway:
         except StateUnavailable:
             self._waiter.forget(flight.id)
             await self._finisher.finish(flight, "error", f"worker failed: {why}; Redis unavailable")
-            raise
+            err = unavailable()
+            err.counted = True  # finished with `error` just above
+            raise err from None
         if requeued:
             return None
         self._waiter.forget(flight.id)

@@ -49,7 +49,7 @@ def test_good_values_load(monkeypatch: pytest.MonkeyPatch) -> None:
         ("ARBITER_PORT", "70000", "less than or equal to 65535"),
         ("ARBITER_SCHEDULER_PORT", "-1", "greater than or equal to 0"),
         ("ARBITER_RECORDER_METRICS_PORT", "65536", "less than or equal to 65535"),
-        ("ARBITER_LOG_LEVEL", "loud", "expected one of DEBUG, INFO, WARNING, ERROR, CRITICAL"),
+        ("ARBITER_LOG_LEVEL", "trace", "expected one of DEBUG, INFO, WARNING, WARN, ERROR, CRI"),
     ],
 )
 def test_a_value_out_of_range_stops_the_process_with_one_line(

@@ -11,13 +11,16 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
+from fastapi import FastAPI
 from redis.asyncio import Redis
+from starlette.requests import Request
 
 from control_plane.contracts.grants import Grant
 from control_plane.contracts.requests import Envelope
-from control_plane.gateway.errors import ApiError
+from control_plane.gateway.errors import ApiError, error_response
 from control_plane.gateway.flight import Flight
 from control_plane.gateway.grants import GrantWaiter
+from control_plane.gateway.metrics import hashed_tenant
 from control_plane.gateway.reporter import EventReporter
 from control_plane.gateway.service import Gateway
 from control_plane.settings import Settings
@@ -118,3 +121,45 @@ async def test_a_grant_delivered_while_the_withdrawal_failed_is_released(
     result, _ = await _wait(stores, fail=True, no_leader=False)
     assert isinstance(result, ApiError) and result.status == 503
     assert await stores.requests.inflight() == {}
+
+
+class RequeueFails:
+    """The real request store, except that a re-queue finds Redis gone."""
+
+    def __init__(self, store: Any) -> None:
+        self._store = store
+
+    async def requeue(self, request_id: str, *, now: float) -> bool:
+        raise StateUnavailable("Timeout reading from the socket")
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+
+async def test_a_worker_failure_whose_requeue_finds_redis_gone_is_counted_once(
+    stores: StateStores,
+) -> None:
+    """The request is finished with `error` (counted as such) and answered 503: before, the
+    answer was counted again as a Redis failure in `arbiter_gateway_failed`."""
+    flight: Flight = flight_of({"model": "m", "prompt": "hello"})
+    reporter = EventReporter(stores.completions, interval=0.01)
+    waiter = GrantWaiter(stores.grants, GATEWAY, lambda grant: asyncio.sleep(0))
+    deps = gateway_deps(RequeueFails(stores.requests), reporter, waiter=waiter)
+    gateway = Gateway(deps)
+    grant = Grant(flight.id, "w1", "http://w1", NOW)
+    tasks = [asyncio.create_task(waiter.run()), asyncio.create_task(reporter.run())]
+    try:
+        with pytest.raises(ApiError) as caught:
+            await gateway._worker_failed(flight, grant, "connection refused")
+        await asyncio.wait_for(gateway._finisher.settled(), 10)
+    finally:
+        await stop_tasks(tasks)
+    app = FastAPI()
+    app.state.metrics = metrics = deps.metrics
+    scope = {"type": "http", "app": app, "method": "POST", "path": "/v1/x", "headers": []}
+    answer = error_response(caught.value, Request({**scope, "query_string": b""}))
+    assert answer.status_code == 503 and caught.value.code == "state_unavailable"
+    failed = {"code": "state_unavailable"}
+    errors = {"tenant": hashed_tenant("acme"), "status": "error"}
+    assert metrics.registry.get_sample_value("arbiter_gateway_failed_total", failed) is None
+    assert metrics.registry.get_sample_value("arbiter_gateway_requests_total", errors) == 1.0
