@@ -10,6 +10,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import GaugeMetricFamily, InfoMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from control_plane.scheduler.dead_letter_counts import DeadLetterCounts
 from control_plane.scheduler.fairness_view import NodeFairness
 
 NODE_LABELS = ("level", "tenant", "app", "agent")
@@ -99,7 +100,8 @@ def _labels(row: NodeFairness) -> list[str]:
 
 class SchedulerMetrics:
     """Leadership, queue and dispatch metrics on the scheduler's `/metrics`, plus the
-    per-node fairness gauges of `FairnessCollector` while this replica leads."""
+    per-node fairness gauges of `FairnessCollector` and every consumer's dead-letter counts
+    (`DeadLetterCounts`) while this replica leads."""
 
     def __init__(self) -> None:
         self.registry = r = CollectorRegistry()
@@ -126,6 +128,8 @@ class SchedulerMetrics:
         )
         self.fairness = FairnessCollector()
         r.register(self.fairness)
+        self.dead_letters = DeadLetterCounts()
+        r.register(self.dead_letters)
         self.controller_active = Gauge(
             "arbiter_controller_active", "1 while the meta-controller chooses (auto)", registry=r
         )
@@ -160,6 +164,11 @@ class SchedulerMetrics:
             agent,
             registry=r,
         )
+
+    def stop_leading(self) -> None:
+        """Withdraw what only the leader exports (its nodes, policy and dead-letter counts)."""
+        self.fairness.clear()
+        self.dead_letters.clear()
 
     def export_workflows(self, learned: Sequence[Any]) -> None:
         """The orchestrator's per-agent priority and convergence (`Orchestrator.learned`)."""

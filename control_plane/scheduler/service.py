@@ -139,8 +139,8 @@ class SchedulerService:
         finally:
             term.end()
             self._serving = False
-            self.metrics.fairness.clear()
             await stop_tasks(tasks)
+            self.metrics.stop_leading()  # once no task of the term can set a value again
             await self.advisor.close()
 
     async def _take_over(self) -> None:
@@ -172,6 +172,7 @@ class SchedulerService:
             self._sweep_loop,
             self._trim_loop,
             self._redis_restart_loop,
+            self.metrics.dead_letters.follower(self.stores.dead_letters),
         ]
 
     # -- inputs -----------------------------------------------------------------------------
