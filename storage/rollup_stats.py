@@ -4,7 +4,8 @@ Counting rules (shared by the rollups and by `report_from_requests`):
 - `requests` counts every row; `ok` those with status ok; `failed` error, aborted or timeout;
   withdrawn requests (the client left while queued) are neither.
 - `violations` counts rows with `slo_violated` that are not withdrawn.
-- Tokens and unified service are summed over every row.
+- Tokens and unified service are summed over every row (a request never dispatched — a
+  queue timeout, a client gone while queued — records its prompt but no service).
 - A latency (TTFT, TPOT, end-to-end, queue) is counted only where the row has one.
 """
 

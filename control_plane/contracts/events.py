@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from control_plane.contracts.fields import ContractError, Fields
+from control_plane.contracts.requests import Envelope, decode_envelope, encode_envelope
 from control_plane.core.job import Job, Outcome, Slo
 
 
@@ -117,13 +118,23 @@ def _ms(later: float | None, earlier: float | None) -> float | None:
 
 @dataclass(frozen=True, slots=True)
 class Withdrawn:
-    """A queued request left the queue unserved (client gone, queue timeout, no leader)."""
+    """A queued request left the queue unserved (client gone, queue timeout, no leader).
+
+    `attempts` is the request hash's count (1 = the first; more once a worker failure
+    re-queued it). `envelope` is what its gateway submitted (the recorder writes its row from
+    it); None for an entry of a build that did not send it, or one whose envelope did not
+    decode — `envelope_error` then says why, and the entry is still valid: the leader needs
+    only `id`.
+    """
 
     id: str
     reason: str = ""
     tenant: str | None = None
     seq: int | None = None
     at: float | None = None
+    attempts: int = 0
+    envelope: Envelope | None = None
+    envelope_error: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -188,6 +199,8 @@ def encode(event: Event) -> dict[str, Any]:
         return out
     for name in event.__dataclass_fields__:
         out[name] = getattr(event, name)
+    if isinstance(event, Withdrawn):
+        out["envelope"] = None if event.envelope is None else encode_envelope(event.envelope)
     return out
 
 
@@ -282,12 +295,21 @@ def _complete(f: Fields) -> Complete:
 
 
 def _withdrawn(f: Fields) -> Withdrawn:
+    envelope, problem = None, None
+    if (raw := f.data.get("envelope")) is not None:
+        try:
+            envelope = decode_envelope(raw)
+        except (ValueError, TypeError) as exc:  # the row is lost, not the withdrawal (leader: id)
+            problem = str(exc)
     return Withdrawn(
         id=f.text("id", required=True),
         reason=f.text("reason", ""),
         tenant=f.text("tenant"),
         seq=f.integer("seq"),
         at=f.number("at"),
+        attempts=f.integer("attempts", 0),
+        envelope=envelope,
+        envelope_error=problem,
     )
 
 

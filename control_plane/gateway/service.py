@@ -234,7 +234,7 @@ class Gateway:
         if withdrawn:
             self._waiter.forget(flight.id)
             self.d.metrics.withdrawn(reason)
-            return _gave_up(reason, timeout, self._no_leader())
+            return _gave_up(reason, timeout, self._no_leader(), flight.id)
         # granted just as we gave up; the grant is on its way (bounded: Redis may stall again)
         late, _ = await asyncio.wait({fut}, timeout=self.d.settings.no_leader_bound_s())
         if fut not in late:
@@ -360,17 +360,19 @@ def _in_hand(flight: Flight) -> bool:
     return fut is not None and fut.done() and flight.read_timeout_s is None
 
 
-def _gave_up(reason: str, timeout: float, no_leader: ApiError) -> Response:
-    """The answer to a request withdrawn from the queue (raised when it is an error)."""
+def _gave_up(reason: str, timeout: float, no_leader: ApiError, request_id: str) -> Response:
+    """The answer to a request withdrawn from the queue (raised if an error), with its id."""
+    named = {"X-Arbiter-Request-Id": request_id}
     if reason == "queue_timeout":
         raise ApiError(
             504,
             f"Request waited {timeout:.0f}s in the queue without being scheduled; retry later.",
             code="queue_timeout",
-            headers={"Retry-After": "5"},
+            headers={"Retry-After": "5", **named},
         )
     if reason == "no_leader":
         no_leader.counted = True  # as withdrawn (`no_leader`)
+        no_leader.headers.update(named)
         raise no_leader
     return Response(status_code=499)
 

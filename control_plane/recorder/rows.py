@@ -1,11 +1,11 @@
-"""Turning `complete` events into request rows, `policy_switched` and `audited` events into
-audit entries (pure: no I/O)."""
+"""Turning `complete` and `withdrawn` events into request rows, `policy_switched` and
+`audited` events into audit entries (pure: no I/O)."""
 
 from __future__ import annotations
 
 import json
 
-from control_plane.contracts.events import Audited, Complete, PolicySwitched
+from control_plane.contracts.events import Audited, Complete, PolicySwitched, Sender, Withdrawn
 from control_plane.core.unified import unified_cost
 from storage.records import REQUEST_STATUSES, RequestRecord
 from storage.write_guard import AuditDraft
@@ -49,7 +49,10 @@ def request_row(event: Complete, policy: str | None) -> RequestRecord | None:
         finished_at=event.finished,
         n_in=outcome.n_in,
         n_out=outcome.n_out,
-        unified_cost=unified_cost(outcome.n_in, outcome.n_out, sender.unit_factor),
+        # the prompt is service only once dispatched (as the simulator counts it)
+        unified_cost=unified_cost(
+            outcome.n_in if event.dispatched is not None else 0, outcome.n_out, sender.unit_factor
+        ),
         slo_ttft_ms=_opt_ms(slo.ttft_s),
         slo_tpot_ms=_opt_ms(slo.tpot_s),
         slo_e2e_ms=_opt_ms(slo.e2e_s),
@@ -64,6 +67,36 @@ def request_row(event: Complete, policy: str | None) -> RequestRecord | None:
         attempts=event.attempts + 1,
         images=event.images,
     )
+
+
+def withdrawal_row(event: Withdrawn, policy: str | None) -> RequestRecord | None:
+    """The SQL row of a request withdrawn from the queue: status `timeout` after the queue
+    timeout, `withdrawn` otherwise (client gone, no leader, a failed submit), the reason as
+    its error, never dispatched (no service, no latencies; an SLO it carried is violated by a
+    timeout). None for an entry without an envelope (a build that did not send it).
+
+    Raises ValueError when the envelope did not decode, so the recorder dead-letters it.
+    """
+    if event.envelope is None:
+        if event.envelope_error is not None:
+            raise ValueError(event.envelope_error)
+        return None
+    if event.at is None:
+        raise ValueError("at: required for a request row")
+    job = event.envelope.job
+    status = "timeout" if event.reason == "queue_timeout" else "withdrawn"
+    complete = Complete(
+        id=event.id,
+        status=status,
+        finished=event.at,
+        n_in=job.n_in,
+        n_in_est=job.n_in,
+        error=event.reason or None,
+        sender=Sender.of(job),
+        arrival=job.arrival,
+        attempts=max(0, event.attempts - 1),  # the event counts the first attempt, as Redis
+    )
+    return request_row(complete, policy)
 
 
 def audit_draft(event: PolicySwitched | Audited) -> AuditDraft:

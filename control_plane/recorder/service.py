@@ -1,5 +1,6 @@
-"""The recorder: `complete` events → request rows (and per-minute rollups) in SQL, and the
-meta-controller's `policy_switched` events → audit rows (actor `controller`).
+"""The recorder: `complete` events and `withdrawn` ones (queue timeouts, clients gone while
+queued) → request rows (and per-minute rollups) in SQL, and the meta-controller's
+`policy_switched` events → audit rows (actor `controller`).
 
 Guarantee: an event is acknowledged only after the transaction holding its row committed, or
 after it was set aside in the dead-letter stream; inserts are idempotent on the request id, so
@@ -22,11 +23,18 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from control_plane.contracts.events import Audited, Complete, Event, PolicySwitched, encode
+from control_plane.contracts.events import (
+    Audited,
+    Complete,
+    Event,
+    PolicySwitched,
+    Withdrawn,
+    encode,
+)
 from control_plane.contracts.knobs import PluginChoice
 from control_plane.recorder.isolate import write_isolating
 from control_plane.recorder.metrics import RecorderMetrics
-from control_plane.recorder.rows import audit_draft, request_row
+from control_plane.recorder.rows import audit_draft, request_row, withdrawal_row
 from control_plane.state import StateStores, StateUnavailable
 from storage.db import Database
 from storage.errors import RowsRejected, StorageUnavailable
@@ -42,7 +50,7 @@ Entry = tuple[str, Event]
 
 @dataclass
 class Batch:
-    """What a batch of events turns into: rows to write, ids of complete events that need
+    """What a batch of events turns into: rows to write, ids of request events that need
     no row, and events that could not be converted (entry id, event, reason)."""
 
     rows: list[tuple[str, RequestRecord]] = field(default_factory=list)
@@ -51,13 +59,17 @@ class Batch:
 
 
 def to_batch(entries: list[Entry], policy: str | None) -> Batch:
-    """Convert each `complete` event on its own (pure: no I/O); other events need nothing."""
+    """Convert each `complete` and `withdrawn` event on its own (pure: no I/O); other events
+    need nothing."""
     batch = Batch()
     for entry_id, event in entries:
-        if not isinstance(event, Complete):
+        if not isinstance(event, Complete | Withdrawn):
             continue
         try:
-            row = request_row(event, policy)
+            if isinstance(event, Complete):
+                row = request_row(event, policy)
+            else:
+                row = withdrawal_row(event, policy)
         except Exception as exc:  # any bad value: this event only
             reason = f"{type(exc).__name__}: {exc}"
             batch.unconvertible.append((entry_id, encode(event), reason))

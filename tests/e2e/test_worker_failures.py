@@ -141,6 +141,8 @@ def test_queue_timeout_is_explicit(cluster: Cluster) -> None:
     assert resp.status_code == 504, (waited, resp.headers, resp.text[:300])
     assert resp.json()["error"]["code"] == "queue_timeout"
     assert 0.9 < waited < 5.0
+    row = _row(cluster, resp.headers["X-Arbiter-Request-Id"])  # reports count it
+    assert (row.status, row.error, row.dispatched_at) == ("timeout", "queue_timeout", None)
 
 
 def test_recorder_restart_loses_no_rows(cluster: Cluster) -> None:

@@ -21,6 +21,7 @@ from control_plane.contracts.events import (
     encode,
 )
 from control_plane.core.job import Job, Slo
+from tests.support.envelopes import envelope
 
 JOB = Job(
     id="r1",
@@ -59,6 +60,7 @@ EVENTS: list[Event] = [
     Complete("r3", "withdrawn", finished=6.0, gateway_lost="gw-2", sender=Sender("acme")),
     Complete("r6", "ok", finished=9.0, n_in=20, n_out=56, sender=Sender("art"), images=2),
     Withdrawn("r4", "queue_timeout", tenant="acme", seq=9, at=7.0),
+    Withdrawn("r7", "client_disconnected", "acme", 2, 7.5, 1, envelope("r7", "acme", arrival=7.0)),
     WorkerFailed("r5", "w2", "connection reset", 8.0),
     PolicySwitched("switch-9.0-edf", 9.0, "fcfs", "edf", "deadlines", "rules", '{"queued":3}'),
 ]
@@ -90,6 +92,15 @@ def test_the_withdrawal_written_by_lua_decodes() -> None:
         '"seq":3,"at":1.5}'
     )
     assert decode(json.loads(raw)) == Withdrawn("r9", "client_disconnected", "a", 3, 1.5)
+
+
+def test_a_withdrawal_with_an_envelope_that_does_not_decode_still_withdraws() -> None:
+    """The leader drops the job by its id whatever the envelope holds; only the recorder's
+    row is lost (and the reason kept for its dead letter)."""
+    raw = {"type": "withdrawn", "id": "r9", "reason": "queue_timeout", "envelope": {"job": 3}}
+    event = decode(raw)
+    assert isinstance(event, Withdrawn) and (event.id, event.envelope) == ("r9", None)
+    assert event.envelope_error is not None and "envelope.job" in event.envelope_error
 
 
 def test_unknown_fields_are_ignored_so_a_newer_sender_is_understood() -> None:

@@ -98,8 +98,10 @@ def test_failures_are_counted_once_where_they_arise() -> None:
         error_response(exc, request)
     for reason in ("queue_timeout", "no_leader"):
         with pytest.raises(ApiError) as given_up:
-            _gave_up(reason, 1.0, no_leader)
-        assert error_response(given_up.value, request).status_code in (503, 504)
+            _gave_up(reason, 1.0, no_leader, "req-7")
+        answer = error_response(given_up.value, request)
+        assert answer.status_code in (503, 504)
+        assert answer.headers["X-Arbiter-Request-Id"] == "req-7"  # the row's id
 
     def failed(code: str) -> float | None:
         return metrics.registry.get_sample_value("arbiter_gateway_failed_total", {"code": code})

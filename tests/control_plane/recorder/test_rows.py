@@ -1,11 +1,21 @@
-"""Completion events become request rows with the right latencies, cost and SLO outcome."""
+"""Completion and withdrawal events become request rows with the right latencies, cost and
+SLO outcome."""
 
 from __future__ import annotations
 
 import pytest
 
-from control_plane.contracts.events import Audited, Complete, EventError, PolicySwitched, decode
-from control_plane.recorder.rows import audit_draft, request_row
+from control_plane.contracts.events import (
+    Audited,
+    Complete,
+    EventError,
+    PolicySwitched,
+    Withdrawn,
+    decode,
+)
+from control_plane.core.job import Slo
+from control_plane.recorder.rows import audit_draft, request_row, withdrawal_row
+from tests.support.envelopes import envelope
 
 
 def _event(**over: object) -> Complete:
@@ -58,6 +68,62 @@ def test_met_slo_and_orphans() -> None:
     assert request_row(Complete("x", "aborted", finished=1.0, orphan=True), None) is None
     with pytest.raises(ValueError, match=r"^sender: required"):  # dead-lettered, not skipped
         request_row(Complete("x", "ok", finished=1.0, n_in=3), None)
+
+
+def test_a_prompt_never_dispatched_is_no_service() -> None:
+    """A request that left the queue unserved (its gateway lost) costs nothing, as the
+    simulator counts it; its tokens are still recorded."""
+    row = request_row(_event(status="withdrawn", dispatched=None, first_token=None, n_out=0), None)
+    assert row is not None and (row.n_in, row.unified_cost) == (10, 0.0)
+
+
+def _withdrawn(reason: str, **over: object) -> Withdrawn:
+    job = {"app": "tutor", "agent": "math", "model": "m", "tier": 2, "unit_factor": 2.0}
+    env = envelope("r7", "acme", arrival=50.0, slo=Slo(ttft_s=1.0), **job)
+    base: dict[str, object] = {"tenant": "acme", "seq": 4, "at": 53.0, "attempts": 2}
+    return Withdrawn("r7", reason, envelope=env, **{**base, **over})  # type: ignore[arg-type]
+
+
+def test_a_queue_timeout_is_a_timeout_row_that_violates_its_slo() -> None:
+    row = withdrawal_row(_withdrawn("queue_timeout"), "vtc")
+    assert row is not None
+    assert (row.id, row.tenant, row.app, row.agent, row.model) == (
+        "r7",
+        "acme",
+        "tutor",
+        "math",
+        "m",
+    )
+    assert (row.status, row.error, row.policy, row.priority) == (
+        "timeout",
+        "queue_timeout",
+        "vtc",
+        2,
+    )
+    assert (row.arrival, row.finished_at, row.dispatched_at, row.first_token_at) == (
+        50.0, 53.0, None, None,
+    )  # fmt: skip
+    assert (row.n_in, row.n_out, row.unified_cost, row.attempts) == (7, 0, 0.0, 2)
+    # the client waited 3 s for nothing: its end-to-end time, as any ended row has one
+    assert (row.ttft_ms, row.tpot_ms, row.e2e_ms, row.queue_ms) == (None, None, 3000.0, None)
+    assert row.slo_violated and row.slo_ttft_ms == 1000.0
+
+
+@pytest.mark.parametrize("reason", ["client_disconnected", "no_leader", "submit_failed"])
+def test_other_withdrawals_are_withdrawn_rows(reason: str) -> None:
+    row = withdrawal_row(_withdrawn(reason, attempts=1), None)
+    assert row is not None and (row.status, row.error, row.attempts) == ("withdrawn", reason, 1)
+
+
+def test_a_withdrawal_without_envelope_makes_no_row_and_a_broken_one_is_refused() -> None:
+    """An older build's entry carries no envelope: no row, as before. One whose envelope did
+    not decode is refused (the recorder dead-letters it)."""
+    assert withdrawal_row(Withdrawn("r8", "queue_timeout", "acme", 1, 2.0), None) is None
+    raw = {"type": "withdrawn", "id": "r9", "reason": "queue_timeout", "at": 2.0, "envelope": {}}
+    broken = decode(raw)
+    assert isinstance(broken, Withdrawn) and broken.envelope is None
+    with pytest.raises(ValueError, match=r"envelope\.job\.id"):
+        withdrawal_row(broken, None)
 
 
 def test_a_controller_switch_becomes_an_audit_entry() -> None:

@@ -125,11 +125,27 @@ async def test_withdraw_removes_a_queued_request_and_emits_an_event(
     assert 0 < await redis.ttl(keyspace.request("r1")) <= requests.retention_s
     assert (await requests.queued_ids(), await requests.tenant_depths()) == ([], {})
     emitted = await events.read("scheduler", "s1", block_ms=None)
-    assert [event for _, event in emitted] == [
-        Withdrawn("r1", "client_disconnected", tenant="a", seq=1, at=NOW + 2)
+    assert [event for _, event in emitted] == [  # the envelope: the recorder's row
+        Withdrawn("r1", "client_disconnected", "a", 1, NOW + 2, 1, envelope("r1", "a"))
     ]
     assert await requests.withdraw("r1", now=NOW + 3, reason="again")
     assert not await requests.grant("r1", worker_id="w1", worker_url="u1", now=NOW)
+
+
+@pytest.mark.parametrize("stored", ["{not json", '{"job": 1}'])
+async def test_a_withdrawal_whose_envelope_is_broken_is_still_announced(
+    requests: RequestStore, events: EventStream, redis: Redis, keyspace: KeySpace, stored: str
+) -> None:
+    """The leader drops the job by the event's id: a broken envelope costs the row only."""
+    await submit(requests, "r1")
+    await redis.hset(keyspace.request("r1"), "envelope", stored)
+
+    assert await requests.withdraw("r1", now=NOW + 2, reason="queue_timeout")
+
+    [(_, event)] = await events.read("scheduler", "s1", block_ms=None)
+    assert isinstance(event, Withdrawn) and (event.id, event.envelope) == ("r1", None)
+    assert (event.reason, event.at, event.attempts) == ("queue_timeout", NOW + 2, 1)
+    assert (event.envelope_error is None) == (stored == "{not json")  # left out, or refused
 
 
 async def test_withdraw_loses_to_an_earlier_grant(requests: RequestStore) -> None:
