@@ -8,7 +8,8 @@ is sent to the worker with the default the scheduler assumed (at least its `min_
 the bound the scheduler plans with is the worker's too — unless the prompt may come near the
 end of the model's context (a text prompt's count is an estimate: one that could be four times
 longer than estimated): then nothing is injected, the worker fills the room as vLLM does, and
-the scheduler assumes that room.
+the scheduler assumes that room. A request the context surely cannot hold is refused here
+(`check_context`), as the worker would refuse it once queued.
 Nothing else of the body reaches the job: `min_tokens`, `ignore_eos` and the like are only
 forwarded. A request without an `X-Arbiter-Task` tag gets the rule tagger's task type
 (`perception.tagger`, tens of microseconds) when `ARBITER_TAG_TASKS` is on (the default), and,
@@ -21,6 +22,7 @@ import uuid
 
 from control_plane.core.job import Job, Slo
 from control_plane.gateway.deps import GatewayDeps, ModelEntry
+from control_plane.gateway.errors import ApiError
 from control_plane.gateway.flight import Flight
 from control_plane.gateway.identity import NodeInfo, SloDefaults
 from control_plane.gateway.proxy import upstream_payload
@@ -44,6 +46,7 @@ def build_flight(
     """The flight of an accepted request: its job (see the module docstring) and payload."""
     n_in = estimate_prompt_tokens(body, model.image_rule, d.settings.image_hosts)
     requested = body.requested_max_tokens()
+    check_context(model, body, n_in, requested)
     default = max(d.settings.default_max_tokens, body.min_tokens or 0)
     room = _room(model, n_in, exact=_token_ids(body))
     inject = requested is None and (room is None or room >= default)
@@ -103,6 +106,33 @@ def door_job(
         tier=clamp_tier(node.tier, tags.priority),
         slo=slo,
         unit_factor=model.unit_factor,
+    )
+
+
+def check_context(model: ModelEntry, body: Body, n_in: int, requested: int | None) -> None:
+    """Refuse, as vLLM would, a request the model's context surely cannot hold — before it
+    queues, takes a slot and is charged: `max_tokens` over the context (with the prompt, when
+    given as token ids, whose count is exact), or such a prompt that leaves no room. A text
+    prompt's count is an estimate, so the worker alone judges what it adds."""
+    limit, exact = model.max_model_len, _token_ids(body)
+    if limit is None:
+        return
+    prompt = n_in if exact else 0
+    if requested is not None and prompt + requested > limit:
+        field = "max_completion_tokens" if getattr(body, "max_completion_tokens", None) else None
+        raise _too_long(limit, f"{requested} output tokens", field or "max_tokens", prompt)
+    if requested is None and exact and prompt >= limit:
+        raise _too_long(limit, "no room for output", "prompt", prompt)
+
+
+def _too_long(limit: int, asked: str, param: str, prompt: int) -> ApiError:
+    given = f" after the prompt's {prompt} tokens" if prompt else ""
+    return ApiError(
+        400,
+        f"This model's maximum context length is {limit} tokens; the request asks for "
+        f"{asked}{given}. Reduce the prompt or `{param}`.",
+        code="context_length_exceeded",
+        param=param,
     )
 
 

@@ -109,6 +109,8 @@ def test_body_errors(gw: tuple[Cluster, str, dict[str, str]]) -> None:
         httpx.post(f"{url}/v1/chat/completions", json=long_prompt, headers=h, timeout=30), 400
     )
     assert "2048" in str(err["message"])
+    # refused at the door, not by the worker once queued (which answers code null)
+    assert (err["code"], err["param"]) == ("context_length_exceeded", "max_tokens")
 
 
 PROMPT = {"model": "tiny-llama", "prompt": "hi", "max_tokens": 2}

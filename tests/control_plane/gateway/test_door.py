@@ -7,10 +7,13 @@ import dataclasses
 from types import SimpleNamespace
 from typing import Any, cast
 
+import pytest
+
 from control_plane.contracts.requests import Envelope, encode_envelope
 from control_plane.core.job import Job
 from control_plane.gateway.deps import GatewayDeps, ModelEntry
 from control_plane.gateway.door import build_flight
+from control_plane.gateway.errors import ApiError
 from control_plane.gateway.identity import NodeInfo, TenantInfo
 from control_plane.gateway.knobs import GatewayKnobs
 from control_plane.gateway.schemas import ChatCompletionRequest, CompletionRequest
@@ -61,13 +64,44 @@ def test_near_the_end_of_the_context_the_worker_fills_the_room() -> None:
     assert fits.job.max_tokens == fits.payload["max_tokens"] == 512
 
 
+def _refusal(body: dict[str, Any], max_model_len: int | None, chat: bool = False) -> ApiError:
+    with pytest.raises(ApiError) as refused:
+        flight_of(body, max_model_len, chat)
+    return refused.value
+
+
+def test_what_the_context_surely_cannot_hold_is_refused_at_the_door() -> None:
+    """Before, vLLM refused it once it had queued, taken a slot and been charged."""
+    too_many = _refusal({"model": "m", "prompt": "x", "max_tokens": 700}, 400)
+    assert (too_many.status, too_many.code, too_many.param) == (
+        400, "context_length_exceeded", "max_tokens",
+    )  # fmt: skip
+    assert "maximum context length is 400 tokens" in too_many.message
+    ids = _refusal({"model": "m", "prompt": [1] * 300, "max_tokens": 101}, 400)
+    assert "after the prompt's 300 tokens" in ids.message
+    full = _refusal({"model": "m", "prompt": [1] * 400}, 400)
+    assert full.param == "prompt"
+    chat = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
+    new = _refusal({**chat, "max_completion_tokens": 401}, 400, chat=True)
+    assert new.param == "max_completion_tokens"
+
+
+def test_what_may_fit_is_left_to_the_worker() -> None:
+    """Exactly full, a text prompt (its count is an estimate), or an unknown context."""
+    assert flight_of({"model": "m", "prompt": [1] * 300, "max_tokens": 100}, 400).job.n_in == 300
+    assert flight_of({"model": "m", "prompt": [1] * 399}, 400).job.max_tokens == 1
+    long_text = flight_of({"model": "m", "prompt": "word " * 800, "max_tokens": 399}, 400)
+    assert long_text.job.max_tokens == 399
+    assert flight_of({"model": "m", "prompt": "x", "max_tokens": 10**6}, None).job.n_in > 0
+
+
 def test_an_injected_default_is_never_below_min_tokens() -> None:
     flight = flight_of({"model": "m", "prompt": "x", "min_tokens": 900})
     assert flight.job.max_tokens == flight.payload["max_tokens"] == 900
 
 
 def test_a_requested_bound_is_kept_and_not_rewritten() -> None:
-    flight = flight_of({"model": "m", "prompt": "x", "max_tokens": 700}, max_model_len=400)
+    flight = flight_of({"model": "m", "prompt": "x", "max_tokens": 700}, max_model_len=800)
     assert flight.job.max_tokens == flight.payload["max_tokens"] == 700
     chat = flight_of(
         {"model": "m", "messages": [{"role": "user", "content": "hi"}], "max_completion_tokens": 9},
