@@ -55,6 +55,25 @@ def classified() -> Iterator[None]:
         raise RowsRejected(_short(exc)) from exc
 
 
+DATABASE_ERRORS: tuple[type[Exception], ...] = (StorageUnavailable, sa_exc.SQLAlchemyError)
+"""What a database call may raise that no caller handled: an API renders these itself (an
+outage as `is_outage` says, anything else as its own fault), without naming SQLAlchemy."""
+
+
+def is_outage(exc: BaseException) -> bool:
+    """True for a database error `classified` would call an outage (the database unreachable,
+    locked, read-only, out of resources…): one every statement meets alike until it comes
+    back, so a caller may answer "unavailable, retry" instead of reporting a fault. Python's
+    own `ConnectionError` and `TimeoutError` are not taken for one here: raised outside
+    `classified`, nothing says the database raised them."""
+    if isinstance(exc, StorageUnavailable | sa_exc.DisconnectionError | sa_exc.TimeoutError):
+        return True
+    return isinstance(exc, sa_exc.OperationalError | sa_exc.InterfaceError) or (
+        isinstance(exc, sa_exc.DBAPIError)
+        and (bool(exc.connection_invalidated) or _outage_state(exc))
+    )
+
+
 def _outage_state(exc: sa_exc.DBAPIError) -> bool:
     state = getattr(exc.orig, "sqlstate", None)
     if not isinstance(state, str):

@@ -31,7 +31,8 @@ _REASONS = {
     429: "A tenant limit was hit (queue cap, rate, token budget, failed logins); see Retry-After",
     500: "Unexpected error (logged)",
     502: "The worker failed before answering",
-    503: "Arbiter's state store (Redis) is unreachable; see Retry-After",
+    503: "Arbiter's state store (Redis) or database is unreachable, or no scheduler leads; see "
+    "Retry-After",
     504: "The request waited in the queue past the queue timeout",
 }
 

@@ -15,6 +15,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from control_plane.state.errors import StateUnavailable
+from storage.write_guard import DATABASE_ERRORS, is_outage
 
 log = logging.getLogger(__name__)
 
@@ -34,8 +35,11 @@ _TYPES = {
 }
 
 
-FAILURE_CODES = frozenset({"state_unavailable", "scheduler_unavailable", "internal_error"})
+FAILURE_CODES = frozenset(
+    {"state_unavailable", "scheduler_unavailable", "database_unavailable", "internal_error"}
+)
 """The 5xx answers `arbiter_gateway_failed` counts (`error_response`)."""
+DATABASE_RETRY_AFTER_S = 5
 
 
 class ApiError(Exception):
@@ -138,6 +142,14 @@ def _as_api_error(exc: Exception, request: Request) -> ApiError:
         )
     if isinstance(exc, StateUnavailable):
         return unavailable()
+    if is_outage(exc):  # not a fault of ours or the request's: the client may retry
+        log.warning("database unavailable on %s %s: %s", request.method, request.url.path, exc)
+        return ApiError(
+            503,
+            "Arbiter's database is unavailable; retry shortly.",
+            code="database_unavailable",
+            headers={"Retry-After": str(DATABASE_RETRY_AFTER_S)},
+        )
     log.exception("unexpected error on %s %s", request.method, request.url.path, exc_info=exc)
     return ApiError(500, "Internal error; it has been logged.", code="internal_error")
 
@@ -161,4 +173,6 @@ def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(RequestValidationError, on_validation)
     app.add_exception_handler(StarletteHTTPException, on_error)
     app.add_exception_handler(StateUnavailable, on_error)
+    for database_error in DATABASE_ERRORS:  # handled here: Starlette re-raises the rest
+        app.add_exception_handler(database_error, on_error)
     app.add_exception_handler(Exception, on_error)

@@ -1,0 +1,39 @@
+"""Telling an outage from a fault: what `is_outage` calls an outage, from errors a real
+database raised."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+from sqlalchemy import exc as sa_exc
+
+from storage.db import Database
+from storage.errors import RowsRejected, StorageUnavailable
+from storage.write_guard import classified, is_outage
+
+
+def _raised(db: Database, statement: str) -> BaseException:
+    with pytest.raises(sa_exc.DBAPIError) as caught, db.engine.connect() as conn:
+        conn.execute(sa.text(statement))
+    return caught.value
+
+
+def test_an_unreachable_database_is_an_outage_and_a_bad_statement_is_not(
+    db: Database, tmp_path: Path
+) -> None:
+    gone = Database(f"sqlite:///{tmp_path / 'missing' / 'arbiter.db'}")  # no such directory
+    try:
+        unreachable = _raised(gone, "SELECT 1")
+    finally:
+        gone.dispose()
+    assert is_outage(unreachable)
+    assert is_outage(StorageUnavailable("down"))
+    refused = _raised(db, "INSERT INTO requests (id) VALUES (NULL)")  # a row at fault
+    assert not is_outage(refused)
+    with pytest.raises(RowsRejected), classified():
+        raise refused
+    # Python's own: nothing says the database raised them (an asyncio timeout is TimeoutError)
+    assert not is_outage(TimeoutError()) and not is_outage(ConnectionError())
+    assert not is_outage(RuntimeError("a bug"))
