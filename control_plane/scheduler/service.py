@@ -139,8 +139,8 @@ class SchedulerService:
         finally:
             term.end()
             self._serving = False
+            self.metrics.stop_leading()
             await stop_tasks(tasks)
-            self.metrics.stop_leading()  # once no task of the term can set a value again
             await self.advisor.close()
 
     async def _take_over(self) -> None:

@@ -109,9 +109,10 @@ class DeadLetters:
 
     @guarded
     async def counts(self) -> dict[str, int]:
-        """How many entries were ever dead-lettered, per `consumer:kind`."""
+        """How many entries were ever dead-lettered, per `consumer:kind` (a field that holds
+        no count — written by hand — is left out)."""
         raw = str_map(await self._redis.hgetall(self._ks.dead_letter_counts))
-        return {name: int(n) for name, n in raw.items()}
+        return {name: int(n) for name, n in raw.items() if n.isascii() and n.isdigit()}
 
     @guarded
     async def length(self) -> int:
