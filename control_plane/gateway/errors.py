@@ -11,7 +11,7 @@ from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from control_plane.state.errors import StateUnavailable
@@ -176,3 +176,21 @@ def install_error_handlers(app: FastAPI) -> None:
     for database_error in DATABASE_ERRORS:  # handled here: Starlette re-raises the rest
         app.add_exception_handler(database_error, on_error)
     app.add_exception_handler(Exception, on_error)
+
+
+def given_up(reason: str, timeout: float, no_leader: ApiError, request_id: str) -> Response:
+    """Raise the answer to a request withdrawn from the queue, naming it (`X-Arbiter-Request-Id`:
+    its row says how it ended); a client that left gets a bare 499 (nobody reads it)."""
+    named = {"X-Arbiter-Request-Id": request_id}
+    if reason == "queue_timeout":
+        raise ApiError(
+            504,
+            f"Request waited {timeout:.0f}s in the queue without being scheduled; retry later.",
+            code="queue_timeout",
+            headers={"Retry-After": "5", **named},
+        )
+    if reason == "no_leader":
+        no_leader.counted = True  # as withdrawn (`no_leader`)
+        no_leader.headers.update(named)
+        raise no_leader
+    return Response(status_code=499)

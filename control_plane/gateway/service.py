@@ -26,7 +26,7 @@ from control_plane.contracts.grants import Grant
 from control_plane.gateway.abandon import SubmitAbandoner
 from control_plane.gateway.deps import GatewayDeps, ModelEntry
 from control_plane.gateway.door import Body, build_flight
-from control_plane.gateway.errors import ApiError, unavailable
+from control_plane.gateway.errors import ApiError, given_up, unavailable
 from control_plane.gateway.finish import Finisher
 from control_plane.gateway.flight import Flight
 from control_plane.gateway.grants import GrantWaiter
@@ -221,7 +221,9 @@ class Gateway:
         if outage in done and watcher not in done:
             reason = "no_leader"
         try:
-            withdrawn = await self.d.requests.withdraw(flight.id, now=time.time(), reason=reason)
+            withdrawn = await self.d.requests.withdraw(
+                flight.id, now=time.time(), reason=reason, envelope=flight.envelope
+            )
         except StateUnavailable:
             # still queued in Redis: a late grant finds no waiter and is released as an orphan;
             # one the reader delivered during the call has no other way back
@@ -234,7 +236,7 @@ class Gateway:
         if withdrawn:
             self._waiter.forget(flight.id)
             self.d.metrics.withdrawn(reason)
-            return _gave_up(reason, timeout, self._no_leader(), flight.id)
+            return given_up(reason, timeout, self._no_leader(), flight.id)
         # granted just as we gave up; the grant is on its way (bounded: Redis may stall again)
         late, _ = await asyncio.wait({fut}, timeout=self.d.settings.no_leader_bound_s())
         if fut not in late:
@@ -358,23 +360,6 @@ def _in_hand(flight: Flight) -> bool:
     own; a collected one is raced against the disconnect in `_collect`)."""
     fut = flight.grant_future
     return fut is not None and fut.done() and flight.read_timeout_s is None
-
-
-def _gave_up(reason: str, timeout: float, no_leader: ApiError, request_id: str) -> Response:
-    """The answer to a request withdrawn from the queue (raised if an error), with its id."""
-    named = {"X-Arbiter-Request-Id": request_id}
-    if reason == "queue_timeout":
-        raise ApiError(
-            504,
-            f"Request waited {timeout:.0f}s in the queue without being scheduled; retry later.",
-            code="queue_timeout",
-            headers={"Retry-After": "5", **named},
-        )
-    if reason == "no_leader":
-        no_leader.counted = True  # as withdrawn (`no_leader`)
-        no_leader.headers.update(named)
-        raise no_leader
-    return Response(status_code=499)
 
 
 def _path(flight: Flight) -> str:

@@ -4,11 +4,14 @@
 from __future__ import annotations
 
 import json
+from typing import Final
 
 from control_plane.contracts.events import Audited, Complete, PolicySwitched, Sender, Withdrawn
 from control_plane.core.unified import unified_cost
 from storage.records import REQUEST_STATUSES, RequestRecord
 from storage.write_guard import AuditDraft
+
+_WITHDRAWAL_STATUS: Final = {"client_disconnected": "withdrawn", "queue_timeout": "timeout"}
 
 
 def _opt_ms(seconds: float | None) -> float | None:
@@ -49,7 +52,7 @@ def request_row(event: Complete, policy: str | None) -> RequestRecord | None:
         finished_at=event.finished,
         n_in=outcome.n_in,
         n_out=outcome.n_out,
-        # the prompt is service only once dispatched (as the simulator counts it)
+        # never dispatched: the prompt is no service, its wait no latency (as the simulator)
         unified_cost=unified_cost(
             outcome.n_in if event.dispatched is not None else 0, outcome.n_out, sender.unit_factor
         ),
@@ -59,7 +62,7 @@ def request_row(event: Complete, policy: str | None) -> RequestRecord | None:
         slo_violated=outcome.violated(slo),
         ttft_ms=_opt_ms(outcome.ttft_s),
         tpot_ms=_opt_ms(outcome.tpot_s),
-        e2e_ms=_opt_ms(outcome.e2e_s),
+        e2e_ms=_opt_ms(outcome.e2e_s) if event.dispatched is not None else None,
         queue_ms=_opt_ms(outcome.queue_s),
         worker=event.worker,
         policy=event.policy or policy,
@@ -70,10 +73,12 @@ def request_row(event: Complete, policy: str | None) -> RequestRecord | None:
 
 
 def withdrawal_row(event: Withdrawn, policy: str | None) -> RequestRecord | None:
-    """The SQL row of a request withdrawn from the queue: status `timeout` after the queue
-    timeout, `withdrawn` otherwise (client gone, no leader, a failed submit), the reason as
-    its error, never dispatched (no service, no latencies; an SLO it carried is violated by a
-    timeout). None for an entry without an envelope (a build that did not send it).
+    """The SQL row of a request withdrawn from the queue, the reason as its error: status
+    `withdrawn` when its client left, `timeout` after the queue timeout, `error` when the
+    gateway gave up on a client still there (no leader); never dispatched, so no service and
+    no latencies, and an SLO it carried violated unless its client left (as reports count
+    them). None for an entry without an envelope (an older build's, or a caller's that had
+    none: a failed submit's).
 
     Raises ValueError when the envelope did not decode, so the recorder dead-letters it.
     """
@@ -84,7 +89,7 @@ def withdrawal_row(event: Withdrawn, policy: str | None) -> RequestRecord | None
     if event.at is None:
         raise ValueError("at: required for a request row")
     job = event.envelope.job
-    status = "timeout" if event.reason == "queue_timeout" else "withdrawn"
+    status = _WITHDRAWAL_STATUS.get(event.reason, "error")
     complete = Complete(
         id=event.id,
         status=status,

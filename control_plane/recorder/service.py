@@ -74,6 +74,8 @@ def to_batch(entries: list[Entry], policy: str | None) -> Batch:
             reason = f"{type(exc).__name__}: {exc}"
             batch.unconvertible.append((entry_id, encode(event), reason))
             continue
+        if row is None and isinstance(event, Withdrawn):
+            continue  # no row, as before: its hash keeps the retention of an unrecorded one
         if row is None:
             batch.no_row.append(entry_id)
         else:

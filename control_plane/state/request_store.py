@@ -196,9 +196,14 @@ class RequestStore(RequestReads):
         return [int(r) > 0 for r in result]
 
     @guarded
-    async def withdraw(self, request_id: str, *, now: float, reason: str) -> bool:
-        """Withdraw a queued request; False when it was granted (or ended) meanwhile."""
+    async def withdraw(
+        self, request_id: str, *, now: float, reason: str, envelope: Envelope | None = None
+    ) -> bool:
+        """Withdraw a queued request; False when it was granted (or ended) meanwhile. The
+        `withdrawn` event carries `envelope` (what the caller submitted), from which the
+        recorder writes the request's row: without it, no row."""
         ks = self._ks
+        carried = dumps(encode_envelope(envelope)) if envelope is not None else ""
         result = await self._scripts.call(
             "withdraw",
             [ks.request(request_id), ks.queued, ks.tenant_queued, ks.events, ks.model_queued],
@@ -209,6 +214,7 @@ class RequestStore(RequestReads):
                 self.retention_s,
                 self._events_maxlen,
                 self.recorded_retention_s,
+                carried,
             ],
         )
         return bool(result)

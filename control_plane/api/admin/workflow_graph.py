@@ -8,7 +8,8 @@ calls both experts gives 1.0 on each edge, not 0.5 (calls without an upstream co
 only its downstream calls were kept — has no frequency, None). Calls of one workflow that
 share an upstream and overlap in time are counted as `parallel`. Per agent: the single-call
 latency (arrival → finish) and the remaining latency (call arrival → end of its workflow), each
-as count, mean, quantiles and a histogram.
+as count, mean, quantiles and a histogram. Calls that never ran (withdrawn from the queue:
+timed out, their client gone) are left out, as the scheduler's learned graph leaves them out.
 """
 
 from __future__ import annotations
@@ -25,6 +26,11 @@ from storage.records import RequestRecord
 ENTRY = "(entry)"
 QUANTILES = tuple(range(0, 101, 5))
 BINS = 20
+
+
+def ran(rows: Iterable[RequestRecord]) -> list[RequestRecord]:
+    """The calls a worker took (served, or failed once dispatched)."""
+    return [r for r in rows if r.status == "ok" or r.dispatched_at is not None]
 
 
 def _span(rec: RequestRecord) -> tuple[float, float | None]:

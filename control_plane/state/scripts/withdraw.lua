@@ -15,12 +15,15 @@
 -- ARGV[5]  events stream approximate MAXLEN
 -- ARGV[6]  retention once recorded (the recorder wrote its row first, see recorded.lua)
 -- Returns  1 when the request is withdrawn, 0 when it was not queued.
+-- ARGV[7]  the envelope as the caller submitted it (JSON its own codec wrote), or ""
 -- Emits    events entry data = {"type":"withdrawn","id","tenant","reason","seq","at","attempts",
---          "envelope"}: the envelope as submitted (left out when it is not JSON), so the
---          recorder writes the request's row from the event alone, however late it reads it.
+--          "envelope"}: with ARGV[7] the recorder writes the request's row from the event
+--          alone, however late it reads it. The caller's text, not the hash's: a hash edited by
+--          hand may hold what Lua's JSON reads and the events' readers refuse, and one entry
+--          they cannot read would keep the leader from dropping the job.
 
 local st = redis.call('HMGET', KEYS[1], 'status', 'tenant', 'seq', 'recorded', 'model',
-  'attempts', 'envelope')
+  'attempts')
 if st[1] == 'withdrawn' then
   return 1
 end
@@ -38,10 +41,12 @@ if st[5] and redis.call('HINCRBY', KEYS[5], st[5], -1) <= 0 then
 end
 local data = '{"type":"withdrawn","id":' .. cjson.encode(ARGV[1]) ..
   ',"tenant":' .. cjson.encode(st[2]) .. ',"reason":' .. cjson.encode(ARGV[3]) ..
-  ',"seq":' .. st[3] .. ',"at":' .. ARGV[2] .. ',"attempts":' .. (tonumber(st[6]) or 0)
--- a corrupt envelope must not make the whole entry unreadable: the leader drops the job by it
-if st[7] and pcall(cjson.decode, st[7]) then
-  data = data .. ',"envelope":' .. st[7]
+  ',"seq":' .. st[3] .. ',"at":' .. ARGV[2]
+if st[6] and string.match(st[6], '^[1-9]%d?%d?%d?%d?%d?$') then
+  data = data .. ',"attempts":' .. st[6]
+end
+if ARGV[7] ~= '' then
+  data = data .. ',"envelope":' .. ARGV[7]
 end
 data = data .. '}'
 redis.call('XADD', KEYS[4], 'MAXLEN', '~', ARGV[5], '*', 'data', data)

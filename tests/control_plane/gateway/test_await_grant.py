@@ -42,7 +42,9 @@ class GrantedDuringWithdraw:
         self._fut = fut
         self._fail = fail
 
-    async def withdraw(self, request_id: str, *, now: float, reason: str) -> bool:
+    async def withdraw(
+        self, request_id: str, *, now: float, reason: str, envelope: Envelope | None = None
+    ) -> bool:
         assert await self._store.grant(request_id, worker_id="w1", worker_url="http://w1", now=now)
         await asyncio.wait_for(asyncio.shield(self._fut), 5.0)
         if self._fail:

@@ -13,9 +13,8 @@ from fastapi import FastAPI
 from starlette.requests import Request
 
 from control_plane.contracts.events import WorkerFailed
-from control_plane.gateway.errors import ApiError, error_response
+from control_plane.gateway.errors import ApiError, error_response, given_up
 from control_plane.gateway.metrics import MULTIPROCESS_ENV, GatewayMetrics
-from control_plane.gateway.service import _gave_up
 from control_plane.state import StateUnavailable
 
 # Counts argv[1] refusals, then prints what /metrics would serve.
@@ -97,9 +96,9 @@ def test_failures_are_counted_once_where_they_arise() -> None:
     ):
         error_response(exc, request)
     for reason in ("queue_timeout", "no_leader"):
-        with pytest.raises(ApiError) as given_up:
-            _gave_up(reason, 1.0, no_leader, "req-7")
-        answer = error_response(given_up.value, request)
+        with pytest.raises(ApiError) as raised:
+            given_up(reason, 1.0, no_leader, "req-7")
+        answer = error_response(raised.value, request)
         assert answer.status_code in (503, 504)
         assert answer.headers["X-Arbiter-Request-Id"] == "req-7"  # the row's id
 

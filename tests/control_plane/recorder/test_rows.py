@@ -70,11 +70,11 @@ def test_met_slo_and_orphans() -> None:
         request_row(Complete("x", "ok", finished=1.0, n_in=3), None)
 
 
-def test_a_prompt_never_dispatched_is_no_service() -> None:
-    """A request that left the queue unserved (its gateway lost) costs nothing, as the
-    simulator counts it; its tokens are still recorded."""
+def test_a_prompt_never_dispatched_is_no_service_and_its_wait_no_latency() -> None:
+    """A request that left the queue unserved (its gateway lost) costs nothing and has no
+    end-to-end latency, as the simulator counts it; its tokens are still recorded."""
     row = request_row(_event(status="withdrawn", dispatched=None, first_token=None, n_out=0), None)
-    assert row is not None and (row.n_in, row.unified_cost) == (10, 0.0)
+    assert row is not None and (row.n_in, row.unified_cost, row.e2e_ms) == (10, 0.0, None)
 
 
 def _withdrawn(reason: str, **over: object) -> Withdrawn:
@@ -104,15 +104,21 @@ def test_a_queue_timeout_is_a_timeout_row_that_violates_its_slo() -> None:
         50.0, 53.0, None, None,
     )  # fmt: skip
     assert (row.n_in, row.n_out, row.unified_cost, row.attempts) == (7, 0, 0.0, 2)
-    # the client waited 3 s for nothing: its end-to-end time, as any ended row has one
-    assert (row.ttft_ms, row.tpot_ms, row.e2e_ms, row.queue_ms) == (None, None, 3000.0, None)
+    # never served: no latency (its 3 s wait is in arrival and finished_at), as the simulator
+    assert (row.ttft_ms, row.tpot_ms, row.e2e_ms, row.queue_ms) == (None, None, None, None)
     assert row.slo_violated and row.slo_ttft_ms == 1000.0
 
 
-@pytest.mark.parametrize("reason", ["client_disconnected", "no_leader", "submit_failed"])
-def test_other_withdrawals_are_withdrawn_rows(reason: str) -> None:
+@pytest.mark.parametrize(
+    ("reason", "status"),
+    [("client_disconnected", "withdrawn"), ("no_leader", "error"), ("submit_failed", "error")],
+)
+def test_a_client_that_left_is_withdrawn_and_one_given_up_on_an_error(
+    reason: str, status: str
+) -> None:
+    """Reports count `withdrawn` as neither served nor failed: only a client that left is."""
     row = withdrawal_row(_withdrawn(reason, attempts=1), None)
-    assert row is not None and (row.status, row.error, row.attempts) == ("withdrawn", reason, 1)
+    assert row is not None and (row.status, row.error, row.attempts) == (status, reason, 1)
 
 
 def test_a_withdrawal_without_envelope_makes_no_row_and_a_broken_one_is_refused() -> None:

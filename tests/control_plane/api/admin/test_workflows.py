@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import time
 
 import pytest
@@ -44,6 +45,10 @@ async def test_app_graph_and_distributions(api: AdminApi) -> None:
             status="ok",
         )
     )
+    # a call that timed out in the queue never ran: not a call of the graph, as the leader's
+    # learned graph has none of them (its 5 s wait would have been a "single" latency)
+    late = history_call(99, "wf3", "math", "router", now - 3000 + 3 * 60 + 1.0, 5.0)
+    rows.append(dataclasses.replace(late, status="timeout", dispatched_at=None))
     with api.db.repos() as r:
         r.requests.insert_many(rows)
 
