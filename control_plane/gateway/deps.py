@@ -28,6 +28,10 @@ class TenantDirectory(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class ModelEntry:
+    """A model its workers serve. `max_model_len` is the shortest context its active workers
+    report (what any of them can surely hold: the door plans output room with it);
+    `longest_context` the longest (past it, none can: the door refuses); None when unknown."""
+
     name: str
     max_model_len: int | None
     unit_factor: float
@@ -37,6 +41,7 @@ class ModelEntry:
     """The registry's kind (llm, vlm, image, video, audio); unregistered models are `llm`."""
     generation: GenerationRule | None = None
     """Steps and sizes of an image model (its registered rule, else the default rule)."""
+    longest_context: int | None = None
 
     @property
     def generates_images(self) -> bool:

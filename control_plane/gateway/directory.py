@@ -205,25 +205,30 @@ class RedisModelCatalog:
     async def _load(self) -> list[ModelEntry]:
         workers = await self.stores.workers.list()
         metrics = await self.stores.workers.metrics()
-        lengths: dict[str, int | None] = {}
+        reported: dict[str, list[int]] = {}  # the contexts active workers report, per model
+        fallback: dict[str, list[int]] = {}  # … and any worker's, for a model none active has
         for w in workers:
             sample = metrics[w.id][0] if w.id in metrics else None
             for name, max_len in ((sample.models if sample else None) or {}).items():
-                lengths[name] = max_len
+                reported.setdefault(name, [])
+                if max_len is not None:
+                    (reported if w.active else fallback).setdefault(name, []).append(max_len)
             if w.model:
-                lengths.setdefault(w.model, None)
+                reported.setdefault(w.model, [])
         records = {m.name: m for m in await asyncio.to_thread(self._models)}
         entries = []
-        for name in sorted(lengths):
+        for name in sorted(reported):
             rec = records.get(name)
+            lengths = reported[name] or fallback.get(name, [])
             entries.append(
                 ModelEntry(
                     name,
-                    lengths[name],
+                    min(lengths, default=None),
                     _factor(name, rec),
                     _rule(name, rec),
                     kind=rec.kind if rec else "llm",
                     generation=_generation(name, rec),
+                    longest_context=max(lengths, default=None),
                 )
             )
         return entries

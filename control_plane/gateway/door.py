@@ -111,10 +111,11 @@ def door_job(
 
 def check_context(model: ModelEntry, body: Body, n_in: int, requested: int | None) -> None:
     """Refuse, as vLLM would, a request the model's context surely cannot hold — before it
-    queues, takes a slot and is charged: `max_tokens` over the context (with the prompt, when
-    given as token ids, whose count is exact), or such a prompt that leaves no room. A text
-    prompt's count is an estimate, so the worker alone judges what it adds."""
-    limit, exact = model.max_model_len, _token_ids(body)
+    queues, takes a slot and is charged: `max_tokens` over the longest context a worker of
+    the model reports (with the prompt, when given as token ids, whose count is exact), or
+    such a prompt that leaves no room. A text prompt's count is an estimate, so the worker
+    alone judges what it adds."""
+    limit, exact = model.longest_context or model.max_model_len, _token_ids(body)
     if limit is None:
         return
     prompt = n_in if exact else 0

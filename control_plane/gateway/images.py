@@ -105,10 +105,11 @@ def build_image_flight(
     if not body.prompt.strip():
         raise ApiError(400, "prompt must not be blank.", param="prompt")
     n_in = max(1, text_tokens(body.prompt))
-    if model.max_model_len is not None and n_in > model.max_model_len:
+    limit = model.longest_context or model.max_model_len
+    if limit is not None and n_in > limit:
         raise ApiError(
             400,
-            f"The prompt is about {n_in} tokens; the model reads at most {model.max_model_len}.",
+            f"The prompt is about {n_in} tokens; the model reads at most {limit}.",
             param="prompt",
         )
     rule = model.generation or GenerationRule()

@@ -104,6 +104,7 @@ def test_body_errors(gw: tuple[Cluster, str, dict[str, str]]) -> None:
     with pytest.raises(openai.BadRequestError) as caught:  # as OpenAI and vLLM answer it
         client.chat.completions.create(model="tiny-llama", messages=[], max_tokens=2)
     assert caught.value.status_code == 400 and caught.value.param == "messages"
+    _until_context_known(url, h)
     long_prompt = {**CHAT, "max_tokens": 4000}
     err = _error(
         httpx.post(f"{url}/v1/chat/completions", json=long_prompt, headers=h, timeout=30), 400
@@ -111,6 +112,18 @@ def test_body_errors(gw: tuple[Cluster, str, dict[str, str]]) -> None:
     assert "2048" in str(err["message"])
     # refused at the door, not by the worker once queued (which answers code null)
     assert (err["code"], err["param"]) == ("context_length_exceeded", "max_tokens")
+
+
+def _until_context_known(url: str, h: dict[str, str]) -> None:
+    """The leader scrapes the worker's context length after it registers; until then the door
+    does not know it (and leaves the request to the worker)."""
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        models = httpx.get(f"{url}/v1/models", headers=h, timeout=10).json()["data"]
+        if any(m.get("max_model_len") for m in models):
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"no context length known: {models}")
 
 
 PROMPT = {"model": "tiny-llama", "prompt": "hi", "max_tokens": 2}

@@ -86,6 +86,18 @@ def test_what_the_context_surely_cannot_hold_is_refused_at_the_door() -> None:
     assert new.param == "max_completion_tokens"
 
 
+def test_only_what_no_worker_can_hold_is_refused() -> None:
+    """Workers of one model with different contexts: past the shortest, a longer one may
+    still take it (placement does not know lengths); past the longest, none can."""
+    model = ModelEntry("m", 8_192, 1.0, longest_context=32_768)
+    body = CompletionRequest.model_validate({"model": "m", "prompt": "x", "max_tokens": 10_000})
+    flight = build_flight(deps(), body, RequestTags(), NODE, model, 0.0)
+    assert flight.job.max_tokens == 10_000
+    over = CompletionRequest.model_validate({"model": "m", "prompt": "x", "max_tokens": 40_000})
+    with pytest.raises(ApiError, match="maximum context length is 32768"):
+        build_flight(deps(), over, RequestTags(), NODE, model, 0.0)
+
+
 def test_what_may_fit_is_left_to_the_worker() -> None:
     """Exactly full, a text prompt (its count is an estimate), or an unknown context."""
     assert flight_of({"model": "m", "prompt": [1] * 300, "max_tokens": 100}, 400).job.n_in == 300
