@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 from sqlalchemy import exc as sa_exc
 
@@ -60,18 +60,31 @@ DATABASE_ERRORS: tuple[type[Exception], ...] = (StorageUnavailable, sa_exc.SQLAl
 outage as `is_outage` says, anything else as its own fault), without naming SQLAlchemy."""
 
 
+SQLITE_OUTAGE_CODES: Final = frozenset({5, 6, 7, 8, 10, 13, 14, 15})
+"""SQLite primary result codes that meet every statement alike until the file or the disk
+recovers: BUSY, LOCKED, NOMEM, READONLY, IOERR, FULL, CANTOPEN, PROTOCOL. Not its generic
+ERROR (1): a missing table or column, a syntax error — a fault to report, not to retry."""
+
+
 def is_outage(exc: BaseException) -> bool:
-    """True for a database error `classified` would call an outage (the database unreachable,
-    locked, read-only, out of resources…): one every statement meets alike until it comes
-    back, so a caller may answer "unavailable, retry" instead of reporting a fault. Python's
-    own `ConnectionError` and `TimeoutError` are not taken for one here: raised outside
-    `classified`, nothing says the database raised them."""
+    """True for a database error that says the database cannot serve now (unreachable,
+    locked, read-only, out of resources…), so a caller answers "unavailable, retry" rather
+    than reporting a fault: by SQLite's result code or PostgreSQL's SQLSTATE where the driver
+    gives one, else by SQLAlchemy's class. Stricter than `classified`, whose writers retry a
+    missing table too (until the migration runs); Python's own `ConnectionError` and
+    `TimeoutError` are not taken for one (nothing says the database raised them)."""
     if isinstance(exc, StorageUnavailable | sa_exc.DisconnectionError | sa_exc.TimeoutError):
         return True
-    return isinstance(exc, sa_exc.OperationalError | sa_exc.InterfaceError) or (
-        isinstance(exc, sa_exc.DBAPIError)
-        and (bool(exc.connection_invalidated) or _outage_state(exc))
-    )
+    if not isinstance(exc, sa_exc.DBAPIError):
+        return False
+    if exc.connection_invalidated:
+        return True
+    code = getattr(exc.orig, "sqlite_errorcode", None)
+    if isinstance(code, int):
+        return code & 0xFF in SQLITE_OUTAGE_CODES
+    if isinstance(getattr(exc.orig, "sqlstate", None), str):
+        return _outage_state(exc)
+    return isinstance(exc, sa_exc.OperationalError | sa_exc.InterfaceError)
 
 
 def _outage_state(exc: sa_exc.DBAPIError) -> bool:

@@ -28,9 +28,10 @@ class TenantDirectory(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class ModelEntry:
-    """A model its workers serve. `max_model_len` is the shortest context its active workers
-    report (what any of them can surely hold: the door plans output room with it);
-    `longest_context` the longest (past it, none can: the door refuses); None when unknown."""
+    """A model its workers serve, and the contexts of its active workers (of the others when
+    none is active): `max_model_len` the shortest known (what each surely holds: the door
+    plans output room with it), `longest_context` the longest, known only when every one is
+    (past it none can hold a request: the door refuses); None when unknown."""
 
     name: str
     max_model_len: int | None

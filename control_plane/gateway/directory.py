@@ -205,30 +205,29 @@ class RedisModelCatalog:
     async def _load(self) -> list[ModelEntry]:
         workers = await self.stores.workers.list()
         metrics = await self.stores.workers.metrics()
-        reported: dict[str, list[int]] = {}  # the contexts active workers report, per model
-        fallback: dict[str, list[int]] = {}  # … and any worker's, for a model none active has
+        active: dict[str, list[int | None]] = {}  # per model, what each active worker reports
+        other: dict[str, list[int | None]] = {}  # … and each other one (draining, unhealthy)
         for w in workers:
             sample = metrics[w.id][0] if w.id in metrics else None
-            for name, max_len in ((sample.models if sample else None) or {}).items():
-                reported.setdefault(name, [])
-                if max_len is not None:
-                    (reported if w.active else fallback).setdefault(name, []).append(max_len)
+            served = dict((sample.models if sample else None) or {})
             if w.model:
-                reported.setdefault(w.model, [])
+                served.setdefault(w.model, None)  # not scraped yet: its length is unknown
+            for name, max_len in served.items():
+                (active if w.active else other).setdefault(name, []).append(max_len)
         records = {m.name: m for m in await asyncio.to_thread(self._models)}
         entries = []
-        for name in sorted(reported):
+        for name in sorted(active.keys() | other.keys()):
             rec = records.get(name)
-            lengths = reported[name] or fallback.get(name, [])
+            shortest, longest = _contexts(active.get(name) or other[name])
             entries.append(
                 ModelEntry(
                     name,
-                    min(lengths, default=None),
+                    shortest,
                     _factor(name, rec),
                     _rule(name, rec),
                     kind=rec.kind if rec else "llm",
                     generation=_generation(name, rec),
-                    longest_context=max(lengths, default=None),
+                    longest_context=longest,
                 )
             )
         return entries
@@ -247,6 +246,14 @@ class RedisModelCatalog:
             param="model",
             code="model_not_found",
         )
+
+
+def _contexts(lengths: list[int | None]) -> tuple[int | None, int | None]:
+    """(shortest known, longest) context of a model's workers; the longest only when every
+    one is known (a worker of unknown length may hold more)."""
+    known = [n for n in lengths if n is not None]
+    shortest = min(known, default=None)
+    return shortest, (max(known) if known and len(known) == len(lengths) else None)
 
 
 class RedisDoorLimits:

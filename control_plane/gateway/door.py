@@ -115,7 +115,7 @@ def check_context(model: ModelEntry, body: Body, n_in: int, requested: int | Non
     the model reports (with the prompt, when given as token ids, whose count is exact), or
     such a prompt that leaves no room. A text prompt's count is an estimate, so the worker
     alone judges what it adds."""
-    limit, exact = model.longest_context or model.max_model_len, _token_ids(body)
+    limit, exact = model.longest_context, _token_ids(body)
     if limit is None:
         return
     prompt = n_in if exact else 0

@@ -143,7 +143,8 @@ def _as_api_error(exc: Exception, request: Request) -> ApiError:
     if isinstance(exc, StateUnavailable):
         return unavailable()
     if is_outage(exc):  # not a fault of ours or the request's: the client may retry
-        log.warning("database unavailable on %s %s: %s", request.method, request.url.path, exc)
+        brief = str(exc).split("\n", 1)[0][:300]  # not SQLAlchemy's statement and parameters
+        log.warning("database unavailable on %s %s: %s", request.method, request.url.path, brief)
         return ApiError(
             503,
             "Arbiter's database is unavailable; retry shortly.",

@@ -105,7 +105,7 @@ def build_image_flight(
     if not body.prompt.strip():
         raise ApiError(400, "prompt must not be blank.", param="prompt")
     n_in = max(1, text_tokens(body.prompt))
-    limit = model.longest_context or model.max_model_len
+    limit = model.longest_context
     if limit is not None and n_in > limit:
         raise ApiError(
             400,

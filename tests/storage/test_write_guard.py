@@ -32,8 +32,19 @@ def test_an_unreachable_database_is_an_outage_and_a_bad_statement_is_not(
     assert is_outage(StorageUnavailable("down"))
     refused = _raised(db, "INSERT INTO requests (id) VALUES (NULL)")  # a row at fault
     assert not is_outage(refused)
+    # a fault of the schema or the code, not of the database's health: reported, not retried
+    assert not is_outage(_raised(db, "SELECT * FROM no_such_table"))
+    assert not is_outage(_raised(db, "SELEC 1"))
     with pytest.raises(RowsRejected), classified():
         raise refused
     # Python's own: nothing says the database raised them (an asyncio timeout is TimeoutError)
     assert not is_outage(TimeoutError()) and not is_outage(ConnectionError())
     assert not is_outage(RuntimeError("a bug"))
+
+
+def test_a_postgresql_server_that_refuses_connections_is_an_outage() -> None:
+    closed = Database("postgresql+psycopg://postgres@127.0.0.1:1/test")  # nothing listens
+    try:
+        assert is_outage(_raised(closed, "SELECT 1"))
+    finally:
+        closed.dispose()

@@ -39,11 +39,19 @@ end
 if st[5] and redis.call('HINCRBY', KEYS[5], st[5], -1) <= 0 then
   redis.call('HDEL', KEYS[5], st[5])
 end
+-- only plain counts are copied from the hash: a hand edit must not make the entry unreadable
+local function count(value)
+  if value and #value <= 15 and string.match(value, '^[1-9]%d*$') then
+    return value
+  end
+end
 local data = '{"type":"withdrawn","id":' .. cjson.encode(ARGV[1]) ..
-  ',"tenant":' .. cjson.encode(st[2]) .. ',"reason":' .. cjson.encode(ARGV[3]) ..
-  ',"seq":' .. st[3] .. ',"at":' .. ARGV[2]
-if st[6] and string.match(st[6], '^[1-9]%d?%d?%d?%d?%d?$') then
-  data = data .. ',"attempts":' .. st[6]
+  ',"reason":' .. cjson.encode(ARGV[3]) .. ',"at":' .. ARGV[2]
+if st[2] then
+  data = data .. ',"tenant":' .. cjson.encode(st[2])
+end
+for name, value in pairs({seq = count(st[3]), attempts = count(st[6])}) do
+  data = data .. ',"' .. name .. '":' .. value
 end
 if ARGV[7] ~= '' then
   data = data .. ',"envelope":' .. ARGV[7]

@@ -41,9 +41,20 @@ async def test_contexts_come_from_the_active_workers(stores: StateStores, tmp_pa
         await _worker(stores, "w4", "old", 4_096)
         await stores.workers.set_status("w4", "draining")  # the only one serving `old`
         await _worker(stores, "w5", "unknown", None)
+        await _worker(stores, "w6", "moving", 2_048)
+        await stores.workers.set_status("w6", "draining")  # the model moves to w7
+        await stores.workers.upsert(WorkerEntry("w7", "http://w7", model="moving"))  # unscraped
+        await _worker(stores, "w8", "mixed", 4_096)
+        await _worker(stores, "w9", "mixed", None)  # its server does not say
         served = {e.name: e for e in await RedisModelCatalog(stores, db).served()}
     finally:
         db.dispose()
-    assert (served["m"].max_model_len, served["m"].longest_context) == (8_192, 32_768)
-    assert (served["old"].max_model_len, served["old"].longest_context) == (4_096, 4_096)
-    assert (served["unknown"].max_model_len, served["unknown"].longest_context) == (None, None)
+
+    def contexts(name: str) -> tuple[int | None, int | None]:
+        return served[name].max_model_len, served[name].longest_context
+
+    assert contexts("m") == (8_192, 32_768)
+    assert contexts("old") == (4_096, 4_096)  # no active worker: the others'
+    assert contexts("unknown") == (None, None)
+    assert contexts("moving") == (None, None)  # not the draining one's 2048: w7 may hold more
+    assert contexts("mixed") == (4_096, None)  # planned within 4096, refused past nothing

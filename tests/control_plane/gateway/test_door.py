@@ -39,7 +39,7 @@ def flight_of(body: dict[str, Any], max_model_len: int | None = None, chat: bool
         if chat
         else CompletionRequest.model_validate(body)
     )
-    model = ModelEntry("m", max_model_len, 1.0)
+    model = ModelEntry("m", max_model_len, 1.0, longest_context=max_model_len)
     return build_flight(deps(), parsed, RequestTags(), NODE, model, 0.0)
 
 

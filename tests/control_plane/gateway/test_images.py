@@ -25,7 +25,7 @@ from tests.control_plane.gateway.test_door import NODE, deps
 from workers.engine.diffusion import GenerationRule
 
 IMAGE = ModelEntry("sd", None, 0.28, kind="image", generation=GenerationRule(steps=30))
-TEXT = ModelEntry("llama", 8192, 1.0)
+TEXT = ModelEntry("llama", 8192, 1.0, longest_context=8192)
 
 
 def flight(body: dict[str, Any], model: ModelEntry = IMAGE) -> Any:
@@ -51,7 +51,11 @@ def test_wrong_model_kind_size_or_stream_is_a_400_naming_the_field() -> None:
         ({"prompt": "a", "size": "512x512"}, IMAGE, "size"),
         ({"prompt": "a", "stream": True}, IMAGE, "stream"),
         ({"prompt": "   "}, IMAGE, "prompt"),
-        ({"prompt": "x" * 4 * 2000}, ModelEntry("sd", 1024, 1.0, kind="image"), "prompt"),
+        (
+            {"prompt": "x" * 4 * 2000},
+            ModelEntry("sd", 1024, 1.0, kind="image", longest_context=1024),
+            "prompt",
+        ),
     ]:
         with pytest.raises(ApiError) as err:
             flight(body, model)

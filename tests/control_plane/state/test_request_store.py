@@ -140,19 +140,21 @@ async def test_a_withdrawal_carries_its_callers_envelope_whatever_the_hash_holds
     keyspace: KeySpace,
     attempts: str,
 ) -> None:
-    """The envelope comes from the caller, not from the hash: a hash edited by hand (Lua's
-    JSON reads `NaN`, hex and leading zeros, the events' readers do not) cannot make the entry
-    unreadable, which would keep the leader from dropping the job."""
+    """The envelope comes from the caller, not from the hash, and only plain counts are
+    copied: a hash edited by hand (Lua's JSON reads `NaN`, hex and leading zeros, the events'
+    readers do not) cannot make the entry unreadable, which would keep the leader from
+    dropping the job."""
     await submit(requests, "r1")
     key = keyspace.request("r1")
-    await redis.hset(key, mapping={"envelope": '{"job": NaN, "n": 0x10}', "attempts": attempts})
+    edited = {"envelope": '{"job": NaN, "n": 0x10}', "attempts": attempts, "seq": attempts}
+    await redis.hset(key, mapping=edited)
 
     assert await requests.withdraw(
         "r1", now=NOW + 2, reason="queue_timeout", envelope=envelope("r1")
     )
 
     [(_, event)] = await events.read("scheduler", "s1", block_ms=None)
-    assert event == Withdrawn("r1", "queue_timeout", "a", 1, NOW + 2, 0, envelope("r1"))
+    assert event == Withdrawn("r1", "queue_timeout", "a", None, NOW + 2, 0, envelope("r1"))
 
 
 async def test_withdraw_loses_to_an_earlier_grant(requests: RequestStore) -> None:
