@@ -110,28 +110,27 @@ def door_job(
 
 
 def check_context(model: ModelEntry, body: Body, n_in: int, requested: int | None) -> None:
-    """Refuse, as vLLM would, a request the model's context surely cannot hold — before it
-    queues, takes a slot and is charged: `max_tokens` over the longest context a worker of
-    the model reports (with the prompt, when given as token ids, whose count is exact), or
-    such a prompt that leaves no room. A text prompt's count is an estimate, so the worker
-    alone judges what it adds."""
-    limit, exact = model.longest_context, _token_ids(body)
+    """Refuse what every vLLM refuses once queued — before the request queues, takes a slot
+    and is charged: `max_tokens` past the longest context a worker of the model reports, or
+    a prompt given as token ids (its count is exact) past it. A prompt that fits with less
+    room than `max_tokens` asks for is left to the worker (vLLM releases differ: some lower
+    `max_tokens` to the room, some refuse), and so is any text prompt (its count is an
+    estimate)."""
+    limit = model.longest_context
     if limit is None:
         return
-    prompt = n_in if exact else 0
-    if requested is not None and prompt + requested > limit:
+    if requested is not None and requested > limit:
         field = "max_completion_tokens" if getattr(body, "max_completion_tokens", None) else None
-        raise _too_long(limit, f"{requested} output tokens", field or "max_tokens", prompt)
-    if requested is None and exact and prompt >= limit:
-        raise _too_long(limit, "no room for output", "prompt", prompt)
+        raise _too_long(limit, f"{requested} output tokens", field or "max_tokens")
+    if _token_ids(body) and n_in > limit:
+        raise _too_long(limit, f"a prompt of {n_in} tokens", "prompt")
 
 
-def _too_long(limit: int, asked: str, param: str, prompt: int) -> ApiError:
-    given = f" after the prompt's {prompt} tokens" if prompt else ""
+def _too_long(limit: int, asked: str, param: str) -> ApiError:
     return ApiError(
         400,
         f"This model's maximum context length is {limit} tokens; the request asks for "
-        f"{asked}{given}. Reduce the prompt or `{param}`.",
+        f"{asked}. Reduce `{param}`.",
         code="context_length_exceeded",
         param=param,
     )

@@ -48,7 +48,8 @@ def test_one_price_for_the_scheduler_the_recorder_and_the_simulator() -> None:
         assert CostModel().input_cost(j) + CostModel().output_cost(j, n_out) == expected
         event = decode(
             {"type": "complete", "id": "r", "status": "ok", "tenant": "t", "arrival": 1.0,
-             "finished": 2.0, "n_in": n_in, "n_out": n_out, "unit_factor": factor}
+             "dispatched": 1.5, "finished": 2.0, "n_in": n_in, "n_out": n_out,
+             "unit_factor": factor}
         )  # fmt: skip
         assert isinstance(event, Complete)
         row = request_row(event, None)
