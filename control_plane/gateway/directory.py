@@ -210,8 +210,8 @@ class RedisModelCatalog:
         for w in workers:
             sample = metrics[w.id][0] if w.id in metrics else None
             served = dict((sample.models if sample else None) or {})
-            if w.model:
-                served.setdefault(w.model, None)  # not scraped yet: its length is unknown
+            if w.model and not served:
+                served[w.model] = None  # not scraped yet: its length is unknown
             for name, max_len in served.items():
                 (active if w.active else other).setdefault(name, []).append(max_len)
         records = {m.name: m for m in await asyncio.to_thread(self._models)}

@@ -122,7 +122,7 @@ def check_context(model: ModelEntry, body: Body, n_in: int, requested: int | Non
     if requested is not None and requested > limit:
         field = "max_completion_tokens" if getattr(body, "max_completion_tokens", None) else None
         raise _too_long(limit, f"{requested} output tokens", field or "max_tokens")
-    if _token_ids(body) and n_in > limit:
+    if _token_ids(body) and n_in >= limit:  # a full context leaves no room for one token
         raise _too_long(limit, f"a prompt of {n_in} tokens", "prompt")
 
 

@@ -33,7 +33,7 @@ end
 redis.call('HSET', KEYS[1], 'status', 'withdrawn', 'reason', ARGV[3], 'finished_at', ARGV[2])
 redis.call('EXPIRE', KEYS[1], st[4] and ARGV[6] or ARGV[4])
 redis.call('ZREM', KEYS[2], ARGV[1])
-if redis.call('HINCRBY', KEYS[3], st[2], -1) <= 0 then
+if st[2] and redis.call('HINCRBY', KEYS[3], st[2], -1) <= 0 then
   redis.call('HDEL', KEYS[3], st[2])
 end
 if st[5] and redis.call('HINCRBY', KEYS[5], st[5], -1) <= 0 then

@@ -46,6 +46,9 @@ async def test_contexts_come_from_the_active_workers(stores: StateStores, tmp_pa
         await stores.workers.upsert(WorkerEntry("w7", "http://w7", model="moving"))  # unscraped
         await _worker(stores, "w8", "mixed", 4_096)
         await _worker(stores, "w9", "mixed", None)  # its server does not say
+        await stores.workers.upsert(WorkerEntry("w10", "http://w10", model="m"))  # misnamed:
+        sample = WorkerSample(True, time.time(), models={"other": 1_024})  # serves `other`
+        await stores.workers.set_metrics("w10", sample, time.time())
         served = {e.name: e for e in await RedisModelCatalog(stores, db).served()}
     finally:
         db.dispose()
@@ -53,7 +56,7 @@ async def test_contexts_come_from_the_active_workers(stores: StateStores, tmp_pa
     def contexts(name: str) -> tuple[int | None, int | None]:
         return served[name].max_model_len, served[name].longest_context
 
-    assert contexts("m") == (8_192, 32_768)
+    assert contexts("m") == (8_192, 32_768)  # w10's registered name is not what it serves
     assert contexts("old") == (4_096, 4_096)  # no active worker: the others'
     assert contexts("unknown") == (None, None)
     assert contexts("moving") == (None, None)  # not the draining one's 2048: w7 may hold more

@@ -77,8 +77,9 @@ def test_what_the_context_surely_cannot_hold_is_refused_at_the_door() -> None:
         400, "context_length_exceeded", "max_tokens",
     )  # fmt: skip
     assert "maximum context length is 400 tokens" in too_many.message
-    full = _refusal({"model": "m", "prompt": [1] * 401}, 400)
-    assert full.param == "prompt" and "a prompt of 401 tokens" in full.message
+    full = _refusal({"model": "m", "prompt": [1] * 400}, 400)  # no room for one token
+    assert full.param == "prompt" and "a prompt of 400 tokens" in full.message
+    assert _refusal({"model": "m", "prompt": [1] * 400, "max_tokens": 1}, 400).param == "prompt"
     chat = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
     new = _refusal({**chat, "max_completion_tokens": 401}, 400, chat=True)
     assert new.param == "max_completion_tokens"
@@ -97,13 +98,15 @@ def test_only_what_no_worker_can_hold_is_refused() -> None:
 
 
 def test_what_may_fit_is_left_to_the_worker() -> None:
-    """Exactly full; a prompt that fits with less room than asked (vLLM releases differ:
+    """Room for one token; a prompt that fits with less room than asked (vLLM releases differ:
     some lower `max_tokens` to the room, some refuse); a text prompt (its count is an
     estimate); an unknown context."""
     assert flight_of({"model": "m", "prompt": [1] * 300, "max_tokens": 100}, 400).job.n_in == 300
     assert flight_of({"model": "m", "prompt": [1] * 300, "max_tokens": 400}, 400).job.n_in == 300
-    assert flight_of({"model": "m", "prompt": [1] * 400}, 400).job.n_in == 400
     assert flight_of({"model": "m", "prompt": [1] * 399}, 400).job.max_tokens == 1
+    unsure = ModelEntry("m", 400, 1.0)  # a worker's length unknown: it may hold more
+    body = CompletionRequest.model_validate({"model": "m", "prompt": "x", "max_tokens": 4_000})
+    assert build_flight(deps(), body, RequestTags(), NODE, unsure, 0.0).job.max_tokens == 4_000
     long_text = flight_of({"model": "m", "prompt": "word " * 800, "max_tokens": 399}, 400)
     assert long_text.job.max_tokens == 399
     assert flight_of({"model": "m", "prompt": "x", "max_tokens": 10**6}, None).job.n_in > 0

@@ -311,3 +311,17 @@ async def test_grant_is_fenced_by_the_latest_lease_token(
     assert await requests.grant("f1", worker_id="w", worker_url="u", now=NOW, fencing_token=7)
     granted = await requests.get("f1")
     assert granted is not None and granted.status == "granted"
+
+
+async def test_a_withdrawal_whose_hash_lost_its_tenant_is_still_announced(
+    requests: RequestStore, events: EventStream, redis: Redis, keyspace: KeySpace
+) -> None:
+    """Before, the per-tenant count's update raised after the status was written, so the
+    request was withdrawn with no event: the leader kept the job."""
+    await submit(requests, "r1")
+    await redis.hdel(keyspace.request("r1"), "tenant")
+
+    assert await requests.withdraw("r1", now=NOW + 2, reason="queue_timeout")
+
+    [(_, event)] = await events.read("scheduler", "s1", block_ms=None)
+    assert isinstance(event, Withdrawn) and (event.id, event.tenant) == ("r1", None)
