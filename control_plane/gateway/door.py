@@ -112,10 +112,10 @@ def door_job(
 def check_context(model: ModelEntry, body: Body, n_in: int, requested: int | None) -> None:
     """Refuse what every vLLM refuses once queued — before the request queues, takes a slot
     and is charged: `max_tokens` past the longest context a worker of the model reports, or
-    a prompt given as token ids (its count is exact) past it. A prompt that fits with less
-    room than `max_tokens` asks for is left to the worker (vLLM releases differ: some lower
-    `max_tokens` to the room, some refuse), and so is any text prompt (its count is an
-    estimate)."""
+    a prompt given as token ids (its count is exact) that fills it, leaving no room for one
+    token. A prompt that fits with less room than `max_tokens` asks for is left to the worker
+    (vLLM releases differ: some lower `max_tokens` to the room, some refuse), and so is any
+    text prompt (its count is an estimate)."""
     limit = model.longest_context
     if limit is None:
         return

@@ -27,10 +27,10 @@ class DeadLetterCounts(Collector):
 
     Rule: the leader runs `follower`, which reads the counts every `every_s`, and `clear`s them
     when its term ends; a follower of an ended term sets nothing, and a standby exports no
-    series, so at any instant at most one replica exports each count. Guarantee: a value is at most
-    `every_s` (plus one Redis read) old; it continues across takeovers (it is Redis's count,
-    not a replica's), and falls back only if Redis loses data, which Prometheus reads as a
-    counter reset. A failed read is logged and retried: this loop never ends a term.
+    series, so at any instant at most one replica exports each count. Guarantee: a value is
+    at most `every_s` (plus one Redis read) old; it continues across takeovers (it is Redis's
+    count, not a replica's), and falls back only if Redis loses data, which Prometheus reads
+    as a counter reset. A failed read is logged and retried: this loop never ends a term.
     """
 
     def __init__(self, every_s: float = REFRESH_S) -> None:
