@@ -45,10 +45,10 @@ def build_flight(
 ) -> Flight:
     """The flight of an accepted request: its job (see the module docstring) and payload."""
     n_in = estimate_prompt_tokens(body, model.image_rule, d.settings.image_hosts)
-    requested = body.requested_max_tokens()
-    check_context(model, body, n_in, requested)
+    requested, exact = body.requested_max_tokens(), _token_ids(body)
+    check_context(model, body, n_in, exact, requested)
     default = max(d.settings.default_max_tokens, body.min_tokens or 0)
-    room = _room(model, n_in, exact=_token_ids(body))
+    room = _room(model, n_in, exact)
     inject = requested is None and (room is None or room >= default)
     max_tokens = requested or (default if inject else _fill(model, n_in))
     raw = body.model_dump(exclude_none=True, exclude_unset=True)
@@ -109,10 +109,12 @@ def door_job(
     )
 
 
-def check_context(model: ModelEntry, body: Body, n_in: int, requested: int | None) -> None:
+def check_context(
+    model: ModelEntry, body: Body, n_in: int, exact: bool, requested: int | None
+) -> None:
     """Refuse what every vLLM refuses once queued — before the request queues, takes a slot
     and is charged: `max_tokens` past the longest context a worker of the model reports, or
-    a prompt given as token ids (its count is exact) that fills it, leaving no room for one
+    a prompt given as token ids (`exact`: its count is exact) that fills it, leaving no room for one
     token. A prompt that fits with less room than `max_tokens` asks for is left to the worker
     (vLLM releases differ: some lower `max_tokens` to the room, some refuse), and so is any
     text prompt (its count is an estimate)."""
@@ -122,7 +124,7 @@ def check_context(model: ModelEntry, body: Body, n_in: int, requested: int | Non
     if requested is not None and requested > limit:
         field = "max_completion_tokens" if getattr(body, "max_completion_tokens", None) else None
         raise _too_long(limit, f"{requested} output tokens", field or "max_tokens")
-    if _token_ids(body) and n_in >= limit:  # a full context leaves no room for one token
+    if exact and n_in >= limit:  # a full context leaves no room for one token
         raise _too_long(limit, f"a prompt of {n_in} tokens", "prompt")
 
 
