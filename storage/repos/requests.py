@@ -6,7 +6,7 @@ import dataclasses
 from collections.abc import Iterable, Sequence
 from typing import Any, get_args
 
-from sqlalchemy import ColumnElement, func, select
+from sqlalchemy import ColumnElement, func, or_, select
 from sqlalchemy.orm import Session
 
 from storage.dialects import insert_new
@@ -62,10 +62,15 @@ class RequestRepo:
         since: float | None = None,
         until: float | None = None,
         status: RequestStatus | None = None,
+        ran_only: bool = False,
         limit: int = 100,
     ) -> list[RequestRecord]:
-        """Rows with arrival in [since, until), newest first, optionally filtered."""
+        """Rows with arrival in [since, until), newest first, optionally filtered;
+        `ran_only`: only calls a worker took (served, or failed once dispatched), filtered
+        before `limit` so that calls which never ran do not take the places of calls that did."""
         conditions = _filters(tenant, app, agent, since, until, status)
+        if ran_only:
+            conditions.append(or_(RequestRow.status == "ok", RequestRow.dispatched_at.is_not(None)))
         stmt = select(RequestRow).where(*conditions)
         stmt = stmt.order_by(RequestRow.arrival.desc(), RequestRow.id).limit(limit)
         return [record_from(RequestRecord, r.to_dict()) for r in self.session.scalars(stmt)]

@@ -78,6 +78,21 @@ def test_list_filters_and_orders_newest_first(db: Database) -> None:
         assert r.requests.count(since=1_004.0) == 2
 
 
+def test_ran_only_filters_before_the_limit(db: Database) -> None:
+    """Served rows, and failed rows once dispatched, ran; a row withdrawn from the queue did
+    not, and the newest rows being such withdrawals leaves `limit` rows that ran."""
+    ran = [_request(0), _request(1, status="error", error="worker 500")]
+    never = [_request(10 + i, status="timeout", dispatched_at=None) for i in range(5)]
+    with db.repos() as r:
+        r.requests.insert_many(ran + never)
+    with db.reader() as r:
+        assert [x.id for x in r.requests.list(ran_only=True, limit=2)] == [
+            "req-00001",
+            "req-00000",
+        ]
+        assert len(r.requests.list(limit=2)) == 2
+
+
 def test_usage_for_tenant_counts_only_that_tenant_since_a_time(db: Database) -> None:
     rows = [_request(i) for i in range(10)] + [_request(i, tenant="beta") for i in range(10, 13)]
     with db.repos() as r:

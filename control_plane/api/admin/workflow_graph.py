@@ -8,8 +8,9 @@ calls both experts gives 1.0 on each edge, not 0.5 (calls without an upstream co
 only its downstream calls were kept — has no frequency, None). Calls of one workflow that
 share an upstream and overlap in time are counted as `parallel`. Per agent: the single-call
 latency (arrival → finish) and the remaining latency (call arrival → end of its workflow), each
-as count, mean, quantiles and a histogram. Calls that never ran (withdrawn from the queue:
-timed out, their client gone) are left out, as the scheduler's learned graph leaves them out.
+as count, mean, quantiles and a histogram. The routes give it only calls that ran (storage's
+`ran_only`): one withdrawn from the queue (timed out, its client gone) is no call of the graph,
+as the scheduler's learned graph has none of them.
 """
 
 from __future__ import annotations
@@ -26,11 +27,6 @@ from storage.records import RequestRecord
 ENTRY = "(entry)"
 QUANTILES = tuple(range(0, 101, 5))
 BINS = 20
-
-
-def ran(rows: Iterable[RequestRecord]) -> list[RequestRecord]:
-    """The calls a worker took (served, or failed once dispatched)."""
-    return [r for r in rows if r.status == "ok" or r.dispatched_at is not None]
 
 
 def _span(rec: RequestRecord) -> tuple[float, float | None]:

@@ -12,7 +12,7 @@ from fastapi import APIRouter, Query
 
 from control_plane.api.admin.deps import Ctx, in_thread
 from control_plane.api.admin.live import no_leader
-from control_plane.api.admin.workflow_graph import app_graph, apps_summary, ran
+from control_plane.api.admin.workflow_graph import app_graph, apps_summary
 from control_plane.api.auth import Admin
 from control_plane.gateway.bounds import Epoch
 from storage.db import Database
@@ -27,7 +27,9 @@ def _rows(
     db: Database, tenant: str | None, app: str | None, since: float, until: float, limit: int
 ) -> list[RequestRecord]:
     with db.reader() as r:
-        return ran(r.requests.list(tenant=tenant, app=app, since=since, until=until, limit=limit))
+        return r.requests.list(
+            tenant=tenant, app=app, since=since, until=until, ran_only=True, limit=limit
+        )
 
 
 Since = Annotated[Epoch | None, Query(description="epoch s; default 24 h before 'until'")]

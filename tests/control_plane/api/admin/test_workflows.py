@@ -113,3 +113,27 @@ async def test_learned_workflows_come_from_the_leader_s_live_checkpoint(api: Adm
     assert agents["math"]["single_mode_s"] == pytest.approx(2.0)
     other = await api.client.get("/admin/learned/workflows", params={"tenant": "nobody"})
     assert other.json()["data"] == []
+
+
+async def test_calls_that_never_ran_do_not_take_the_places_of_calls_that_did(
+    api: AdminApi,
+) -> None:
+    """`limit` counts the calls that ran: a burst of queue timeouts newer than every served
+    call leaves the graph as it was, where filtering after the limit left it empty."""
+    now = time.time()
+    rows = qa_rows(now)
+    timeouts = [
+        dataclasses.replace(
+            history_call(100 + i, f"late{i}", "math", "router", now - 10 + i / 100, 5.0),
+            status="timeout",
+            dispatched_at=None,
+        )
+        for i in range(30)
+    ]
+    with api.db.repos() as r:
+        r.requests.insert_many(rows + timeouts)
+    params = {"tenant": "acme", "limit": 21}
+    graph = (await api.client.get("/admin/workflows/qa", params=params)).json()
+    assert (graph["calls"], graph["workflows"]) == (21, 10)
+    listed = (await api.client.get("/admin/workflows", params={"limit": 21})).json()
+    assert listed["rows"] == 21 and listed["data"][0]["calls"] == 21
