@@ -4,7 +4,9 @@ Rule: when the submit call raises (a read timeout, a connection lost after the c
 a cancelled caller), Redis may have run it, may still run it, or never will. The client has its
 error at once; off the response path the request is then abandoned (`RequestStore.abandon`,
 one script): an id Redis does not know gets a tombstone, so a submit that runs later changes
-nothing; a request the call queued is withdrawn; a fast-lane slot it took is released like an
+nothing; a request the call queued is withdrawn, its event carrying the envelope the gateway
+submitted so that the recorder writes its row (status `error`: its client had a 503); a
+fast-lane slot it took is released like an
 orphan grant (its `complete` event, then the mark). A request the leader granted meanwhile
 reaches the grant reader with nobody waiting and is released there. Retried with backoff
 (capped at `MAX_DELAY_S`) for as long as the process lives, however long Redis is away: a
@@ -23,6 +25,7 @@ from collections import deque
 from collections.abc import Awaitable, Callable
 
 from control_plane.contracts.grants import Grant
+from control_plane.contracts.requests import Envelope
 from control_plane.state import RequestStore
 from control_plane.state.errors import StateUnavailable
 
@@ -57,21 +60,22 @@ class SubmitAbandoner:
         self._release = release
         self._delays = delays
         self._max_pending = max_pending
-        self._pending: deque[str] = deque()
-        """Request ids to abandon, oldest first."""
+        self._pending: deque[tuple[str, Envelope]] = deque()
+        """Request ids to abandon, with what was submitted, oldest first."""
         self._task: asyncio.Task[None] | None = None
 
-    def abandon(self, request_id: str) -> None:
-        """Abandon `request_id` in the background (at once when Redis answers)."""
+    def abandon(self, request_id: str, envelope: Envelope) -> None:
+        """Abandon `request_id`, submitted as `envelope`, in the background (at once when
+        Redis answers)."""
         if len(self._pending) >= self._max_pending:
-            dropped = self._pending.popleft()
+            dropped, _ = self._pending.popleft()
             log.warning(
                 "%d failed submits wait for Redis: %s dropped unabandoned (its slot, if it "
                 "took one, stays held until this gateway restarts)",
                 self._max_pending,
                 dropped,
             )
-        self._pending.append(request_id)
+        self._pending.append((request_id, envelope))
         if self._task is None or self._task.done():
             self._task = asyncio.get_running_loop().create_task(self._work())
 
@@ -84,24 +88,24 @@ class SubmitAbandoner:
         first, most = self._delays
         delay = first
         while self._pending:
-            request_id = self._pending[0]
+            request_id, envelope = head = self._pending[0]
             try:
-                await self._once(request_id)
+                await self._once(request_id, envelope)
             except StateUnavailable:
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, most)
                 continue
             except Exception:  # a refusal, not an outage: retrying would meet it again
                 log.exception("Redis refused to abandon the failed submit of %s", request_id)
-            if self._pending and self._pending[0] == request_id:
+            if self._pending and self._pending[0] is head:
                 self._pending.popleft()
             delay = first
 
-    async def _once(self, request_id: str) -> None:
+    async def _once(self, request_id: str, envelope: Envelope) -> None:
         now = time.time()
         result = await self._requests.abandon(request_id, gateway_id=self._gateway_id, now=now)
         if result.outcome == "queued":
             # False: granted meanwhile, and the grant reader releases it (nobody waits for it)
-            await self._requests.withdraw(request_id, now=now, reason=REASON)
+            await self._requests.withdraw(request_id, now=now, reason=REASON, envelope=envelope)
         elif result.grant is not None:
             await self._release(result.grant)

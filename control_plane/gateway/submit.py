@@ -30,11 +30,15 @@ log = logging.getLogger(__name__)
 
 
 async def submit_flight(
-    d: GatewayDeps, waiter: GrantWaiter, flight: Flight, abandon: Callable[[str], None]
+    d: GatewayDeps,
+    waiter: GrantWaiter,
+    flight: Flight,
+    abandon: Callable[[str, Envelope], None],
 ) -> None:
     """Store `flight` in Redis (queued, or granted on the fast lane); raises the 429. When the
     submit call raises, Redis may still have run it (or may run it later): `abandon` is handed
-    the id so that what it did is undone off the response path (`gateway/abandon.py`)."""
+    the id and envelope so that what it did is undone off the response path
+    (`gateway/abandon.py`)."""
     fut = waiter.expect(flight.id)
     flight.grant_future = fut
     # a copy: the envelope is what was submitted, whatever the flight's job becomes later
@@ -53,7 +57,7 @@ async def submit_flight(
         )
     except BaseException:
         waiter.forget(flight.id)
-        abandon(flight.id)
+        abandon(flight.id, envelope)
         raise
     flight.submitted_at = time.time()
     if result.grant is not None:

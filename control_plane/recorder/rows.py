@@ -75,10 +75,9 @@ def request_row(event: Complete, policy: str | None) -> RequestRecord | None:
 def withdrawal_row(event: Withdrawn, policy: str | None) -> RequestRecord | None:
     """The SQL row of a request withdrawn from the queue, the reason as its error: status
     `withdrawn` when its client left, `timeout` after the queue timeout, `error` when the
-    gateway gave up on a client still there (no leader); never dispatched, so no service and
-    no latencies, and an SLO it carried violated unless its client left (as reports count
-    them). None for an entry without an envelope (an older build's, or a caller's that had
-    none: a failed submit's).
+    gateway gave up on a client still there (no leader, a failed submit); never dispatched,
+    so no service and no latencies, and an SLO it carried violated unless its client left (as
+    reports count them). None for an entry without an envelope (an older build's).
 
     Raises ValueError when the envelope did not decode, so the recorder dead-letters it.
     """

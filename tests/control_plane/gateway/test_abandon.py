@@ -18,6 +18,7 @@ import pytest
 from redis.asyncio import Redis
 
 from control_plane.contracts.events import Complete, Withdrawn
+from control_plane.contracts.requests import Envelope
 from control_plane.gateway.abandon import SubmitAbandoner
 from control_plane.gateway.deps import GatewayDeps
 from control_plane.gateway.finish import Finisher
@@ -27,6 +28,7 @@ from control_plane.gateway.knobs import GatewayKnobs
 from control_plane.gateway.metrics import GatewayMetrics
 from control_plane.gateway.reporter import EventReporter
 from control_plane.gateway.submit import submit_flight
+from control_plane.recorder.rows import withdrawal_row
 from control_plane.settings import Settings
 from control_plane.state import KeySpace, StateStores, StateUnavailable, connect
 from control_plane.state.fast_lane import Loan
@@ -148,7 +150,12 @@ async def test_a_request_queued_by_a_submit_whose_answer_was_lost_is_withdrawn(
     record = await stores.requests.get(flight.id)
     assert record is not None and (record.status, record.reason) == ("withdrawn", "submit_failed")
     assert await stores.requests.queued_ids() == []
-    assert [e.id for e in await _events(stores) if isinstance(e, Withdrawn)] == [flight.id]
+    (event,) = [e for e in await _events(stores) if isinstance(e, Withdrawn)]
+    assert event.id == flight.id and event.envelope == flight.envelope
+    # the recorder writes its row from the event alone: its client had a 503
+    row = withdrawal_row(event, "vtc")
+    assert row is not None and (row.status, row.error) == ("error", "submit_failed")
+    assert (row.tenant, row.dispatched_at, row.unified_cost) == (flight.job.tenant, None, 0.0)
 
 
 async def test_a_submit_that_runs_after_it_was_abandoned_takes_nothing(
@@ -218,8 +225,9 @@ async def test_beyond_the_cap_the_oldest_failed_submit_is_dropped_with_a_warning
     abandoner = SubmitAbandoner(
         cast(Any, store), GATEWAY, release, delays=(0.001, 0.002), max_pending=2
     )
+    envelope = cast(Envelope, None)  # this store never reads it
     for request_id in ("a", "b", "c"):
-        abandoner.abandon(request_id)
+        abandoner.abandon(request_id, envelope)
         await asyncio.sleep(0.01)
     store.away = False
     await abandoner.settled()
