@@ -8,13 +8,17 @@ as the worker's bytes, unparsed, unless they carry usage, a finish reason or an 
 one piece per read of the worker's connection (one send to the client, one progress report);
 the tokens relayed are counted (one per content chunk, then exactly from the usage chunk) in
 `StreamStats` and reported as progress.
+
+Before anything is sent, `prime` reads the answer up to its first token and holds it: vLLM
+sends its `200` before prefill, so a worker that dies in prefill fails a request whose client
+has received nothing yet, and the gateway re-queues it (architecture.md §2, invariant 5).
 """
 
 from __future__ import annotations
 
 import re
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -75,13 +79,45 @@ class Relay:
         self._done = False
         self._unreported = 0
         """Tokens counted from plain chunks and not yet reported to `on_tokens`."""
+        self._source = self._blocks()
+        self._held: list[list[bytes]] = []
+        """What `prime` read, handed out before the rest of `_source`."""
 
     @property
     def ended(self) -> bool:
         """The worker's `[DONE]` has been read: what `stream` yields now ends the answer."""
         return self._done
 
-    async def _blocks(self) -> AsyncIterator[list[bytes]]:
+    async def prime(self) -> None:
+        """Read the answer up to its first token (a chunk with text) or its end, and hold it
+        for `stream`/`collect` (nothing is counted yet; the first token is stamped as read).
+        Raises WorkerUnreachable when the worker fails first — its connection lost, or an
+        error chunk (vLLM's answer when its engine dies in prefill): nothing has reached the
+        client, so the request may go to another worker."""
+        while not self._done:
+            try:
+                payloads = await anext(self._source)
+            except StopAsyncIteration:
+                return
+            self._held.append(payloads)
+            for data in payloads:
+                if b'"error"' in data and (error := _error_of(data)) is not None:
+                    raise self._failure(error)
+            if any(_CONTENT.search(data) for data in payloads):
+                self._stats.first_token_at = time.time()
+                return
+
+    def _rest(self) -> AsyncIterator[list[bytes]]:
+        """The payload lists still to handle: those `prime` held, then the connection's."""
+        return self._held_then_source() if self._held else self._source
+
+    async def _held_then_source(self) -> AsyncIterator[list[bytes]]:
+        while self._held:
+            yield self._held.pop(0)
+        async for payloads in self._source:
+            yield payloads
+
+    async def _blocks(self) -> AsyncGenerator[list[bytes], None]:
         """The worker's SSE `data:` payloads before `[DONE]`, as many as one read of the
         connection brought (one list per read, never empty); after `[DONE]` the body is read
         to its end (so the connection is reused). Raises WorkerUnreachable/StreamBroken."""
@@ -125,7 +161,7 @@ class Relay:
 
     async def chunks(self) -> AsyncIterator[dict[str, Any]]:
         """Yield parsed chunks (dict) in order; raises WorkerUnreachable/StreamBroken on failure."""
-        async for payloads in self._blocks():
+        async for payloads in self._rest():
             for data in payloads:
                 yield self._parsed(data)
 
@@ -144,7 +180,7 @@ class Relay:
         `encode` says (the usage chunk makes the count exact). With continuous usage every
         chunk is parsed (usage must be read from each). Raises as `chunks`, after yielding what
         came before the failure."""
-        async for payloads in self._blocks():
+        async for payloads in self._rest():
             out: list[bytes] = []
             try:
                 for data in payloads:
@@ -240,6 +276,17 @@ class Relay:
         if "usage" in chunk:
             chunk = {k: v for k, v in chunk.items() if k != "usage"}
         return _sse(chunk)
+
+
+def _error_of(data: bytes) -> str | None:
+    """The error of an error chunk (an object with `error` and no `choices`), else None."""
+    try:
+        chunk = orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return None  # reported when the chunk is relayed
+    if isinstance(chunk, dict) and "error" in chunk and "choices" not in chunk:
+        return str(chunk["error"])
+    return None
 
 
 def _sse(chunk: dict[str, Any]) -> bytes:

@@ -14,16 +14,17 @@ import asyncio
 import functools
 import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import Callable
 from typing import Any
 
 import aiohttp
 from fastapi import Request
-from fastapi.responses import JSONResponse, Response, StreamingResponse
+from fastapi.responses import JSONResponse, Response
 
 from control_plane.contracts.events import WorkerFailed
 from control_plane.contracts.grants import Grant
 from control_plane.gateway.abandon import SubmitAbandoner
+from control_plane.gateway.answer import Answers, prime_unless_left, wait_disconnect
 from control_plane.gateway.deps import GatewayDeps, ModelEntry
 from control_plane.gateway.door import Body, build_flight
 from control_plane.gateway.errors import ApiError, given_up, unavailable
@@ -44,23 +45,16 @@ from control_plane.gateway.proxy import (
     open_unless_left,
     open_upstream,
 )
-from control_plane.gateway.relay import (
-    DONE,
-    FinalPiece,
-    Relay,
-    StreamBroken,
-    aggregate,
-    error_event,
-)
+from control_plane.gateway.relay import Relay
 from control_plane.gateway.submit import resubmit_if_lost, submit_flight
 from control_plane.gateway.tags import RequestTags, read_tags
 from control_plane.state.errors import StateUnavailable
-from control_plane.state.tasks import stop_tasks
 
 log = logging.getLogger(__name__)
 NO_LEADER_RETRY_AFTER_S = 2
 DEBUG_TIMING = "x-arbiter-debug-timing"
 """Request header: `1` adds `X-Arbiter-Timing` (the request's hop stamps) to the answer."""
+RelayOf = Callable[[aiohttp.ClientResponse], Relay]
 
 
 class Gateway:
@@ -75,6 +69,7 @@ class Gateway:
             deps.gateway_id,
             functools.partial(self._finisher.release_orphan, error="submit failed"),
         )
+        self._answers = Answers(deps, self._finisher.finish)
 
     @property
     def _waiter(self) -> GrantWaiter:
@@ -88,23 +83,17 @@ class Gateway:
         refuse_image_model(model)
         flight = build_flight(self.d, body, tags, node, model, received)
         flight.debug_timing = request.headers.get(DEBUG_TIMING) == "1"
-        resp = await self._queue_and_open(request, flight)
-        if isinstance(resp, Response):
-            return resp
-        relay = Relay(
-            resp,
-            flight.stats,
-            lambda n, t: self._tokens(flight, t),
-            want_usage=_wants(flight, "include_usage"),
-            want_continuous=_wants(flight, "continuous_usage_stats"),
-        )
+        await self._submit(flight)
+        relay_of = functools.partial(self._relay, flight)
+        relay = await self._run_until_upstream(request, flight, relay_of)
+        if isinstance(relay, Response):
+            return relay
+        assert isinstance(relay, Relay)
         if body.stream:
-            return StreamingResponse(
-                self._stream(flight, relay),
-                media_type="text/event-stream",
-                headers=flight.response_headers(),
-            )
-        return await self._collect(flight, relay, request)
+            return self._answers.streamed(flight, relay)
+        return await self._answers.collect(
+            flight, relay, functools.partial(wait_disconnect, request)
+        )
 
     async def serve_images(
         self, request: Request, body: ImageGenerationRequest, tenant_name: str
@@ -113,9 +102,11 @@ class Gateway:
         received = time.time()
         tags, node, model = await self._door(request, body.model, body.metadata, tenant_name)
         flight = build_image_flight(self.d, body, tags, node, model, received)
-        resp = await self._queue_and_open(request, flight)
+        await self._submit(flight)
+        resp = await self._run_until_upstream(request, flight, None)
         if isinstance(resp, Response):
             return resp
+        assert isinstance(resp, aiohttp.ClientResponse)
         return await answer_images(flight, resp, self._finisher.finish, self.d.reporter.emit)
 
     async def _door(
@@ -131,12 +122,6 @@ class Gateway:
         await self.d.limits.check(info, time.time())
         return tags, node, model
 
-    async def _queue_and_open(
-        self, request: Request, flight: Flight
-    ) -> aiohttp.ClientResponse | Response:
-        await self._submit(flight)
-        return await self._run_until_upstream(request, flight)
-
     # -- door ------------------------------------------------------------------------------
 
     async def _submit(self, flight: Flight) -> None:
@@ -145,18 +130,23 @@ class Gateway:
     # -- waiting and opening the worker ----------------------------------------------------
 
     async def _run_until_upstream(
-        self, request: Request, flight: Flight
-    ) -> aiohttp.ClientResponse | Response:
+        self, request: Request, flight: Flight, relay_of: RelayOf | None
+    ) -> aiohttp.ClientResponse | Relay | Response:
+        """Wait for a grant and open its worker (re-queued when the worker fails before
+        answering); with `relay_of`, the answer is read up to its first token (`Relay.prime`)
+        before anything is sent, so a worker that dies in prefill is a failure before answering
+        too. → the worker's response (an image generation), the primed relay, or the answer
+        already decided (an error, 499)."""
         watcher: asyncio.Task[None] | None = None
         try:
             while True:
                 if watcher is None and not _in_hand(flight):
-                    watcher = asyncio.create_task(_wait_disconnect(request))
+                    watcher = asyncio.create_task(wait_disconnect(request))
                 grant = await self._await_grant(flight, watcher)
                 if isinstance(grant, Response):
                     return grant
                 try:
-                    resp = await self._open(flight, grant, watcher)
+                    opened = await self._open(flight, grant, watcher, relay_of)
                 except ClientLeft:
                     await self._finisher.finish(flight, "aborted", "client disconnected")
                     return Response(status_code=499)
@@ -170,22 +160,33 @@ class Gateway:
                     return JSONResponse(
                         exc.body, status_code=exc.status, headers=flight.response_headers()
                     )
-                flight.upstream_ready_at = time.time()
-                return resp
+                return opened
         finally:
             if watcher is not None:
                 watcher.cancel()
 
     async def _open(
-        self, flight: Flight, grant: Grant, watcher: asyncio.Task[None] | None
-    ) -> aiohttp.ClientResponse:
+        self,
+        flight: Flight,
+        grant: Grant,
+        watcher: asyncio.Task[None] | None,
+        relay_of: RelayOf | None,
+    ) -> aiohttp.ClientResponse | Relay:
         url = grant.worker_url + _path(flight)
-        if flight.read_timeout_s is None:
-            return await open_upstream(self.d.http, url, flight.payload)
-        assert watcher is not None  # `_in_hand` is False for these
-        return await open_unless_left(
-            self.d.http, url, flight.payload, flight.read_timeout_s, watcher
-        )
+        if flight.read_timeout_s is not None:
+            assert watcher is not None  # `_in_hand` is False for these
+            resp = await open_unless_left(
+                self.d.http, url, flight.payload, flight.read_timeout_s, watcher
+            )
+            flight.upstream_ready_at = time.time()
+            return resp
+        resp = await open_upstream(self.d.http, url, flight.payload)
+        flight.upstream_ready_at = time.time()
+        if relay_of is None:
+            return resp
+        relay = relay_of(resp)
+        await prime_unless_left(relay, watcher)
+        return relay
 
     async def _await_grant(
         self, flight: Flight, watcher: asyncio.Task[None] | None
@@ -281,65 +282,14 @@ class Gateway:
 
     # -- relaying ---------------------------------------------------------------------------
 
-    def _tokens(self, flight: Flight, now: float) -> None:
-        self.d.reporter.progress(flight.id, flight.stats.n_out, now)
-
-    async def _stream(self, flight: Flight, relay: Relay) -> AsyncIterator[bytes]:
-        """The client's SSE bytes. The piece read with the worker's `[DONE]` is held until the
-        request is finished (`Finisher.finish`: its event and status queued) and then sent
-        with `[DONE]` as one `FinalPiece`: the answer's end in one write, after the finish,
-        as before."""
-        status: str = "aborted"
-        error: str | None = "client disconnected"
-        tail: list[bytes] = []
-        try:
-            async for data in relay.stream():
-                if relay.ended:
-                    tail.append(data)
-                else:
-                    yield data
-            status, error = "ok", None
-        except (StreamBroken, WorkerUnreachable) as exc:
-            status, error = "error", f"worker failed mid-stream: {exc}"
-            worker = flight.grant.worker_id if flight.grant else None
-            self.d.reporter.emit(WorkerFailed(flight.id, worker, str(exc), time.time()))
-            # what was read with the error (and `[DONE]`) reaches the client before it
-            yield b"".join(tail) + error_event(f"The worker failed while streaming: {exc}")
-        finally:
-            await relay.close()
-            await self._finisher.finish(flight, status, error)
-        if status == "ok":
-            tail.append(DONE)
-            yield FinalPiece(b"".join(tail))
-
-    async def _collect(self, flight: Flight, relay: Relay, request: Request) -> Response:
-        """The whole answer in one body; a client that leaves first frees the worker (`aborted`)."""
-        status, error = "error", None
-        collecting = asyncio.ensure_future(relay.collect(flight.chat))
-        left = asyncio.ensure_future(_wait_disconnect(request))
-        try:
-            await asyncio.wait({collecting, left}, return_when=asyncio.FIRST_COMPLETED)
-            if not collecting.done():
-                status, error = "aborted", "client disconnected"
-            else:
-                collecting.result()
-                status = "ok"
-        except (StreamBroken, WorkerUnreachable) as exc:
-            status, error = "error", f"worker failed mid-answer: {exc}"
-            worker = flight.grant.worker_id if flight.grant else None
-            self.d.reporter.emit(WorkerFailed(flight.id, worker, str(exc), time.time()))
-        finally:
-            await stop_tasks([left, collecting])
-            await relay.close()
-            await self._finisher.finish(flight, status, error)
-        if status == "aborted":
-            return Response(status_code=499)
-        if error is not None:
-            raise ApiError(502, f"The worker failed while answering: {error}", code="worker_failed")
-        body = aggregate(
-            flight.stats, chat=flight.chat, request_id=flight.id, model=flight.job.model
+    def _relay(self, flight: Flight, resp: aiohttp.ClientResponse) -> Relay:
+        return Relay(
+            resp,
+            flight.stats,
+            lambda n, t: self.d.reporter.progress(flight.id, flight.stats.n_out, t),
+            want_usage=_wants(flight, "include_usage"),
+            want_continuous=_wants(flight, "continuous_usage_stats"),
         )
-        return JSONResponse(body, headers=flight.response_headers())
 
     def _no_leader(self) -> ApiError:
         watch = self._waiter.leader
@@ -376,10 +326,3 @@ def _wants(flight: Flight, option: str) -> bool:
 def _message(body: dict[str, Any]) -> str:
     err = body.get("error")
     return str(err.get("message")) if isinstance(err, dict) else str(body)
-
-
-async def _wait_disconnect(request: Request) -> None:
-    while True:
-        message = await request.receive()
-        if message["type"] == "http.disconnect":
-            return

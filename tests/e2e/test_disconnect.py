@@ -6,9 +6,12 @@ import asyncio
 import time
 
 import httpx
+import pytest
 
 from control_plane.scheduler.scrape import parse_metrics
 from control_plane.state import StateStores
+from storage.db import Database
+from storage.records import RequestRecord
 from tests.support.cluster import Cluster
 
 LONG = {
@@ -114,3 +117,53 @@ def test_a_collected_answer_is_aborted_when_its_client_leaves(cluster: Cluster) 
 
 async def _busy(worker: str) -> bool:
     return await _running(worker) == 1
+
+
+@pytest.mark.parametrize("fast_lane", [True, False])
+def test_a_client_that_leaves_during_prefill_ends_its_request_aborted(
+    cluster: Cluster, fast_lane: bool
+) -> None:
+    """The gateway reads the answer up to its first token before it answers the client (so a
+    worker that dies in prefill can be retried). A client that leaves meanwhile still ends
+    its request `aborted` and frees the worker: at once when the request waited for a grant
+    (its disconnect is watched), at the first token on the fast lane (no watcher there: the
+    streamed body, started for a client already gone, is cancelled at its first wait)."""
+    cluster.extra_env["ARBITER_FAST_PATH"] = "true" if fast_lane else "false"
+    keys = cluster.tenants(["t"])
+    cluster.start_worker(speed=0.01, max_num_seqs=1)  # a 1,000-token prefill takes ~2.2 s
+    cluster.start_scheduler()
+    url = cluster.start_gateway()
+    worker = cluster.workers[0]["url"]
+    h = {"Authorization": f"Bearer {keys['t']}"}
+    body = {**LONG, "prompt": list(range(1, 1001)), "max_tokens": 5}
+
+    async def scenario() -> float:
+        async with httpx.AsyncClient(timeout=60) as client:
+            leaving = asyncio.create_task(
+                client.post(f"{url}/v1/completions", json=body, headers=h)
+            )
+            await _wait(lambda: _busy(worker), 10)
+            leaving.cancel()  # in prefill: the gateway has sent nothing yet
+            return await _wait(lambda: _idle(worker), 5.0)
+
+    freed = asyncio.run(scenario())
+    print(f"\nworker freed {freed:.2f}s after the client left in prefill")
+    if not fast_lane:
+        assert freed < 1.0  # not at the first token, ~2 s later
+    rows = _rows(cluster)
+    assert [(r.status, r.error) for r in rows] == [("aborted", "client disconnected")]
+
+
+def _rows(cluster: Cluster) -> list[RequestRecord]:
+    db = Database(cluster.db_url)
+    try:
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            with db.reader() as r:
+                rows = r.requests.list(limit=10)
+            if rows:
+                return rows
+            time.sleep(0.2)
+        return []
+    finally:
+        db.dispose()

@@ -5,6 +5,7 @@ Also: a queue timeout is an explicit 504, and the recorder can die without losin
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import httpx
 import openai
@@ -47,6 +48,31 @@ def test_failure_before_first_token_is_requeued(cluster: Cluster) -> None:
     rows = [_row(cluster, r.headers["X-Arbiter-Request-Id"]) for r in served]
     assert all(row.worker == "sim-1" for row in rows)
     assert rows[0].attempts == 2  # placed on sim-0 first (id order), re-queued
+
+
+@pytest.mark.parametrize("stream", [True, False])
+def test_a_worker_that_dies_in_prefill_after_its_200_gets_the_request_requeued(
+    cluster: Cluster, stream: bool
+) -> None:
+    """vLLM sends its 200 before prefill: a worker that dies then has sent the client nothing,
+    so the request is re-queued as if it had failed to answer, not ended with an error (an
+    event for a stream, a 502 for a collected answer: the gateway always streams from the
+    worker)."""
+    keys = cluster.tenants(["t"])
+    cluster.start_worker(speed=10.0, extra=["--die-after-tokens", "0"])  # sim-0
+    cluster.start_worker(speed=10.0)  # sim-1
+    cluster.start_scheduler()
+    url = cluster.start_gateway()
+    client = openai.OpenAI(base_url=f"{url}/v1", api_key=keys["t"], max_retries=0, timeout=30)
+    raw = client.completions.with_raw_response.create(
+        model="tiny-llama", prompt="hello", max_tokens=6, stream=stream,
+        extra_body={"ignore_eos": True},
+    )  # fmt: skip
+    answer: Any = raw.parse()
+    chunks = list(answer) if stream else [answer]
+    assert "".join(c.choices[0].text for c in chunks if c.choices)  # the answer, from sim-1
+    row = _row(cluster, raw.headers["X-Arbiter-Request-Id"])
+    assert (row.status, row.worker, row.attempts, row.n_out) == ("ok", "sim-1", 2, 6)
 
 
 def test_no_retry_left_is_an_explicit_error(cluster: Cluster) -> None:

@@ -89,7 +89,7 @@ def sim(
     kv_tokens: Annotated[int | None, Opt(help="KV cache capacity in tokens.")] = None,
     scheduling_policy: Annotated[str, Opt(help="fcfs or priority (vLLM's flag).")] = "fcfs",
     fail_rate: Annotated[float, Opt(help="Fraction of requests answered 500.")] = 0.0,
-    die_after_tokens: Annotated[int | None, Opt(help="Exit after N streamed tokens.")] = None,
+    die_after_tokens: Annotated[int | None, Opt(help="Exit after N tokens (0: prefill).")] = None,
     stall_after_tokens: Annotated[int | None, Opt(help="Stall after N streamed tokens.")] = None,
     stall_s: Annotated[float, Opt(help="Length of the stall in seconds.")] = 0.0,
     log_level: Annotated[str, Opt(help="uvicorn log level.")] = "warning",

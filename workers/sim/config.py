@@ -17,7 +17,8 @@ class SimConfig(BaseModel):
       is answered 500 before any token with probability F;
     - ``die_after_tokens`` N: the process exits at once (``os._exit(3)``) right after writing the
       N-th token of streamed answers, counted over all requests (non-streamed answers do not
-      count);
+      count); 0: right after a streamed answer's headers, before its first token (vLLM sends
+      its ``200`` before prefill: a crash in prefill);
     - ``stall_after_tokens`` N with ``stall_s`` S: right after the N-th streamed token, no
       stream sends anything for S seconds (once; the engine keeps running meanwhile and the
       tokens it produced arrive together afterwards).
@@ -35,6 +36,6 @@ class SimConfig(BaseModel):
     kv_tokens: int | None = Field(default=None, gt=0)
     scheduling_policy: Literal["fcfs", "priority"] = "fcfs"
     fail_rate: float = Field(default=0.0, ge=0.0, le=1.0)
-    die_after_tokens: int | None = Field(default=None, gt=0)
+    die_after_tokens: int | None = Field(default=None, ge=0)
     stall_after_tokens: int | None = Field(default=None, gt=0)
     stall_s: float = Field(default=0.0, ge=0.0)

@@ -175,7 +175,7 @@ class SimWorker:
         """Count streamed tokens; ``"die"`` or ``"stall"`` when a fault triggers now."""
         self.tokens_streamed += n
         cfg = self.config
-        if cfg.die_after_tokens and self.tokens_streamed >= cfg.die_after_tokens:
+        if cfg.die_after_tokens is not None and self.tokens_streamed >= cfg.die_after_tokens:
             return "die"
         after = cfg.stall_after_tokens
         if after and not self._stall_until and self.tokens_streamed >= after:
@@ -191,6 +191,8 @@ class SimWorker:
         self, send: Send, stream: TokenStream, enc: ChunkEncoder, plan: OutputPlan
     ) -> None:
         await start_stream(send)
+        if self.config.die_after_tokens == 0:  # uvicorn has written the headers
+            os._exit(DIE_EXIT_CODE)
         sent = 0
         while True:
             batch = await stream.next_batch()

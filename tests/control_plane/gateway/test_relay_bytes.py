@@ -12,9 +12,9 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
-from control_plane.gateway.proxy import upstream_payload, upstream_session
+from control_plane.gateway.answer import Answers
+from control_plane.gateway.proxy import WorkerUnreachable, upstream_payload, upstream_session
 from control_plane.gateway.relay import FinalPiece, Relay, StreamBroken, StreamStats
-from control_plane.gateway.service import Gateway
 
 HEAD = b'{"id":"c1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,'
 ROLE = HEAD + b'"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}]}'
@@ -104,7 +104,7 @@ async def _relay_pieces(
 ) -> tuple[list[bytes], StreamStats, list[int]]:
     """Relay a worker that sends `writes` one by one (each flushed, a pause between); the
     client's pieces are appended to `pieces` as they come. With `gateway`, the pieces are
-    those of `Gateway._stream` around the relay (which closes it and finishes the request)."""
+    those of `Answers.stream` around the relay (which closes it and finishes the request)."""
     pieces = [] if pieces is None else pieces
 
     async def handler(request: web.Request) -> web.StreamResponse:
@@ -131,7 +131,8 @@ async def _relay_pieces(
             want_continuous=False,
         )
         if gateway is not None:
-            async for data in Gateway._stream(gateway, gateway.flight, relay):  # type: ignore[arg-type]
+            answers = Answers(gateway.d, gateway.finish)  # type: ignore[arg-type]
+            async for data in answers.stream(gateway.flight, relay):  # type: ignore[arg-type]
                 gateway.log.append("final piece" if isinstance(data, FinalPiece) else "piece")
                 pieces.append(data)
             return pieces, stats, reported
@@ -144,15 +145,14 @@ async def _relay_pieces(
 
 
 class _Gateway:
-    """What `Gateway._stream` uses of its gateway: the reporter and the finisher (logged)."""
+    """What `Answers.stream` uses of its gateway: the reporter and the finisher (logged)."""
 
     def __init__(self) -> None:
         self.log: list[str] = []
         self.flight = SimpleNamespace(id="r1", grant=None)
         self.d = SimpleNamespace(reporter=SimpleNamespace(emit=lambda event: None))
-        self._finisher = SimpleNamespace(finish=self._finish)
 
-    async def _finish(self, flight: object, status: str, error: str | None) -> None:
+    async def finish(self, flight: object, status: str, error: str | None) -> None:
         self.log.append(f"finished {status}")
 
 
@@ -213,3 +213,61 @@ async def test_tokens_read_together_with_an_error_reach_the_client_before_it_fai
         await _relay_pieces([_sse(TOKEN, TOKEN, ERROR)], pieces)
 
     assert pieces == [_sse(TOKEN, TOKEN)]
+
+
+async def _primed(writes: list[bytes]) -> tuple[Relay, StreamStats, list[bytes]]:
+    """Prime a relay over a worker that sends `writes`, then stream the rest."""
+    pieces: list[bytes] = []
+
+    async def handler(request: web.Request) -> web.StreamResponse:
+        resp = web.StreamResponse(headers={"content-type": "text/event-stream"})
+        await resp.prepare(request)
+        for piece in writes:
+            await resp.write(piece)
+            await asyncio.sleep(0.02)
+        return resp  # no write_eof: the connection ends with the handler
+
+    app = web.Application()
+    app.router.add_post("/v1/chat/completions", handler)
+    async with TestServer(app) as server, upstream_session(5.0) as session:
+        resp = await session.post(str(server.make_url("/v1/chat/completions")), data=b"{}")
+        stats = StreamStats()
+        relay = Relay(resp, stats, lambda n, _t: None, want_usage=False, want_continuous=False)
+        try:
+            await relay.prime()
+            async for data in relay.stream():
+                pieces.append(data)
+        finally:
+            await relay.close()
+    return relay, stats, pieces
+
+
+async def test_a_worker_that_ends_before_its_first_token_fails_the_prime_as_unreachable() -> None:
+    """The role chunk is no token: a worker that dies after it (in prefill, its 200 sent) has
+    given the client nothing, so the request may be re-queued (WorkerUnreachable)."""
+    with pytest.raises(WorkerUnreachable, match="without \\[DONE\\]"):
+        await _primed([_sse(ROLE)])
+
+
+async def test_an_error_chunk_before_the_first_token_fails_the_prime_as_unreachable() -> None:
+    """vLLM answers an engine that died in prefill with an error chunk (and `[DONE]`): a
+    failure before answering, retried elsewhere, where relaying it ended the request."""
+    with pytest.raises(WorkerUnreachable, match="engine died"):
+        await _primed([_sse(ROLE), _sse(ERROR) + b"data: [DONE]\n\n"])
+
+
+async def test_prime_holds_the_answer_up_to_its_first_token_and_stream_relays_all_of_it() -> None:
+    writes = [_sse(ROLE), _sse(TOKEN), _sse(FINISH, USAGE) + b"data: [DONE]\n\n"]
+
+    _, stats, pieces = await _primed(writes)
+
+    events = _events(pieces)
+    assert events[:2] == [_sse(ROLE), _sse(TOKEN)]
+    assert orjson.loads(events[2][6:])["choices"][0]["finish_reason"] == "length"
+    assert (stats.n_out, stats.finish_reason) == (3, "length")
+    assert stats.first_token_at is not None and stats.finished_at is not None
+
+
+async def test_a_failure_after_the_first_token_is_a_broken_stream_not_a_retry() -> None:
+    with pytest.raises(StreamBroken):
+        await _primed([_sse(ROLE), _sse(TOKEN)])
