@@ -5,8 +5,8 @@ a cancelled caller), Redis may have run it, may still run it, or never will. The
 error at once; off the response path the request is then abandoned (`RequestStore.abandon`,
 one script): an id Redis does not know gets a tombstone, so a submit that runs later changes
 nothing; a request the call queued is withdrawn, its event carrying the envelope the gateway
-submitted so that the recorder writes its row (status `error`: its client had a 503); a
-fast-lane slot it took is released like an
+submitted so that the recorder writes its row (status `error`: its client had a 503, or
+nothing at a shutdown past its grace); a fast-lane slot it took is released like an
 orphan grant (its `complete` event, then the mark). A request the leader granted meanwhile
 reaches the grant reader with nobody waiting and is released there. Retried with backoff
 (capped at `MAX_DELAY_S`) for as long as the process lives, however long Redis is away: a
@@ -33,8 +33,9 @@ log = logging.getLogger(__name__)
 FIRST_DELAY_S = 0.25
 MAX_DELAY_S = 5.0
 MAX_PENDING = 100_000
-"""Most failed submits kept for abandoning (about 100 bytes each); beyond, the oldest are
-dropped with a warning — only a very long outage under heavy load gets there."""
+"""Most failed submits kept for abandoning (about 1.2 KB each with the envelope kept for the
+withdrawal's row: some 120 MB at the cap); beyond, the oldest are dropped with a warning —
+only a very long outage under heavy load gets there."""
 REASON = "submit_failed"
 
 

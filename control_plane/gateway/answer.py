@@ -48,8 +48,9 @@ class Answers:
 
     def streamed(self, flight: Flight, relay: Relay) -> StreamingResponse:
         """The streamed answer's response (its body is `stream`). A client already gone when
-        it starts is seen at once: Starlette (ASGI spec 2.3, as uvicorn serves) cancels the
-        body at its first wait, so `stream` still closes the relay and ends it `aborted`."""
+        it starts is seen at once: `api/hot_path.py` starts the body, cancels it at its first
+        wait and closes it; Starlette (ASGI spec 2.3, as uvicorn serves) starts it and cancels
+        it at its first wait too — so `stream` still closes the relay and ends it `aborted`."""
         return StreamingResponse(
             self.stream(flight, relay),
             media_type="text/event-stream",

@@ -84,7 +84,7 @@ async def open_upstream(
         return resp
     raw = await _read_safely(resp)
     if 400 <= resp.status < 500:
-        raise WorkerRejected(resp.status, _as_error(raw, resp.status))
+        raise WorkerRejected(resp.status, worker_error_body(raw, resp.status))
     raise WorkerUnreachable(f"worker answered {resp.status}")
 
 
@@ -125,7 +125,8 @@ async def _read_safely(resp: aiohttp.ClientResponse) -> bytes:
         resp.release()
 
 
-def _as_error(raw: bytes, status: int) -> dict[str, Any]:
+def worker_error_body(raw: bytes, status: int) -> dict[str, Any]:
+    """The client's OpenAI-shaped error body for a worker's error `raw` answered as `status`."""
     try:
         data = orjson.loads(raw)
     except orjson.JSONDecodeError:

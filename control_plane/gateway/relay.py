@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import re
 import time
+from collections import deque
 from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -28,13 +29,18 @@ import orjson
 from control_plane.gateway.collected import Collected
 from control_plane.gateway.collected import aggregate as collected_body
 from control_plane.gateway.errors import error_body
-from control_plane.gateway.proxy import WorkerUnreachable
+from control_plane.gateway.proxy import WorkerRejected, WorkerUnreachable, worker_error_body
 
 DONE = b"data: [DONE]\n\n"
 _FINISHED = re.compile(rb'"finish_reason":\s*"')
 _CONTENT = re.compile(rb'"(?:text|content)":\s*"[^"]')
 """A chunk that carries generated text: a chat's role chunk (`"content":""`) or an empty
 finish chunk is no token, and progress once charged is never refunded."""
+_GENERATED = re.compile(
+    rb'"(?:text|content|reasoning_content|reasoning)":\s*"[^"]|"tool_calls":\s*\[\s*\{'
+)
+"""A chunk that carries generated output of any kind — text, a reasoning model's thinking, a
+tool call: where `prime` stops holding the answer."""
 
 
 class FinalPiece(bytes):
@@ -80,7 +86,7 @@ class Relay:
         self._unreported = 0
         """Tokens counted from plain chunks and not yet reported to `on_tokens`."""
         self._source = self._blocks()
-        self._held: list[list[bytes]] = []
+        self._held: deque[list[bytes]] = deque()
         """What `prime` read, handed out before the rest of `_source`."""
 
     @property
@@ -89,11 +95,13 @@ class Relay:
         return self._done
 
     async def prime(self) -> None:
-        """Read the answer up to its first token (a chunk with text) or its end, and hold it
-        for `stream`/`collect` (nothing is counted yet; the first token is stamped as read).
-        Raises WorkerUnreachable when the worker fails first — its connection lost, or an
-        error chunk (vLLM's answer when its engine dies in prefill): nothing has reached the
-        client, so the request may go to another worker."""
+        """Read the answer up to its first generated token (text, thinking or a tool call:
+        `_GENERATED`) or its end, and hold it for `stream`/`collect` (nothing is counted yet;
+        the first token is stamped as read). Raises WorkerUnreachable when the worker fails
+        first — its connection lost, or an error chunk that is not the request's fault (vLLM
+        streams one with the error's HTTP status as `code`, 500 when its engine died): nothing
+        has reached the client, so the request may go to another worker; WorkerRejected for an
+        error chunk with a 4xx `code` (the request's fault: the client gets it as is)."""
         while not self._done:
             try:
                 payloads = await anext(self._source)
@@ -101,11 +109,25 @@ class Relay:
                 return
             self._held.append(payloads)
             for data in payloads:
-                if b'"error"' in data and (error := _error_of(data)) is not None:
-                    raise self._failure(error)
-            if any(_CONTENT.search(data) for data in payloads):
+                if b'"error"' in data:
+                    self._raise_if_error(data)
+            if any(_GENERATED.search(data) for data in payloads):
                 self._stats.first_token_at = time.time()
                 return
+
+    def _raise_if_error(self, data: bytes) -> None:
+        """Raise for an error chunk read before the first token (see `prime`)."""
+        try:
+            chunk = orjson.loads(data)
+        except orjson.JSONDecodeError:
+            return  # reported when the chunk is relayed
+        if not isinstance(chunk, dict) or "error" not in chunk or "choices" in chunk:
+            return
+        err = chunk["error"]
+        status = err.get("code") if isinstance(err, dict) else None
+        if type(status) is int and 400 <= status < 500:
+            raise WorkerRejected(status, worker_error_body(data, status))
+        raise self._failure(str(err))
 
     def _rest(self) -> AsyncIterator[list[bytes]]:
         """The payload lists still to handle: those `prime` held, then the connection's."""
@@ -113,7 +135,7 @@ class Relay:
 
     async def _held_then_source(self) -> AsyncIterator[list[bytes]]:
         while self._held:
-            yield self._held.pop(0)
+            yield self._held.popleft()
         async for payloads in self._source:
             yield payloads
 
@@ -276,17 +298,6 @@ class Relay:
         if "usage" in chunk:
             chunk = {k: v for k, v in chunk.items() if k != "usage"}
         return _sse(chunk)
-
-
-def _error_of(data: bytes) -> str | None:
-    """The error of an error chunk (an object with `error` and no `choices`), else None."""
-    try:
-        chunk = orjson.loads(data)
-    except orjson.JSONDecodeError:
-        return None  # reported when the chunk is relayed
-    if isinstance(chunk, dict) and "error" in chunk and "choices" not in chunk:
-        return str(chunk["error"])
-    return None
 
 
 def _sse(chunk: dict[str, Any]) -> bytes:

@@ -13,7 +13,12 @@ from aiohttp import web
 from aiohttp.test_utils import TestServer
 
 from control_plane.gateway.answer import Answers
-from control_plane.gateway.proxy import WorkerUnreachable, upstream_payload, upstream_session
+from control_plane.gateway.proxy import (
+    WorkerRejected,
+    WorkerUnreachable,
+    upstream_payload,
+    upstream_session,
+)
 from control_plane.gateway.relay import FinalPiece, Relay, StreamBroken, StreamStats
 
 HEAD = b'{"id":"c1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,'
@@ -254,6 +259,50 @@ async def test_an_error_chunk_before_the_first_token_fails_the_prime_as_unreacha
     failure before answering, retried elsewhere, where relaying it ended the request."""
     with pytest.raises(WorkerUnreachable, match="engine died"):
         await _primed([_sse(ROLE), _sse(ERROR) + b"data: [DONE]\n\n"])
+
+
+async def test_an_error_chunk_that_is_the_request_s_fault_is_the_worker_s_refusal() -> None:
+    """vLLM streams an error's HTTP status as `code`: a 4xx is the request's fault, not the
+    worker's, so the client gets it as is (no retry on a second worker, no cooldown)."""
+    bad = b'{"error":{"message":"bad logits","type":"BadRequestError","param":null,"code":400}}'
+    with pytest.raises(WorkerRejected) as refused:
+        await _primed([_sse(ROLE), _sse(bad) + b"data: [DONE]\n\n"])
+    assert refused.value.status == 400
+    assert refused.value.body["error"]["message"] == "bad logits"
+
+
+@pytest.mark.parametrize(
+    "first",
+    [
+        HEAD + b'"delta":{"reasoning_content":"Let me"},"finish_reason":null}]}',
+        HEAD + b'"delta":{"reasoning":"Hmm"},"finish_reason":null}]}',
+        HEAD + b'"delta":{"tool_calls":[{"index":0,"id":"t1","type":"function"}]}}]}',
+    ],
+)
+async def test_prime_stops_at_the_first_output_of_any_kind(first: bytes) -> None:
+    """A reasoning model's thinking or a tool call is output: the client hears it at once,
+    not at the first text (which may come thousands of tokens later, or never)."""
+    wrote = asyncio.Event()
+
+    async def handler(request: web.Request) -> web.StreamResponse:
+        resp = web.StreamResponse(headers={"content-type": "text/event-stream"})
+        await resp.prepare(request)
+        await resp.write(_sse(ROLE, first))
+        wrote.set()
+        await asyncio.sleep(30)  # the rest of the answer is far away
+        return resp
+
+    app = web.Application()
+    app.router.add_post("/v1/chat/completions", handler)
+    async with TestServer(app) as server, upstream_session(5.0) as session:
+        resp = await session.post(str(server.make_url("/v1/chat/completions")), data=b"{}")
+        stats = StreamStats()
+        relay = Relay(resp, stats, lambda n, _t: None, want_usage=False, want_continuous=False)
+        try:
+            await asyncio.wait_for(relay.prime(), 3.0)
+        finally:
+            await relay.close()
+    assert wrote.is_set() and stats.first_token_at is not None
 
 
 async def test_prime_holds_the_answer_up_to_its_first_token_and_stream_relays_all_of_it() -> None:
