@@ -220,8 +220,11 @@ async def test_tokens_read_together_with_an_error_reach_the_client_before_it_fai
     assert pieces == [_sse(TOKEN, TOKEN)]
 
 
-async def _primed(writes: list[bytes]) -> tuple[Relay, StreamStats, list[bytes]]:
-    """Prime a relay over a worker that sends `writes`, then stream the rest."""
+async def _primed(
+    writes: list[bytes], *, then_wait_s: float = 0.0, stream: bool = True
+) -> tuple[Relay, StreamStats, list[bytes]]:
+    """Prime a relay over a worker that sends `writes` (then waits `then_wait_s` before it
+    ends the connection), within 3 s; then, when `stream`, stream the rest."""
     pieces: list[bytes] = []
 
     async def handler(request: web.Request) -> web.StreamResponse:
@@ -230,6 +233,7 @@ async def _primed(writes: list[bytes]) -> tuple[Relay, StreamStats, list[bytes]]
         for piece in writes:
             await resp.write(piece)
             await asyncio.sleep(0.02)
+        await asyncio.sleep(then_wait_s)
         return resp  # no write_eof: the connection ends with the handler
 
     app = web.Application()
@@ -239,9 +243,10 @@ async def _primed(writes: list[bytes]) -> tuple[Relay, StreamStats, list[bytes]]
         stats = StreamStats()
         relay = Relay(resp, stats, lambda n, _t: None, want_usage=False, want_continuous=False)
         try:
-            await relay.prime()
-            async for data in relay.stream():
-                pieces.append(data)
+            await asyncio.wait_for(relay.prime(), 3.0)
+            if stream:
+                async for data in relay.stream():
+                    pieces.append(data)
         finally:
             await relay.close()
     return relay, stats, pieces
@@ -282,27 +287,8 @@ async def test_an_error_chunk_that_is_the_request_s_fault_is_the_worker_s_refusa
 async def test_prime_stops_at_the_first_output_of_any_kind(first: bytes) -> None:
     """A reasoning model's thinking or a tool call is output: the client hears it at once,
     not at the first text (which may come thousands of tokens later, or never)."""
-    wrote = asyncio.Event()
-
-    async def handler(request: web.Request) -> web.StreamResponse:
-        resp = web.StreamResponse(headers={"content-type": "text/event-stream"})
-        await resp.prepare(request)
-        await resp.write(_sse(ROLE, first))
-        wrote.set()
-        await asyncio.sleep(30)  # the rest of the answer is far away
-        return resp
-
-    app = web.Application()
-    app.router.add_post("/v1/chat/completions", handler)
-    async with TestServer(app) as server, upstream_session(5.0) as session:
-        resp = await session.post(str(server.make_url("/v1/chat/completions")), data=b"{}")
-        stats = StreamStats()
-        relay = Relay(resp, stats, lambda n, _t: None, want_usage=False, want_continuous=False)
-        try:
-            await asyncio.wait_for(relay.prime(), 3.0)
-        finally:
-            await relay.close()
-    assert wrote.is_set() and stats.first_token_at is not None
+    _, stats, _ = await _primed([_sse(ROLE, first)], then_wait_s=30, stream=False)
+    assert stats.first_token_at is not None
 
 
 async def test_prime_holds_the_answer_up_to_its_first_token_and_stream_relays_all_of_it() -> None:
