@@ -98,15 +98,18 @@ class Relay:
         """Read the answer up to its first generated token (text, thinking or a tool call:
         `_GENERATED`) or its end, and hold it for `stream`/`collect` (nothing is counted yet;
         the first token is stamped as read). Raises WorkerUnreachable when the worker fails
-        first — its connection lost, or an error chunk that is not the request's fault (vLLM
-        streams one with the error's HTTP status as `code`, 500 when its engine died): nothing
-        has reached the client, so the request may go to another worker; WorkerRejected for an
-        error chunk with a 4xx `code` (the request's fault: the client gets it as is)."""
+        first: nothing has reached the client, so the request may go to another worker — its
+        connection lost; an error chunk without a 4xx `code` (vLLM streams the error's HTTP
+        status there, 500 when its engine died); or an answer that ends with neither a token
+        nor a finish reason (vLLM aborting a request still in prefill: its engine shut down or
+        paused). WorkerRejected for an error chunk with a 4xx `code` (vLLM's status for the
+        request's fault: the client gets it as is)."""
+        finished = False
         while not self._done:
             try:
                 payloads = await anext(self._source)
             except StopAsyncIteration:
-                return
+                break
             self._held.append(payloads)
             for data in payloads:
                 if b'"error"' in data:
@@ -114,6 +117,9 @@ class Relay:
             if any(_GENERATED.search(data) for data in payloads):
                 self._stats.first_token_at = time.time()
                 return
+            finished = finished or any(_FINISHED.search(data) for data in payloads)
+        if not finished:
+            raise self._failure("the worker ended the answer before its first token")
 
     def _raise_if_error(self, data: bytes) -> None:
         """Raise for an error chunk read before the first token (see `prime`)."""

@@ -291,6 +291,24 @@ async def test_prime_stops_at_the_first_output_of_any_kind(first: bytes) -> None
     assert stats.first_token_at is not None
 
 
+async def test_an_answer_that_ends_with_no_token_and_no_finish_reason_fails_the_prime() -> None:
+    """vLLM aborting a request in prefill (its engine shut down or paused) skips the empty
+    output: the stream is the role chunk, the usage chunk and `[DONE]` — no answer at all,
+    retried elsewhere, where it was an empty 200 recorded `ok`."""
+    zero = USAGE.replace(b'"completion_tokens":3', b'"completion_tokens":0')
+    with pytest.raises(WorkerUnreachable, match="before its first token"):
+        await _primed([_sse(ROLE), _sse(zero) + b"data: [DONE]\n\n"])
+
+
+async def test_an_empty_answer_with_a_finish_reason_is_an_answer() -> None:
+    """An answer whose only token is the end of sequence has an empty text and a finish
+    reason: served (nothing to retry)."""
+    empty = HEAD + b'"delta":{"content":""},"logprobs":null,"finish_reason":"stop"}]}'
+    _, stats, pieces = await _primed([_sse(ROLE), _sse(empty) + b"data: [DONE]\n\n"])
+    assert stats.finish_reason == "stop" and stats.first_token_at is None
+    assert orjson.loads(_events(pieces)[-1][6:])["choices"][0]["finish_reason"] == "stop"
+
+
 async def test_prime_holds_the_answer_up_to_its_first_token_and_stream_relays_all_of_it() -> None:
     writes = [_sse(ROLE), _sse(TOKEN), _sse(FINISH, USAGE) + b"data: [DONE]\n\n"]
 
