@@ -1,6 +1,6 @@
 """Answering the client from a primed relay: streamed as SSE, or collected into one body.
 
-Rule: the relay was primed (`Relay.prime`: the answer read up to its first token) before any
+Rule: the relay was primed (`Relay.prime`: the answer read up to its first output) before any
 of this runs, so a failure here comes after the request was committed to this worker: a
 streamed client gets an SSE error event (code `worker_failed`) after what was read before it,
 a non-streamed one a 502; either way the request is finished with status `error` and a
@@ -122,7 +122,7 @@ class Answers:
 async def prime_unless_left(relay: Relay, left: asyncio.Future[None] | None) -> None:
     """`relay.prime()`, raced against `left` (the client's disconnect) when given: `ClientLeft`
     when the client goes first. The relay is closed when this raises (the worker aborts)."""
-    if left is None:  # the fast lane: no watcher; a client gone in prefill is seen at its token
+    if left is None:  # the fast lane: no watcher; a client gone in prefill is seen at its output
         try:
             await relay.prime()
         except BaseException:

@@ -9,9 +9,10 @@ one piece per read of the worker's connection (one send to the client, one progr
 the tokens relayed are counted (one per content chunk, then exactly from the usage chunk) in
 `StreamStats` and reported as progress.
 
-Before anything is sent, `prime` reads the answer up to its first token and holds it: vLLM
-sends its `200` before prefill, so a worker that dies in prefill fails a request whose client
-has received nothing yet, and the gateway re-queues it (architecture.md §2, invariant 5).
+Before anything is sent, `prime` reads the answer up to its first output (a token of text,
+thinking or a tool call) and holds it: vLLM sends its `200` before prefill, so a worker that
+dies in prefill fails a request whose client has received nothing yet, and the gateway
+re-queues it (architecture.md §2, invariant 5).
 """
 
 from __future__ import annotations
