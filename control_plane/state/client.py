@@ -14,7 +14,7 @@ from redis.exceptions import AuthenticationError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from control_plane.state.errors import guarded
-from control_plane.state.mux import Multiplexer
+from control_plane.state.mux import ENCODING_ERRORS, Multiplexer
 from control_plane.state.sentinel import SentinelTarget, sentinel_client
 
 T = TypeVar("T")
@@ -43,8 +43,11 @@ def connect(
     """A `redis.asyncio.Redis` for `url`, configured for the state layer.
 
     Guarantee: no command waits on Redis without bound. Responses are decoded to `str` (every
-    store relies on it). A refused or reset connection (or a connect timeout) is retried
-    `retries` times with jittered exponential backoff (20 ms … 500 ms), so a blip is absorbed
+    store relies on it); bytes that are not UTF-8 — only a hand edit puts them in Redis —
+    become U+FFFD instead of raising, which would fail the whole reply they are in (an
+    events entry: the batch read with it, each time it is read). A refused or reset
+    connection (or a connect timeout) is retried `retries` times with jittered exponential
+    backoff (20 ms … 500 ms), so a blip is absorbed
     and an outage surfaces within about a second as `StateUnavailable`; a command Redis does
     not answer within `socket_timeout_s` (Redis paused or partitioned) fails at once, without
     retries, so a stall costs each caller at most `socket_timeout_s`. Idle connections are
@@ -71,6 +74,7 @@ def connect(
     backoff = ExponentialWithJitterBackoff(base=0.02, cap=0.5)
     kwargs: dict[str, Any] = dict(
         decode_responses=True,
+        encoding_errors=ENCODING_ERRORS,
         client_name=client_name,
         socket_connect_timeout=connect_timeout_s,
         socket_timeout=socket_timeout_s,

@@ -30,6 +30,9 @@ from redis.exceptions import DataError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 Arg = str | int | float
+ENCODING_ERRORS = "replace"
+"""How replies that are not UTF-8 are decoded, by this connection and the pooled client's:
+into U+FFFD, never an error (`control_plane.state.client.connect`)."""
 
 
 class Multiplexer:
@@ -173,7 +176,9 @@ class _Connection(asyncio.Protocol):
     """The transport, the reply parser and the futures of the commands written, in order."""
 
     def __init__(self, timeout_s: float) -> None:
-        self._reader = hiredis.Reader(encoding="utf-8", replyError=BaseParser.parse_error)
+        self._reader = hiredis.Reader(
+            encoding="utf-8", errors=ENCODING_ERRORS, replyError=BaseParser.parse_error
+        )
         self._waiting: deque[tuple[asyncio.Future[Any], asyncio.TimerHandle]] = deque()
         self._timeout_s = timeout_s
         self._transport: asyncio.Transport | None = None

@@ -6,6 +6,7 @@ import asyncio
 import time
 
 import pytest
+import redis as redis_client
 from redis.asyncio import Redis
 from redis.exceptions import ResponseError
 
@@ -23,6 +24,8 @@ from control_plane.state import (
     GrantStream,
     KeySpace,
     RequestStore,
+    StateStores,
+    connect,
 )
 from control_plane.state import events as events_module
 from control_plane.state.inflight_view import NO_ENTRY
@@ -173,6 +176,31 @@ async def test_events_fan_out_to_each_group_typed(events: EventStream) -> None:
         got = await events.read(group, "c1", block_ms=None)
         assert got == list(zip(ids, payloads, strict=True))
     assert await events.publish([]) == []
+
+
+@pytest.mark.parametrize("multiplex", [True, False])
+async def test_an_entry_not_in_utf8_does_not_fail_the_read_of_its_batch(
+    redis_url: str, keyspace: KeySpace, multiplex: bool
+) -> None:
+    """A hand edit's bytes in one event (a tenant that is not UTF-8): decoded with U+FFFD,
+    so the batch is read — the entry itself decodes, or is set aside as not an event — where
+    the whole read raised each time, holding up every event behind it."""
+    client = connect(redis_url, client_name="utf8-test", multiplex=multiplex)
+    try:
+        events = StateStores.build(client, keyspace).events
+        await events.ensure_groups()
+        bad = b'{"type":"withdrawn","id":"r1","reason":"queue_timeout","tenant":"\xffme"}'
+        raw = redis_client.Redis.from_url(redis_url)
+        raw.xadd(keyspace.events, {"data": bad})
+        raw.close()
+        ids = await events.publish([Progress("r2", 1, 1.0)])
+        got = await events.read("recorder", "r", block_ms=None)
+        assert [event for _, event in got][-1] == Progress("r2", 1, 1.0)
+        assert got[-1][0] == ids[0]
+        withdrawn = [event for _, event in got if isinstance(event, Withdrawn)]
+        assert [w.tenant for w in withdrawn] == ["\ufffdme"]
+    finally:
+        await client.aclose()
 
 
 async def test_unacked_events_are_redelivered_after_a_restart(events: EventStream) -> None:
