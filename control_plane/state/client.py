@@ -6,6 +6,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar, cast
 
+from redis._parsers.encoders import Encoder
 from redis.asyncio import BlockingConnectionPool, Redis
 from redis.asyncio.retry import Retry
 from redis.asyncio.sentinel import MasterNotFoundError
@@ -27,6 +28,19 @@ MAX_BLOCK_MS = 1_000
 _MIN_TIMEOUT_OVER_BLOCK = 1.5
 
 
+class StrictWrites(Encoder):
+    """redis-py's encoder, its `encoding_errors` applied to replies only: a command's text
+    is encoded strictly, so one that is not encodable raises instead of reaching Redis with
+    `?` in it (two texts would become one key)."""
+
+    __slots__ = ()
+
+    def encode(self, value: Any) -> Any:
+        if isinstance(value, str):
+            return value.encode(self.encoding)
+        return super().encode(value)  # type: ignore[no-untyped-call]
+
+
 def connect(
     url: str,
     *,
@@ -45,7 +59,8 @@ def connect(
     Guarantee: no command waits on Redis without bound. Responses are decoded to `str` (every
     store relies on it); bytes that are not UTF-8 — only a hand edit puts them in Redis —
     become U+FFFD instead of raising, which would fail the whole reply they are in (an
-    events entry: the batch read with it, each time it is read). A refused or reset
+    events entry: the batch read with it, each time it is read); a command's text that is not
+    encodable (a lone surrogate) still raises, as on the multiplexer. A refused or reset
     connection (or a connect timeout) is retried `retries` times with jittered exponential
     backoff (20 ms … 500 ms), so a blip is absorbed
     and an outage surfaces within about a second as `StateUnavailable`; a command Redis does
@@ -75,6 +90,7 @@ def connect(
     kwargs: dict[str, Any] = dict(
         decode_responses=True,
         encoding_errors=ENCODING_ERRORS,
+        encoder_class=StrictWrites,
         client_name=client_name,
         socket_connect_timeout=connect_timeout_s,
         socket_timeout=socket_timeout_s,

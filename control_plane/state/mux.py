@@ -46,10 +46,11 @@ class Multiplexer:
     never retried — the connection is dropped, failing every command still waiting on it
     (Redis stalled for all of them alike). Error replies raise redis-py's exceptions
     (`NoScriptError`, `ResponseError`, …); an argument redis-py would refuse raises
-    `DataError` before anything is written, and a reply that cannot be decoded fails only its
-    own caller, so no reply ever reaches the wrong caller. A caller cancelled while waiting
-    leaves its reply to be read and dropped. Callers that find no open connection share one
-    connection attempt. No I/O happens before the first command.
+    `DataError` before anything is written (text that is not encodable too), a reply that is
+    not UTF-8 is decoded with U+FFFD (`ENCODING_ERRORS`), and one that still cannot be parsed
+    fails only its own caller, so no reply ever reaches the wrong caller. A caller cancelled
+    while waiting leaves its reply to be read and dropped. Callers that find no open
+    connection share one connection attempt. No I/O happens before the first command.
     """
 
     def __init__(
@@ -221,7 +222,7 @@ class _Connection(asyncio.Protocol):
             except hiredis.ProtocolError as exc:
                 self.close(RedisConnectionError(f"Protocol error: {exc}"))
                 return
-            except ValueError as exc:  # a reply not in UTF-8: consumed, its caller's error
+            except ValueError as exc:  # not expected with ENCODING_ERRORS: its caller's error
                 reply = exc
             if reply is False:
                 return

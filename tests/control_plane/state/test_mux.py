@@ -234,3 +234,18 @@ async def test_a_closed_multiplexer_refuses_commands_at_once(redis_url: str) -> 
     await m.aclose()
     with pytest.raises(RedisConnectionError, match="closed"):
         await m.execute("PING")
+
+
+@pytest.mark.parametrize("multiplex", [True, False])
+async def test_a_command_whose_text_is_not_encodable_raises_and_writes_nothing(
+    redis_url: str, multiplex: bool
+) -> None:
+    """Replies are decoded leniently, commands strictly: a lone surrogate sent as `?` would
+    make two different texts one key."""
+    client = connect(redis_url, client_name="strict-writes", multiplex=multiplex)
+    try:
+        with pytest.raises(UnicodeEncodeError):
+            await client.set("k", "a\ud800b")
+        assert await client.get("k") is None
+    finally:
+        await client.aclose()
