@@ -62,11 +62,11 @@ def connect(
     events entry: the batch read with it, each time it is read); a command's text that is not
     encodable (a lone surrogate) still raises, as on the multiplexer. A refused or reset
     connection (or a connect timeout) is retried `retries` times with jittered exponential
-    backoff (20 ms … 500 ms), so a blip is absorbed
-    and an outage surfaces within about a second as `StateUnavailable`; a command Redis does
-    not answer within `socket_timeout_s` (Redis paused or partitioned) fails at once, without
-    retries, so a stall costs each caller at most `socket_timeout_s`. Idle connections are
-    health-checked every `health_check_interval_s` seconds. At most `max_connections` are
+    backoff (20 ms … 500 ms), so a blip is absorbed and an outage surfaces within about a
+    second as `StateUnavailable`; a command Redis does not answer within `socket_timeout_s`
+    (Redis paused or partitioned) fails at once, without retries, so a stall costs each caller
+    at most `socket_timeout_s`. Idle connections are health-checked every
+    `health_check_interval_s` seconds. At most `max_connections` are
     open; a command waits up to `pool_timeout_s` for a free one (back-pressure, not an error)
     before it fails as unavailable. Creating the client does no I/O.
 
