@@ -6,9 +6,10 @@ error at once; off the response path the request is then abandoned (`RequestStor
 one script): an id Redis does not know gets a tombstone, so a submit that runs later changes
 nothing; a request the call queued is withdrawn, its event carrying the envelope the gateway
 submitted so that the recorder writes its row (status `error`: its client had a 503, or
-nothing at a shutdown past its grace); a fast-lane slot it took is released like an
-orphan grant (its `complete` event, then the mark). A request the leader granted meanwhile
-reaches the grant reader with nobody waiting and is released there. Retried with backoff
+nothing at a shutdown past its grace); a fast-lane slot it took is released with its
+`complete` event (status `error`, the same envelope's request, so the same row), then the
+mark. A request the leader granted meanwhile reaches the grant reader with nobody waiting and
+is released there as an orphan (no row: the reader knows no envelope). Retried with backoff
 (capped at `MAX_DELAY_S`) for as long as the process lives, however long Redis is away: a
 submit can run late in Redis at any time until then (a stall, a partition whose data the
 kernel keeps resending), and a take nobody abandons holds its worker's slot for the life of
@@ -51,7 +52,7 @@ class SubmitAbandoner:
         self,
         requests: RequestStore,
         gateway_id: str,
-        release: Callable[[Grant], Awaitable[None]],
+        release: Callable[[Grant, Envelope, str], Awaitable[None]],
         *,
         delays: tuple[float, float] = (FIRST_DELAY_S, MAX_DELAY_S),
         max_pending: int = MAX_PENDING,
@@ -109,4 +110,4 @@ class SubmitAbandoner:
             # False: granted meanwhile, and the grant reader releases it (nobody waits for it)
             await self._requests.withdraw(request_id, now=now, reason=REASON, envelope=envelope)
         elif result.grant is not None:
-            await self._release(result.grant)
+            await self._release(result.grant, envelope, REASON)

@@ -22,8 +22,9 @@ from collections.abc import Coroutine
 from typing import Any
 
 from control_plane.contracts.grants import Grant
+from control_plane.contracts.requests import Envelope
 from control_plane.gateway.deps import GatewayDeps
-from control_plane.gateway.flight import Flight, orphan_event
+from control_plane.gateway.flight import Flight, orphan_event, unsent_event
 from control_plane.state.errors import StateUnavailable
 
 log = logging.getLogger(__name__)
@@ -128,6 +129,13 @@ class Finisher:
         event = orphan_event(grant, time.time(), error)
         published = self.d.reporter.emit(event, finish="aborted")
         self._mark_later(grant.request_id, "aborted", published)
+
+    async def release_unsent(self, grant: Grant, envelope: Envelope, error: str) -> None:
+        """A fast-lane slot was taken by a submit whose answer never came: release it with
+        the request's `complete` event (status `error`, a row to write), then the mark."""
+        event = unsent_event(grant, envelope, time.time(), error)
+        published = self.d.reporter.emit(event, finish="error")
+        self._mark_later(grant.request_id, "error", published)
 
     def _mark_later(self, request_id: str, status: str, published: asyncio.Future[bool]) -> None:
         self._to_mark.append((request_id, status, published))

@@ -65,9 +65,7 @@ class Gateway:
         self._finisher = Finisher(deps)
         self.release_orphan = self._finisher.release_orphan
         self._abandoner = SubmitAbandoner(
-            deps.requests,
-            deps.gateway_id,
-            functools.partial(self._finisher.release_orphan, error="submit failed"),
+            deps.requests, deps.gateway_id, self._finisher.release_unsent
         )
         self._answers = Answers(deps, self._finisher.finish)
 

@@ -20,6 +20,7 @@ import httpx
 import redis
 
 from control_plane.bench.off_loop import off_loop
+from storage.db import Database
 from tests.support.cluster import Cluster
 from tests.support.redis_server import RedisServer
 
@@ -244,3 +245,22 @@ def test_a_submit_that_timed_out_in_a_stall_keeps_no_slot(
     assert _post(url, keys["a"]).status_code == 200  # served again after recovery
     assert _in_flight_after(probe, cluster.cluster, IDLE_BOUND_S) == {}
     probe.close()
+    # each has its row, as a failed submit that had queued would (it had none when its slot
+    # was released as an orphan grant's)
+    assert _failed_submit_rows(cluster, LOST_SUBMITS) == [("error", None)] * LOST_SUBMITS
+
+
+def _failed_submit_rows(cluster: Cluster, expected: int) -> list[tuple[str, float | None]]:
+    """(status, dispatched_at) of the SQL rows of failed submits, once `expected` are written
+    (polled: the recorder writes behind) or after 10 s."""
+    db = Database(cluster.db_url)
+    try:
+        deadline = time.monotonic() + 10
+        while True:
+            with db.reader() as r:
+                rows = [x for x in r.requests.list(limit=1000) if x.error == "submit_failed"]
+            if len(rows) >= expected or time.monotonic() > deadline:
+                return [(x.status, x.dispatched_at) for x in rows]
+            time.sleep(0.2)
+    finally:
+        db.dispose()

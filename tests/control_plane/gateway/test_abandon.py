@@ -9,7 +9,6 @@ lived: no grant message tells a gateway of a take, so nothing ever ended it.
 from __future__ import annotations
 
 import asyncio
-import functools
 from collections.abc import AsyncIterator
 from types import SimpleNamespace
 from typing import Any, cast
@@ -28,7 +27,7 @@ from control_plane.gateway.knobs import GatewayKnobs
 from control_plane.gateway.metrics import GatewayMetrics
 from control_plane.gateway.reporter import EventReporter
 from control_plane.gateway.submit import submit_flight
-from control_plane.recorder.rows import withdrawal_row
+from control_plane.recorder.rows import request_row, withdrawal_row
 from control_plane.settings import Settings
 from control_plane.state import KeySpace, StateStores, StateUnavailable, connect
 from control_plane.state.fast_lane import Loan
@@ -108,8 +107,7 @@ async def _failed_submit(
     reporter = EventReporter(stores.completions, interval=0.01)
     deps = gateway_deps(store, reporter)
     finisher = Finisher(deps)
-    release = functools.partial(finisher.release_orphan, error="submit failed")
-    abandoner = SubmitAbandoner(cast(Any, store), GATEWAY, release, delays=delays)
+    abandoner = SubmitAbandoner(cast(Any, store), GATEWAY, finisher.release_unsent, delays=delays)
     waiter = GrantWaiter(stores.grants, GATEWAY, finisher.release_orphan)
     flushing = asyncio.create_task(reporter.run())
     try:
@@ -134,12 +132,20 @@ async def test_a_slot_taken_by_a_submit_whose_answer_was_lost_is_released(
 
     flight, _ = await _failed_submit(stores, ran=True)
 
-    assert await stores.requests.status(flight.id) == "aborted"
+    assert await stores.requests.status(flight.id) == "error"
     assert await stores.requests.inflight() == {}  # the slot is the worker's again
     events = [e for e in await _events(stores) if isinstance(e, Complete)]
-    assert [(e.id, e.orphan, e.error, e.worker) for e in events] == [
-        (flight.id, True, "submit failed", "w1")
+    assert [(e.id, e.status, e.error, e.worker) for e in events] == [
+        (flight.id, "error", "submit_failed", "w1")
     ]
+    # the recorder writes its row from the event alone, as for a submit that had queued
+    # (regression: the slot was released as an orphan grant, which makes no row)
+    row = request_row(events[0], "vtc")
+    assert row is not None and (row.status, row.error) == ("error", "submit_failed")
+    assert (row.tenant, row.worker, row.dispatched_at, row.unified_cost) == (
+        flight.job.tenant, "w1", None, 0.0,
+    )  # fmt: skip
+    assert (row.n_in, row.arrival, row.attempts) == (flight.job.n_in, flight.job.arrival, 1)
 
 
 async def test_a_request_queued_by_a_submit_whose_answer_was_lost_is_withdrawn(
@@ -183,7 +189,7 @@ async def test_an_outage_delays_the_abandon_and_loses_none(stores: StateStores) 
     flight, store = await _failed_submit(stores, ran=True, down=2)
 
     assert store.abandon_calls == 3  # retried with backoff (0.25 s, then 0.5 s)
-    assert await stores.requests.status(flight.id) == "aborted"
+    assert await stores.requests.status(flight.id) == "error"
     assert await stores.requests.inflight() == {}
 
 
@@ -195,7 +201,7 @@ async def test_a_long_outage_never_makes_the_abandon_give_up(stores: StateStores
     flight, store = await _failed_submit(stores, ran=True, down=40, delays=(0.001, 0.004))
 
     assert store.abandon_calls == 41
-    assert await stores.requests.status(flight.id) == "aborted"
+    assert await stores.requests.status(flight.id) == "error"
     assert await stores.requests.inflight() == {}
 
 
@@ -219,7 +225,7 @@ async def test_beyond_the_cap_the_oldest_failed_submit_is_dropped_with_a_warning
 ) -> None:
     store = AwayThenBack()
 
-    async def release(_: Any) -> None:
+    async def release(*_: Any) -> None:
         raise AssertionError("nothing to release")
 
     abandoner = SubmitAbandoner(
