@@ -21,7 +21,7 @@ from control_plane.contracts.events import WorkerFailed
 from control_plane.gateway.deps import GatewayDeps
 from control_plane.gateway.errors import ApiError
 from control_plane.gateway.flight import Flight
-from control_plane.gateway.proxy import ClientLeft, WorkerUnreachable
+from control_plane.gateway.proxy import WorkerUnreachable
 from control_plane.gateway.relay import (
     DONE,
     FinalPiece,
@@ -117,28 +117,6 @@ class Answers:
     def _failed(self, flight: Flight, exc: Exception) -> None:
         worker = flight.grant.worker_id if flight.grant else None
         self.d.reporter.emit(WorkerFailed(flight.id, worker, str(exc), time.time()))
-
-
-async def prime_unless_left(relay: Relay, left: asyncio.Future[None] | None) -> None:
-    """`relay.prime()`, raced against `left` (the client's disconnect) when given: `ClientLeft`
-    when the client goes first. The relay is closed when this raises (the worker aborts)."""
-    if left is None:  # the fast lane: no watcher; a client gone in prefill is seen at its output
-        try:
-            await relay.prime()
-        except BaseException:
-            await relay.close()
-            raise
-        return
-    priming = asyncio.ensure_future(relay.prime())
-    try:
-        await asyncio.wait({priming, left}, return_when=asyncio.FIRST_COMPLETED)
-        if not priming.done():
-            raise ClientLeft
-        priming.result()
-    except BaseException:
-        await stop_tasks([priming])
-        await relay.close()
-        raise
 
 
 async def wait_disconnect(request: Request) -> None:

@@ -24,7 +24,7 @@ from fastapi.responses import JSONResponse, Response
 from control_plane.contracts.events import WorkerFailed
 from control_plane.contracts.grants import Grant
 from control_plane.gateway.abandon import SubmitAbandoner
-from control_plane.gateway.answer import Answers, prime_unless_left, wait_disconnect
+from control_plane.gateway.answer import Answers, wait_disconnect
 from control_plane.gateway.deps import GatewayDeps, ModelEntry
 from control_plane.gateway.door import Body, build_flight
 from control_plane.gateway.errors import ApiError, given_up, unavailable
@@ -38,6 +38,7 @@ from control_plane.gateway.images import (
     build_image_flight,
     refuse_image_model,
 )
+from control_plane.gateway.priming import prime_unless_left
 from control_plane.gateway.proxy import (
     ClientLeft,
     WorkerRejected,
@@ -144,7 +145,7 @@ class Gateway:
                 if isinstance(grant, Response):
                     return grant
                 try:
-                    opened = await self._open(flight, grant, watcher, relay_of)
+                    opened = await self._open(request, flight, grant, watcher, relay_of)
                 except ClientLeft:
                     await self._finisher.finish(flight, "aborted", "client disconnected")
                     return Response(status_code=499)
@@ -165,6 +166,7 @@ class Gateway:
 
     async def _open(
         self,
+        request: Request,
         flight: Flight,
         grant: Grant,
         watcher: asyncio.Task[None] | None,
@@ -183,7 +185,7 @@ class Gateway:
         if relay_of is None:
             return resp
         relay = relay_of(resp)
-        await prime_unless_left(relay, watcher)
+        await prime_unless_left(relay, watcher, request)
         return relay
 
     async def _await_grant(
