@@ -123,8 +123,9 @@ class Withdrawn:
     `attempts` is the request hash's count (1 = the first; more once a worker failure
     re-queued it). `envelope` is what its gateway submitted (the recorder writes its row from
     it); None for an entry of a build that did not send it, or one whose envelope did not
-    decode — `envelope_error` then says why, and the entry is still valid: the leader needs
-    only `id`.
+    decode — `envelope_error` then says why and `envelope_raw` keeps it as it came (encoded
+    back as it was, so a dead letter holds what the row would be rebuilt from), and the entry
+    is still valid: the leader needs only `id`.
     """
 
     id: str
@@ -135,6 +136,7 @@ class Withdrawn:
     attempts: int = 0
     envelope: Envelope | None = None
     envelope_error: str | None = None
+    envelope_raw: object = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -200,7 +202,8 @@ def encode(event: Event) -> dict[str, Any]:
     for name in event.__dataclass_fields__:
         out[name] = getattr(event, name)
     if isinstance(event, Withdrawn):
-        out["envelope"] = None if event.envelope is None else encode_envelope(event.envelope)
+        raw = out.pop("envelope_raw")
+        out["envelope"] = raw if event.envelope is None else encode_envelope(event.envelope)
     return out
 
 
@@ -295,12 +298,12 @@ def _complete(f: Fields) -> Complete:
 
 
 def _withdrawn(f: Fields) -> Withdrawn:
-    envelope, problem = None, None
+    envelope, problem, kept = None, None, None
     if (raw := f.data.get("envelope")) is not None:
         try:
             envelope = decode_envelope(raw)
         except (ValueError, TypeError) as exc:  # the row is lost, not the withdrawal (leader: id)
-            problem = str(exc)
+            problem, kept = str(exc), raw
     return Withdrawn(
         id=f.text("id", required=True),
         reason=f.text("reason", ""),
@@ -310,6 +313,7 @@ def _withdrawn(f: Fields) -> Withdrawn:
         attempts=f.integer("attempts", 0),
         envelope=envelope,
         envelope_error=problem,
+        envelope_raw=kept,
     )
 
 

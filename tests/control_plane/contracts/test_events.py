@@ -101,6 +101,9 @@ def test_a_withdrawal_with_an_envelope_that_does_not_decode_still_withdraws() ->
     event = decode(raw)
     assert isinstance(event, Withdrawn) and (event.id, event.envelope) == ("r9", None)
     assert event.envelope_error is not None and "envelope.job" in event.envelope_error
+    # encoded back as it came, so the recorder's dead letter keeps what the row needs
+    # (regression: the dead letter said `"envelope": null`)
+    assert encode(event)["envelope"] == {"job": 3} and "envelope_raw" not in encode(event)
 
 
 def test_unknown_fields_are_ignored_so_a_newer_sender_is_understood() -> None:

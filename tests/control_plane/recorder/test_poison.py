@@ -159,6 +159,21 @@ async def test_an_event_that_cannot_be_converted_is_dead_lettered(
         assert recorder.metrics.dead_letters.labels("recorder", "convert")._value.get() == 2
 
 
+async def test_a_withdrawal_whose_envelope_does_not_decode_keeps_it_in_its_dead_letter(
+    stores: StateStores, db: Database
+) -> None:
+    """Regression: the dead letter said `"envelope": null`, so the row could not be rebuilt
+    from it by hand."""
+    bad = {"job": {"id": "w", "tenant": "acme"}, "weights": {}}  # no arrival, n_in, max_tokens
+    await publish(stores, [{"type": "withdrawn", "id": "w", "reason": "queue_timeout",
+                            "at": NOW, "attempts": 1, "envelope": bad}])  # fmt: skip
+    async with recording(stores, db):
+        await eventually(lambda: _any_dead_letter(stores))
+        (letter,) = await stores.dead_letters.list()
+    assert (letter.kind, letter.fields["id"]) == ("convert", "w")
+    assert letter.fields["envelope"] == bad and "envelope.job" in letter.reason
+
+
 async def test_an_entry_that_is_not_an_event_is_dead_lettered(
     stores: StateStores, db: Database, redis: Redis
 ) -> None:
@@ -247,6 +262,10 @@ async def test_a_read_only_database_dead_letters_nothing(stores: StateStores, db
     with db.reader() as r:
         assert [e.action for e in r.audit.list(action="policy.switch")] == ["policy.switch"]
     db.dispose()
+
+
+async def _any_dead_letter(stores: StateStores) -> bool:
+    return bool(await stores.dead_letters.list())
 
 
 async def _pending_zero(stores: StateStores) -> bool:
