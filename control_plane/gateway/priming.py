@@ -56,10 +56,10 @@ async def _prime_watched_late(relay: Relay, request: Request) -> None:
         await relay.prime()
     except asyncio.CancelledError:
         timer.cancel()
-        if not watch.stop():  # not the client's: a shutdown
+        # not the client's (a shutdown), or a shutdown's too: the cancellation stays
+        if not watch.stop() or task.uncancel() > 0:
             await relay.close()
             raise
-        task.uncancel()
         await relay.close()
         raise ClientLeft from None
     except BaseException:
@@ -81,14 +81,18 @@ class LateWatch:
         self._request = request
         self._watcher: asyncio.Task[None] | None = None
         self._left = False
+        self._stopped = False
 
     def start(self) -> None:
         """Watch from now on."""
+        if self._stopped:
+            return
         self._watcher = asyncio.ensure_future(wait_disconnect(self._request))
         self._watcher.add_done_callback(self._on_done)
 
     def stop(self) -> bool:
         """Stop watching; → whether the client's leaving cancelled the task."""
+        self._stopped = True  # a watcher done in this turn already has its callback queued
         watcher, self._watcher = self._watcher, None
         if watcher is not None:
             watcher.remove_done_callback(self._on_done)
@@ -96,6 +100,7 @@ class LateWatch:
         return self._left
 
     def _on_done(self, watcher: asyncio.Task[None]) -> None:
-        if not watcher.cancelled() and watcher.exception() is None:
-            self._left = True
-            self._task.cancel()
+        if watcher.cancelled() or watcher.exception() is not None or self._stopped:
+            return
+        self._left = True
+        self._task.cancel()

@@ -306,9 +306,9 @@ class Gateway:
 def _in_hand(flight: Flight) -> bool:
     """The grant came with the submit (the fast lane) and the worker answers as it goes (not
     an image generation, which is raced against the client's disconnect): nothing to wait for
-    before the worker, so no disconnect watcher before it, nor while the answer is primed (a
-    client gone in prefill is seen at the first token: a streamed answer's sender has its own
-    watcher; a collected one is raced against the disconnect in `Answers.collect`)."""
+    before the worker, so no disconnect watcher before it; the prime starts one late
+    (`gateway/priming.py`), and the answer's sender has its own (a streamed answer's in
+    `api/hot_path.py`, a collected one's in `Answers.collect`)."""
     fut = flight.grant_future
     return fut is not None and fut.done() and flight.read_timeout_s is None
 

@@ -6,6 +6,7 @@ closed), leaves a quick prime alone, and never turns a shutdown's cancellation i
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from typing import Any, cast
 
 import pytest
@@ -82,16 +83,40 @@ async def test_a_quick_prime_starts_no_watcher() -> None:
     assert (client.receives, relay.closed) == (0, 0)
 
 
-async def test_a_prime_that_ends_after_the_watcher_started_stops_it() -> None:
+@pytest.mark.parametrize("failure", [None, WorkerUnreachable("lost")])
+async def test_a_client_that_leaves_as_the_prime_ends_cancels_nothing_after_it(
+    failure: BaseException | None,
+) -> None:
+    """Regression: a watcher done in the turn the prime ended had its callback queued already,
+    so it cancelled whatever the request did next (collecting its answer, re-queueing it)."""
+    relay, client = Prefill(failure), Client()
+    after: list[str] = []
+
+    async def serve() -> None:
+        with contextlib.suppress(WorkerUnreachable):
+            await _prime(relay, client)
+        await asyncio.sleep(0.02)  # what comes next: collecting, re-queueing
+        after.append("done")
+
+    serving = asyncio.create_task(serve())
+    await asyncio.sleep(0.05)  # the watcher runs
+    assert client.receives == 1
+    client.leave()
+    relay.first_output.set()  # in the same turn
+    await asyncio.wait_for(serving, 1.0)
+    assert after == ["done"]
+
+
+async def test_a_shutdown_and_a_leaving_client_together_stay_a_cancellation() -> None:
     relay, client = Prefill(), Client()
     priming_task = asyncio.create_task(_prime(relay, client))
     await asyncio.sleep(0.05)
-    assert client.receives == 1
-    relay.first_output.set()
-    await asyncio.wait_for(priming_task, 1.0)
-    client.leave()  # later, while the answer streams: not this watcher's to see
-    await asyncio.sleep(0.01)
-    assert relay.closed == 0 and not priming_task.cancelled()
+    client.leave()
+    await asyncio.sleep(0)  # the watcher ends and cancels the task
+    priming_task.cancel()  # and the shutdown's, before it runs
+    with pytest.raises(asyncio.CancelledError):
+        await priming_task
+    assert relay.closed == 1
 
 
 async def test_a_shutdown_cancellation_stays_a_cancellation() -> None:
