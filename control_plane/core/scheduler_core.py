@@ -11,6 +11,7 @@ the ledger checkpoint) by a new leader.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 from collections.abc import Mapping, Sequence
@@ -197,6 +198,13 @@ class SchedulerCore:
         if self.watch is not None:
             self.watch.dispatched(job.path, now, now - job.arrival)
         return True
+
+    def discard(self, job_id: str) -> None:
+        """Forget a job whose arrival or adoption raised part-way, wherever it got to (pending,
+        the policy's queue), so that no later decision grants a job set aside."""
+        self.pending.pop(job_id, None)
+        with contextlib.suppress(Exception):  # the policy that raised may raise again
+            self.dispatcher.remove(job_id)
 
     def withdraw(self, job_id: str) -> Job | None:
         if self.pending.pop(job_id, None) is None:

@@ -78,7 +78,7 @@ def arrive_each(
         try:
             core.arrive(job, weights, now)
         except Exception as exc:  # a job the policy cannot take: it must not stay half-queued
-            core.pending.pop(job.id, None)
+            core.discard(job.id)
             failed.append((label, record.to_json(), _reason(exc)))
     return failed
 

@@ -81,7 +81,8 @@ async def take_in(
     takes = [a for a in arrivals if a.worker is not None]
     failed = desk.adopt(core, takes, now)
     for record in again:
-        failed_at = record.requeued_at or now
+        # the gateway's clock: one running ahead must not bench the worker for its skew
+        failed_at = min(record.requeued_at or now, now)
         if record.prev_worker and failed_at + core.failure_cooldown_s > now:
             core.worker_failed(record.prev_worker, failed_at)
     records = [(a.entry_id, a.record()) for a in arrivals if _first(a) and a.id not in core.running]

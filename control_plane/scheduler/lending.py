@@ -25,7 +25,6 @@ from dataclasses import replace
 
 from control_plane.admission.capacity import CapacityAdmission
 from control_plane.contracts.events import Complete
-from control_plane.contracts.requests import RecordError
 from control_plane.core.job import Outcome
 from control_plane.core.scheduler_core import SchedulerCore, WorkerSlot
 from control_plane.core.worker_view import WorkerView
@@ -72,8 +71,9 @@ class LendingDesk:
         self.per_worker = per_worker
         self._seq = 0
         self._unanswered: Callable[[], Awaitable[None]] | None = None
-        self._lent_on: dict[str, set[str]] = {}
-        """Model → workers it lent on since that model's last reclaim."""
+        self._lent_on: dict[str, dict[str, str]] = {}
+        """Model → workers it lent on since that model's last reclaim, with the URL lent
+        (gateways send takes there)."""
         self._early_ends: OrderedDict[str, Outcome] = OrderedDict()
         """Ends reported for requests the leader did not know: a take it has not read yet."""
         self.adopted = 0
@@ -102,8 +102,9 @@ class LendingDesk:
             try:
                 job, weights = take.record().job()
                 adopted = core.adopt_granted(job, weights, take.worker, now)
-            except (RecordError, RuntimeError, ValueError) as exc:
-                core.pending.pop(take.id, None)
+            except Exception as exc:  # a bad record or a policy that cannot take it: as a queued
+                # arrival's, set aside (its term goes on)
+                core.discard(take.id)
                 failed.append((take.entry_id, {"id": take.id}, f"{type(exc).__name__}: {exc}"))
                 continue  # its slot stays counted until the lease ends: never over-commit
             if not adopted and slot is not None:
@@ -140,7 +141,7 @@ class LendingDesk:
             for model, workers in self._lent_on.items()
             if refusal
             or model in pending
-            or not all(self._fits(core, w, model, now) for w in workers)
+            or not all(self._fits(core, w, url, model, now) for w, url in workers.items())
         }
         if stale:
             await self._call(lambda seq: self._reclaim(core, stale, seq))
@@ -154,13 +155,15 @@ class LendingDesk:
                 await self._lend(core, model, loans)
         return self._returned
 
-    def _fits(self, core: SchedulerCore, worker_id: str, model: str, now: float) -> bool:
-        """Whether admission would still admit the last of the slots lent on the worker."""
+    def _fits(self, core: SchedulerCore, worker_id: str, url: str, model: str, now: float) -> bool:
+        """Whether the worker is still where its slots were lent (a worker registered again at
+        another URL would get takes at the old one) and admission would still admit the last
+        of them."""
         slot = core.workers.get(worker_id)
         if slot is None:
             return False
         view = slot.view()
-        if not view.serves(model):
+        if not view.serves(model) or view.url != url:
             return False
         if slot.lent == 0:
             return True
@@ -198,7 +201,7 @@ class LendingDesk:
         lend: the count is made once, the call repeated until answered."""
         for loan in loans:
             core.workers[loan.worker_id].lent += loan.slots
-            self._lent_on.setdefault(model, set()).add(loan.worker_id)
+            self._lent_on.setdefault(model, {})[loan.worker_id] = loan.worker_url
         token = self._token
         await self._call(lambda seq: self._slots.lend(model, loans, fencing_token=token, seq=seq))
 
