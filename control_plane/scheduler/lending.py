@@ -76,6 +76,8 @@ class LendingDesk:
         (gateways send takes there)."""
         self._early_ends: OrderedDict[str, Outcome] = OrderedDict()
         """Ends reported for requests the leader did not know: a take it has not read yet."""
+        self._set_aside: OrderedDict[str, str] = OrderedDict()
+        """Takes it could not adopt, still running: request id → worker whose slot they hold."""
         self.adopted = 0
         self._returned = False
         """Whether the current step took back slots (counted free again)."""
@@ -106,7 +108,9 @@ class LendingDesk:
                 # arrival's, set aside (its term goes on)
                 core.discard(take.id)
                 failed.append((take.entry_id, {"id": take.id}, f"{type(exc).__name__}: {exc}"))
-                continue  # its slot stays counted until the lease ends: never over-commit
+                if take.id not in core.running:  # it raised before the core held it
+                    self._count_until_end(core, take.id, take.worker)
+                continue
             if not adopted and slot is not None:
                 slot.lent = max(0, slot.lent - 1)
             self.adopted += 1
@@ -115,9 +119,24 @@ class LendingDesk:
                 core.complete(take.id, ended, now)
         return failed
 
+    def _count_until_end(self, core: SchedulerCore, request_id: str, worker_id: str) -> None:
+        """A take set aside still runs on its worker: its slot stays counted as lent (never
+        over-commit) until its end is heard of, and is free again from then."""
+        if self._early_ends.pop(request_id, None) is not None:
+            _free_one(core, worker_id)
+            return
+        self._set_aside[request_id] = worker_id
+        while len(self._set_aside) > EARLY_ENDS_KEPT:
+            self._set_aside.popitem(last=False)
+
     def note_end(self, core: SchedulerCore, event: Complete, ended: object) -> None:
-        """A `complete` the core did not know: kept, as it may be a take not read yet."""
+        """A `complete` the core did not know: the end of a take set aside (its slot is free
+        again), or kept, as it may be a take not read yet."""
         if ended is None and event.id not in core.pending:
+            worker_id = self._set_aside.pop(event.id, None)
+            if worker_id is not None:
+                _free_one(core, worker_id)
+                return
             self._early_ends[event.id] = event.outcome()
             while len(self._early_ends) > EARLY_ENDS_KEPT:
                 self._early_ends.popitem(last=False)
@@ -221,6 +240,12 @@ async def open_desk(slots: LentSlots, token: int, settings: Settings) -> Lending
     desk = LendingDesk(slots, token, enabled=settings.fast_path, per_worker=settings.fast_path_lend)
     await desk.take_over()
     return desk
+
+
+def _free_one(core: SchedulerCore, worker_id: str) -> None:
+    slot = core.workers.get(worker_id)
+    if slot is not None:
+        slot.lent = max(0, slot.lent - 1)
 
 
 def _pools(core: SchedulerCore) -> dict[str, list[tuple[str, WorkerSlot]]]:

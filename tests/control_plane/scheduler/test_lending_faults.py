@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import pytest
 
+from control_plane.contracts.events import Complete
 from control_plane.contracts.requests import Envelope
 from control_plane.contracts.workers import WorkerEntry, WorkerSample
 from control_plane.core.job import Job
+from control_plane.scheduler.entries import apply_event
 from control_plane.scheduler.workers import observe, sync_workers
 from control_plane.state import StateStores
 from tests.control_plane.scheduler.test_lending import CAP, NOW, Harness
@@ -69,7 +71,40 @@ async def test_a_take_the_policy_raises_on_is_set_aside_and_the_term_goes_on(
 
     assert set(h.core.running) == {"r2"} and "r1" not in h.core.pending
     assert h.core.decide(NOW) == []  # r1 is not left in the policy's queue to be granted
+    worker = (await stores.requests.inflight())["r1"]
+    held = h.core.workers[worker].lent
+    await h.check()  # r1 still runs: its slot still counts
+    await stores.requests.finish("r1", now=NOW, status="ok")
+    event = Complete("r1", "ok", finished=NOW, n_in=10, n_out=8)
+    h.desk.note_end(h.core, event, apply_event(h.core, event, NOW))
+    assert h.core.workers[worker].lent == held - 1  # its end frees the slot (not the term's)
+    await h.check()
     await stores.aclose()
+
+
+async def test_a_take_set_aside_after_its_end_was_heard_frees_its_slot_at_once(
+    redis_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    stores = StateStores.open(redis_url, "lend-poison-ended")
+    h = await Harness.start(stores, per_worker=3)
+    await h.cycle()
+    monkeypatch.setattr(h.core.dispatcher.policy, "push", _raise)
+    assert await h.submit()
+    worker = (await stores.requests.inflight())["r1"]
+    await stores.requests.finish("r1", now=NOW, status="ok")
+    event = Complete("r1", "ok", finished=NOW, n_in=10, n_out=8)
+    h.desk.note_end(h.core, event, apply_event(h.core, event, NOW))  # read before the take
+    held = h.core.workers[worker].lent
+
+    await h.read_arrivals()
+
+    assert h.core.workers[worker].lent == held - 1 and not h.core.running
+    await h.check()
+    await stores.aclose()
+
+
+def _raise(job: Job, now: float) -> None:
+    raise TypeError("a policy's bug")
 
 
 async def test_a_gateway_clock_ahead_does_not_bench_a_worker_for_its_skew(
