@@ -81,6 +81,7 @@ def _job(f: Fields) -> Job:
         n_out=f.integer("n_out", 0),
         dispatched_at=f.number("dispatched_at"),
         worker=f.text("worker"),
+        min_context=f.integer("min_context"),
     )
 
 

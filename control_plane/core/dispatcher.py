@@ -39,9 +39,12 @@ class PoolGate:
         hol_blocking: bool,
         limits: ExecutionLimits | None = None,
         placement: Placement | None = None,
+        longest: dict[str, int] | None = None,
     ) -> None:
         self.admit = admitter(admission, limits, placement)
         """Admission and the execution limits together, for one (job, worker) pair."""
+        if longest:
+            self.admit = within_context(self.admit, longest)
         self._pools = pools
         self._now = now
         self._hol = hol_blocking
@@ -84,6 +87,35 @@ def admitter(
         return admitted(job, worker, now) and fits(job, worker, now)
 
     return vetted
+
+
+def within_context(
+    admit: Callable[[Job, WorkerView, float], bool], longest: dict[str, int]
+) -> Callable[[Job, WorkerView, float], bool]:
+    """`admit`, refusing a worker whose context is shorter than the job's `min_context`
+    while a worker of its model holds it (`longest`: model → the longest context among its
+    healthy workers); past every one, the job is left to the workers' own refusal."""
+
+    def fits(job: Job, worker: WorkerView, now: float) -> bool:
+        need, held = job.min_context, worker.max_model_len
+        if need is not None and held is not None and held < need <= longest.get(job.model, 0):
+            return False
+        return admit(job, worker, now)
+
+    return fits
+
+
+def longest_contexts(workers: Sequence[WorkerView]) -> dict[str, int]:
+    """Model → the longest context its healthy, active workers report, for the models whose
+    workers' contexts differ (empty when none do: nothing to filter)."""
+    spans: dict[str, tuple[int, int]] = {}
+    for w in workers:
+        held = w.max_model_len
+        if held is None or not w.healthy or w.draining:
+            continue
+        low, high = spans.get(w.model, (held, held))
+        spans[w.model] = (min(low, held), max(high, held))
+    return {model: high for model, (low, high) in spans.items() if low < high}
 
 
 @dataclass(frozen=True, slots=True)
@@ -199,13 +231,18 @@ class Dispatcher:
         limits = None if self.limits.off else self.limits
         room = self.admission.has_room
         by_model: dict[str, list[WorkerView]] = {}
+        sized = False  # any context known (never in the simulator: nothing more to do there)
         for w in workers:
+            sized = sized or w.max_model_len is not None
             ready = w.healthy and not w.draining and room(w, now)
             if ready and (limits is None or limits.has_room(w)):
                 by_model.setdefault(w.model, []).append(w)
         if not by_model:
             return None
-        gate = PoolGate(self.admission, by_model, now, self.hol_blocking, limits, self.placement)
+        longest = longest_contexts(workers) if sized else None
+        gate = PoolGate(
+            self.admission, by_model, now, self.hol_blocking, limits, self.placement, longest
+        )
         try:
             job = self.policy.pop(now, gate)
         except StopPop:

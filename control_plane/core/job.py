@@ -52,6 +52,10 @@ class Job:
     n_out: int = 0
     dispatched_at: float | None = None
     worker: str | None = None
+    min_context: int | None = None
+    """The context a worker must hold to accept the request (its prompt plus the `max_tokens`
+    it asked for), set only when that is more than the shortest context among its model's
+    workers: the scheduler then sends it only to a worker that holds it (while one does)."""
 
     @property
     def path(self) -> tuple[str, str, str]:
@@ -85,6 +89,7 @@ class Job:
             "n_out": self.n_out,
             "dispatched_at": self.dispatched_at,
             "worker": self.worker,
+            "min_context": self.min_context,
         }
 
 

@@ -36,6 +36,8 @@ class WorkerView:
     queued in the engine before it)."""
     prefill_tokens: int = 0
     """Their prompt tokens: the prefill work this worker still has in front of it."""
+    max_model_len: int | None = None
+    """The context it holds for its model (scraped from `/v1/models`); None when unknown."""
 
     def serves(self, model: str) -> bool:
         """Healthy, not draining, and serving `model`."""

@@ -60,6 +60,8 @@ def build_flight(
     if task is not None and d.settings.task_slo:
         slo = _with_task_slo(slo, task)
     job = door_job(node, tags, model, body.model, received, n_in, max_tokens, task, slo)
+    sent = requested if requested is not None else (max_tokens if inject else 1)
+    job.min_context = _min_context(model, n_in, sent)
     raw["metadata"] = strip_tags(body.metadata)
     if inject:
         raw["max_tokens"] = max_tokens
@@ -144,6 +146,18 @@ def _room(model: ModelEntry, n_in: int, exact: bool) -> int | None:
     if model.max_model_len is None:
         return None
     return model.max_model_len - (n_in if exact else 4 * n_in)
+
+
+def _min_context(model: ModelEntry, n_in: int, sent: int) -> int | None:
+    """The context the request needs — its prompt (estimated for a text prompt) plus the
+    `max_tokens` sent (1 when none is: vLLM fills the room) — when that is more than the
+    shortest context among its model's workers: a shorter one would refuse it (a prompt or
+    `max_tokens` past its context) or cut its answer short (vLLM lowers `max_tokens` to the
+    room)."""
+    if model.max_model_len is None:
+        return None
+    need = n_in + sent
+    return need if need > model.max_model_len else None
 
 
 def _fill(model: ModelEntry, n_in: int) -> int:

@@ -53,7 +53,7 @@ async def submit_flight(
             gateway_id=d.gateway_id,
             queue_cap=cap,
             now=time.time(),
-            fast=True,
+            fast=flight.job.min_context is None,  # the lane's worker may be too short
         )
     except BaseException:
         waiter.forget(flight.id)

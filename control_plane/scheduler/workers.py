@@ -59,6 +59,7 @@ class ScrapedWorker:
             inflight_tokens=inflight_tokens,
             prefilling=prefilling,
             prefill_tokens=prefill_tokens,
+            max_model_len=sample.models.get(model) if sample and sample.models else None,
             running=int(sample.running) if sample else 0,
             waiting=int(sample.waiting) if sample else 0,
             kv_usage=float(sample.kv_usage) if sample else 0.0,

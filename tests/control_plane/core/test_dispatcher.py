@@ -147,3 +147,54 @@ def test_when_every_pool_is_held_the_scan_stops_and_the_queue_is_intact() -> Non
     assert admission.calls == 1 and len(d.policy) == 51
     decision = d.next(0.0, [worker("w", max_num_seqs=64)])  # idle worker: the big one goes
     assert decision is not None and decision.job.id == "big"
+
+
+def _sized(min_context: int | None, id: str = "x", arrival: float = 0.0) -> Job:
+    j = job(id, model="m", arrival=arrival)
+    j.min_context = min_context
+    return j
+
+
+def test_a_job_that_needs_a_longer_context_goes_only_to_a_worker_that_holds_it() -> None:
+    """Workers of one model with different contexts: a request past the shorter one's would
+    be refused there, or cut short (before: placement chose by load alone)."""
+    short, long = worker("short", max_model_len=4096), worker("long", max_model_len=32768)
+    d = dispatcher()
+    d.push(_sized(8000), 0.0)
+    decision = d.next(0.0, [short, replace(long, inflight=1)])  # the short one is idler
+    assert decision is not None and decision.worker.id == "long"
+
+    d.push(_sized(8000, "y"), 0.0)
+    assert d.next(0.0, [short, replace(long, inflight=2)]) is None  # it waits for the long one
+
+
+def test_jobs_that_fit_everywhere_or_nowhere_are_not_held_back() -> None:
+    short, long = worker("short", max_model_len=4096), worker("long", max_model_len=32768)
+    busy_long = replace(long, inflight=1)
+    for need in (None, 2000, 40_000):  # fits both; past both: left to the workers' refusal
+        d = dispatcher()
+        d.push(_sized(need), 0.0)
+        decision = d.next(0.0, [short, busy_long])
+        assert decision is not None and decision.worker.id == "short", need
+
+
+def test_the_longest_context_counts_only_workers_that_may_serve() -> None:
+    """A long worker that is unhealthy or draining holds nothing: a job past every other
+    worker's context is not kept waiting for it."""
+    short = worker("short", max_model_len=4096)
+    for gone in (worker("long", max_model_len=32768, healthy=False),
+                 worker("long", max_model_len=32768, draining=True)):  # fmt: skip
+        d = dispatcher()
+        d.push(_sized(8000), 0.0)
+        decision = d.next(0.0, [short, gone])
+        assert decision is not None and decision.worker.id == "short"
+
+
+def test_contexts_unknown_or_equal_change_nothing() -> None:
+    for contexts in ((None, None), (4096, 4096), (4096, None)):
+        a = worker("a", max_model_len=contexts[0])
+        b = worker("b", max_model_len=contexts[1], inflight=1)
+        d = dispatcher()
+        d.push(_sized(8000), 0.0)
+        decision = d.next(0.0, [a, b])
+        assert decision is not None and decision.worker.id == "a", contexts

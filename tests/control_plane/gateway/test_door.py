@@ -24,7 +24,7 @@ NODE = NodeInfo(TenantInfo("acme"), "app", "agent")
 JOB_FIELDS = {
     "id", "tenant", "arrival", "n_in", "max_tokens", "app", "agent", "model", "seq", "workflow",
     "upstream", "task", "tier", "slo", "unit_factor", "predicted_out", "workflow_start", "n_out",
-    "dispatched_at", "worker",
+    "dispatched_at", "worker", "min_context",
 }  # fmt: skip
 
 
@@ -87,14 +87,28 @@ def test_what_the_context_surely_cannot_hold_is_refused_at_the_door() -> None:
 
 def test_only_what_no_worker_can_hold_is_refused() -> None:
     """Workers of one model with different contexts: past the shortest, a longer one may
-    still take it (placement does not know lengths); past the longest, none can."""
+    still take it (the job says what it needs: placement sends it only there); past the
+    longest, none can."""
     model = ModelEntry("m", 8_192, 1.0, longest_context=32_768)
     body = CompletionRequest.model_validate({"model": "m", "prompt": "x", "max_tokens": 10_000})
     flight = build_flight(deps(), body, RequestTags(), NODE, model, 0.0)
-    assert flight.job.max_tokens == 10_000
+    assert (flight.job.max_tokens, flight.job.min_context) == (10_000, 10_001)
     over = CompletionRequest.model_validate({"model": "m", "prompt": "x", "max_tokens": 40_000})
     with pytest.raises(ApiError, match="maximum context length is 32768"):
         build_flight(deps(), over, RequestTags(), NODE, model, 0.0)
+
+
+def test_the_context_a_job_needs_is_named_only_past_the_shortest() -> None:
+    model = ModelEntry("m", 8_192, 1.0, longest_context=32_768)
+
+    def need(body: dict[str, Any]) -> int | None:
+        parsed = CompletionRequest.model_validate({"model": "m", **body})
+        return build_flight(deps(), parsed, RequestTags(), NODE, model, 0.0).job.min_context
+
+    assert need({"prompt": "x", "max_tokens": 100}) is None  # fits every worker
+    assert need({"prompt": "x"}) is None  # the injected default fits the shortest
+    assert need({"prompt": list(range(1, 9_001))}) == 9_001  # a prompt past the shortest
+    assert need({"prompt": list(range(1, 8_001)), "max_tokens": 500}) == 8_500  # cut short
 
 
 def test_what_may_fit_is_left_to_the_worker() -> None:
