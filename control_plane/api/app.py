@@ -25,7 +25,7 @@ from control_plane.gateway.deps import GatewayDeps
 from control_plane.gateway.directory import RedisDoorLimits, RedisModelCatalog, SqlDirectory
 from control_plane.gateway.errors import install_error_handlers
 from control_plane.gateway.grants import GrantWaiter
-from control_plane.gateway.heartbeat import beat_once, leave, run_heartbeat
+from control_plane.gateway.heartbeat import Liveness, beat_once, leave, run_heartbeat
 from control_plane.gateway.knobs import follow_knobs
 from control_plane.gateway.leader_watch import LeaderWatch
 from control_plane.gateway.metrics import GatewayMetrics, tenant_labels
@@ -118,12 +118,15 @@ def create_app(
         app.state.started_at = time.time()
         beat_s, dead_after_s = settings.gateway_heartbeat_s, settings.gateway_dead_after_s
         # registered before the first request, so none is ever owned by an unknown replica
-        await beat_once(stores.gateways, gateway_id, dead_after_s)
+        deps.liveness = Liveness(dead_after_s)
+        await beat_once(stores.gateways, gateway_id, dead_after_s, deps.liveness)
         tasks = [
             asyncio.create_task(deps.waiter.run()),
             asyncio.create_task(reporter.run()),
             asyncio.create_task(follow_knobs(stores, deps.knobs, directory)),
-            asyncio.create_task(run_heartbeat(stores.gateways, gateway_id, beat_s, dead_after_s)),
+            asyncio.create_task(
+                run_heartbeat(stores.gateways, gateway_id, beat_s, dead_after_s, deps.liveness)
+            ),
         ]
         if freeze_heap:  # what the replica keeps for life, out of the collector's way
             freeze_startup_heap()

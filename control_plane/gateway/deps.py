@@ -8,6 +8,7 @@ from typing import Protocol
 import aiohttp
 
 from control_plane.gateway.grants import GrantWaiter
+from control_plane.gateway.heartbeat import Liveness
 from control_plane.gateway.identity import NodeInfo, TenantInfo
 from control_plane.gateway.knobs import GatewayKnobs
 from control_plane.gateway.metrics import GatewayMetrics
@@ -86,3 +87,4 @@ class GatewayDeps:
     http: aiohttp.ClientSession
     metrics: GatewayMetrics
     knobs: GatewayKnobs = field(default_factory=GatewayKnobs)
+    liveness: Liveness = field(default_factory=lambda: Liveness(Settings().gateway_dead_after_s))

@@ -45,6 +45,8 @@ class Flight:
     """The client sent `X-Arbiter-Debug-Timing: 1`: answer with the hop stamps."""
     fast: bool = False
     """Granted on the fast lane (a slot the leader lent), in the submit script itself."""
+    liveness_epoch: int = 0
+    """The replica's `Liveness.epoch` when the request was submitted."""
 
     @property
     def id(self) -> str:

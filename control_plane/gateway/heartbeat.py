@@ -3,7 +3,9 @@
 Rule: beat every `gateway_heartbeat_s`; each beat keeps the replica alive for
 `gateway_dead_after_s` (≥ 3 beats). Redis outages are ridden out (the next beat retries); a
 replica that finds it had been considered lost logs it, because its queued and granted requests
-may have been released by the leader meanwhile. On clean shutdown the app calls `leave`.
+may have been released by the leader meanwhile. `Liveness` says when that may have happened, so
+that a grant read after it is checked before its worker is opened. On clean shutdown the app
+calls `leave`.
 """
 
 from __future__ import annotations
@@ -17,8 +19,39 @@ from control_plane.state import GatewayRegistry, StateUnavailable
 log = logging.getLogger(__name__)
 
 
-async def beat_once(registry: GatewayRegistry, gateway_id: str, dead_after_s: float) -> bool:
+class Liveness:
+    """What this replica knows of its own liveness in Redis: whether the leader may have
+    considered it lost — and released its queued and granted requests — since a request was
+    submitted. Guarantee: `suspect(epoch)` is True whenever that may have happened since
+    `epoch` was read: a beat found the replica had been considered lost, or no beat has been
+    answered for `dead_after_s` (a stall or a partition: its liveness may have expired)."""
+
+    def __init__(self, dead_after_s: float) -> None:
+        self.dead_after_s = dead_after_s
+        self.epoch = 0
+        """Bumped by each answered beat that finds the replica had been considered lost."""
+        self._beat_at: float | None = None
+        """When (monotonic) the last answered beat was sent."""
+
+    def beaten(self, sent_at: float, was_alive: bool) -> None:
+        if not was_alive and self._beat_at is not None:  # not the first beat: it was lost
+            self.epoch += 1
+        self._beat_at = sent_at
+
+    def suspect(self, epoch: int) -> bool:
+        if self._beat_at is None:  # never registered: never considered lost either
+            return False
+        return epoch != self.epoch or time.monotonic() - self._beat_at >= self.dead_after_s
+
+
+async def beat_once(
+    registry: GatewayRegistry,
+    gateway_id: str,
+    dead_after_s: float,
+    liveness: Liveness | None = None,
+) -> bool:
     """One beat; False when Redis could not be reached (the replica may look lost)."""
+    sent_at = time.monotonic()
     try:
         was_alive = await registry.beat(gateway_id, ttl_s=dead_after_s, now=time.time())
     except StateUnavailable as exc:
@@ -26,15 +59,21 @@ async def beat_once(registry: GatewayRegistry, gateway_id: str, dead_after_s: fl
         return False
     if not was_alive:
         log.info("gateway %s: alive (first beat, or after being considered lost)", gateway_id)
+    if liveness is not None:
+        liveness.beaten(sent_at, was_alive)
     return True
 
 
 async def run_heartbeat(
-    registry: GatewayRegistry, gateway_id: str, interval_s: float, dead_after_s: float
+    registry: GatewayRegistry,
+    gateway_id: str,
+    interval_s: float,
+    dead_after_s: float,
+    liveness: Liveness | None = None,
 ) -> None:
     """Beat until cancelled."""
     while True:
-        await beat_once(registry, gateway_id, dead_after_s)
+        await beat_once(registry, gateway_id, dead_after_s, liveness)
         await asyncio.sleep(interval_s)
 
 

@@ -144,6 +144,8 @@ class Gateway:
                 grant = await self._await_grant(flight, watcher)
                 if isinstance(grant, Response):
                     return grant
+                if self.d.liveness.suspect(flight.liveness_epoch):
+                    await self._still_granted(flight, grant)
                 try:
                     opened = await self._open(request, flight, grant, watcher, relay_of)
                 except ClientLeft:
@@ -188,6 +190,21 @@ class Gateway:
         await prime_unless_left(relay, watcher, request)
         return relay
 
+    async def _still_granted(self, flight: Flight, grant: Grant) -> None:
+        """Raise 503 unless Redis still has the request granted to this replica on `grant`'s
+        worker: read after this replica may have been considered lost, a grant may be one the
+        leader has released since (opening its worker would over-commit it)."""
+        try:
+            record = await self.d.requests.get(flight.id)
+        except StateUnavailable:
+            await self._finisher.finish(flight, "error", "state unavailable")
+            raise unavailable() from None
+        held = (record.status, record.worker, record.gateway) if record else None
+        if held == ("granted", grant.worker_id, self.d.gateway_id):
+            return
+        log.warning("request %s was released while this gateway looked lost", flight.id)
+        raise unavailable()
+
     async def _await_grant(
         self, flight: Flight, watcher: asyncio.Task[None] | None
     ) -> Grant | Response:
@@ -211,7 +228,10 @@ class Gateway:
                 )
                 if done or loop.time() >= deadline:
                     break
-                await resubmit_if_lost(self.d, flight)
+                if await resubmit_if_lost(self.d, flight):
+                    # ended by the leader: this replica was considered lost meanwhile
+                    self._waiter.forget(flight.id)
+                    raise unavailable()
         finally:
             outage.cancel()
         if fut in done:

@@ -24,9 +24,12 @@ from control_plane.gateway.deps import GatewayDeps
 from control_plane.gateway.errors import ApiError
 from control_plane.gateway.flight import Flight
 from control_plane.gateway.grants import GrantWaiter
+from control_plane.state import FINAL_STATUSES
 from control_plane.state.errors import StateUnavailable
 
 log = logging.getLogger(__name__)
+ENDED = FINAL_STATUSES | {"withdrawn"}
+"""Statuses of a request that has ended (`withdrawn`: left the queue unserved)."""
 
 
 async def submit_flight(
@@ -41,6 +44,7 @@ async def submit_flight(
     (`gateway/abandon.py`)."""
     fut = waiter.expect(flight.id)
     flight.grant_future = fut
+    flight.liveness_epoch = d.liveness.epoch
     # a copy: the envelope is what was submitted, whatever the flight's job becomes later
     envelope = Envelope(replace(flight.job), flight.node.weights(), d.gateway_id)
     flight.envelope = envelope
@@ -83,14 +87,20 @@ def _granted(grant: Grant) -> asyncio.Future[Grant]:
     return fut
 
 
-async def resubmit_if_lost(d: GatewayDeps, flight: Flight) -> None:
+async def resubmit_if_lost(d: GatewayDeps, flight: Flight) -> bool:
     """Submit a waiting request again when Redis no longer knows it (a restarted Redis
     lost the last writes before it died). Safe: with no record there is no grant either
     (a grant and its record change in one script), and only this gateway contacts a
-    worker for it. Its place in the queue is lost; outages are left to the leader watch."""
+    worker for it. Its place in the queue is lost; outages are left to the leader watch.
+    → True when the request has ended meanwhile (the leader released it, this replica
+    having been considered lost): the wait is over, and submitting it again would serve a
+    request whose row says it never was."""
     try:
-        if await d.requests.status(flight.id) is not None or flight.envelope is None:
-            return
+        status = await d.requests.status(flight.id)
+        if status in ENDED:
+            return True
+        if status is not None or flight.envelope is None:
+            return False
         await d.requests.submit(
             flight.envelope,
             request_id=flight.id,
@@ -100,5 +110,6 @@ async def resubmit_if_lost(d: GatewayDeps, flight: Flight) -> None:
             now=time.time(),
         )
     except StateUnavailable:
-        return
+        return False
     log.warning("request %s was lost by Redis while queued; submitted again", flight.id)
+    return False

@@ -17,6 +17,8 @@ are skipped: nothing proves their replica is gone, it may still be serving them.
 from __future__ import annotations
 
 import logging
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final, Literal
 
@@ -86,9 +88,10 @@ class GatewaySweeper:
     """One sweep pass per call; see the module docstring for the rule.
 
     A replica is acted on only once this sweeper has seen it lost for `confirm_s` (on its own
-    clock): after a Redis outage every liveness key may have expired at once, and the live
-    replicas need a heartbeat to show it. A new sweeper (after a takeover, or after an outage
-    restarts the loop) therefore starts by confirming.
+    monotonic clock, so that a step of the wall clock neither skips nor stretches it): after a
+    Redis outage every liveness key may have expired at once, and the live replicas need a
+    heartbeat to show it. A new sweeper (after a takeover, or after an outage restarts the
+    loop) therefore starts by confirming.
 
     Guarantees: a request is released only while its replica is lost and it is still queued or
     granted, checked atomically in Redis, so a request that is being served (its replica beats
@@ -96,14 +99,21 @@ class GatewaySweeper:
     is forgotten (with its grants stream) only after a pass finds nothing of it left.
     """
 
-    def __init__(self, stores: StateStores, *, confirm_s: float) -> None:
+    def __init__(
+        self,
+        stores: StateStores,
+        *,
+        confirm_s: float,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.stores = stores
         self.confirm_s = confirm_s
+        self._clock = clock
         self._lost_since: dict[str, float] = {}
 
     async def sweep(self, core: SchedulerCore, now: float) -> list[Release]:
         """Release every queued or granted request of a lost replica; returns what changed."""
-        lost = self._confirmed(await self.stores.gateways.lost(), now)
+        lost = self._confirmed(await self.stores.gateways.lost(), self._clock())
         if not lost:
             return []
         records = await self.stores.requests.owned_by(lost)

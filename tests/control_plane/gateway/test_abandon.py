@@ -23,6 +23,7 @@ from control_plane.gateway.deps import GatewayDeps
 from control_plane.gateway.finish import Finisher
 from control_plane.gateway.flight import Flight
 from control_plane.gateway.grants import GrantWaiter
+from control_plane.gateway.heartbeat import Liveness
 from control_plane.gateway.knobs import GatewayKnobs
 from control_plane.gateway.metrics import GatewayMetrics
 from control_plane.gateway.reporter import EventReporter
@@ -74,6 +75,7 @@ def gateway_deps(store: Any, reporter: EventReporter, **extra: Any) -> GatewayDe
         metrics=GatewayMetrics(),
         limits=None,
         gateway_id=GATEWAY,
+        liveness=Liveness(5.0),
     )
     for name, value in extra.items():
         setattr(deps, name, value)

@@ -208,15 +208,31 @@ async def test_a_loss_is_acted_on_only_once_confirmed_for_confirm_s(stores: Stat
     core = await _leader_with_two_running(stores)
     await stores.gateways.leave("gw-dead")
     await stores.gateways.leave("gw-ok")  # as after a Redis outage: every liveness key gone
-    sweeper = GatewaySweeper(stores, confirm_s=2.0)
+    clock = [100.0]  # the sweeper's monotonic clock
+    sweeper = GatewaySweeper(stores, confirm_s=2.0, clock=lambda: clock[0])
 
     assert await sweeper.sweep(core, NOW) == []  # first seen lost: only noted
     await stores.gateways.beat("gw-ok", ttl_s=5, now=NOW + 1)  # the live one shows up again
+    clock[0] = 101.5
     assert await sweeper.sweep(core, NOW + 1.5) == []
+    clock[0] = 102.0
     released = await sweeper.sweep(core, NOW + 2.0)
 
     assert {r.gateway for r in released} == {"gw-dead"} and len(released) == 4
     assert await stores.requests.queued_ids() == ["ok0"]
     await stores.gateways.leave("gw-ok")
+    clock[0] = 103.0
     assert await sweeper.sweep(core, NOW + 3.0) == []  # gw-ok's loss starts a fresh count
     assert await stores.requests.queued_ids() == ["ok0"]
+
+
+async def test_a_step_of_the_wall_clock_does_not_confirm_a_loss(stores: StateStores) -> None:
+    """Regression: the confirmation counted on the wall clock, so a forward step of the
+    clock (NTP) right after an outage that expired every liveness key released the requests
+    of live replicas before they could beat again."""
+    core = await _leader_with_two_running(stores)
+    await stores.gateways.leave("gw-ok")
+    sweeper = GatewaySweeper(stores, confirm_s=2.0, clock=lambda: 100.0)
+    assert await sweeper.sweep(core, NOW) == []
+    assert await sweeper.sweep(core, NOW + 3600.0) == []  # the wall clock jumped an hour
+    assert "ok0" in await stores.requests.queued_ids()
