@@ -69,7 +69,13 @@ def deploy(scenario: Scenario, cfg: WorkflowsConfig, state: Path) -> UpProcess:
             max_num_seqs=group.max_num_seqs,
             tenants=tuple(t.name for t in scenario.tenants),
             extra_args=extra,
-            env={"ARBITER_DEFAULT_QUEUE_CAP": "1000000"},  # the scenario has no queue cap
+            env={
+                "ARBITER_DEFAULT_QUEUE_CAP": "1000000",  # the scenario has no queue cap
+                # a takeover mid-run forgets the open workflows, so what the leader learned
+                # would cover only the calls after it: a lease that a slow box's few-second
+                # stall (ten processes on two cores) does not end
+                "ARBITER_LEASE_TTL_S": "6",
+            },
         ),
         state,
     )

@@ -24,12 +24,14 @@ class PoolGate:
     """The `admit` of one decision: some worker of the job's pool (its model's) admits it.
 
     With `hol_blocking`, the first refused job of a pool holds that pool for the rest of the
-    decision, and once every pool is held `StopPop` ends the scan. `refuses(model)` names the
-    pools without room and the held ones, whose jobs `__call__` refuses without side effects;
-    policies use it to skip them (`policies.base.refusals`).
+    decision, and once every pool is held `StopPop` ends the scan — except a job refused for
+    want of a worker whose context holds it (`within_context`): the workers that could hold it
+    are kept for it, and the shorter ones serve on. `refuses(model)` names the pools without
+    room and the held ones, whose jobs `__call__` refuses without side effects; policies use it
+    to skip them (`policies.base.refusals`).
     """
 
-    __slots__ = ("_held", "_hol", "_now", "_pools", "admit")
+    __slots__ = ("_held", "_hol", "_longest", "_now", "_pools", "admit")
 
     def __init__(
         self,
@@ -45,6 +47,7 @@ class PoolGate:
         """Admission and the execution limits together, for one (job, worker) pair."""
         if longest:
             self.admit = within_context(self.admit, longest)
+        self._longest = longest or {}
         self._pools = pools
         self._now = now
         self._hol = hol_blocking
@@ -59,11 +62,23 @@ class PoolGate:
         admit, now = self.admit, self._now
         if any(admit(job, w, now) for w in self._pools[job.model]):
             return True
-        if self._hol:
+        if self._hol and not self._keep_for(job):
             self._held.add(job.model)
             if len(self._held) == len(self._pools):
                 raise StopPop  # every pool is held: scanning further cannot succeed
         return False
+
+    def _keep_for(self, job: Job) -> bool:
+        """For a job only longer contexts hold: leave its pool the workers too short for it
+        (holding them would gain it nothing); False when none is left."""
+        reach = _reach(job, self._longest)
+        if reach is None:
+            return False
+        rest = [w for w in self._pools[job.model] if _short(w, reach)]
+        if not rest:
+            return False
+        self._pools[job.model] = rest
+        return True
 
 
 def admitter(
@@ -92,17 +107,32 @@ def admitter(
 def within_context(
     admit: Callable[[Job, WorkerView, float], bool], longest: dict[str, int]
 ) -> Callable[[Job, WorkerView, float], bool]:
-    """`admit`, refusing a worker whose context is shorter than the job's `min_context`
-    while a worker of its model holds it (`longest`: model → the longest context among its
-    healthy workers); past every one, the job is left to the workers' own refusal."""
+    """`admit`, refusing a worker whose context is shorter than the job's `min_context`, or
+    than the longest of its model when the job needs more (`longest`: model → the longest
+    context among its healthy workers, for models whose contexts differ)."""
 
     def fits(job: Job, worker: WorkerView, now: float) -> bool:
-        need, held = job.min_context, worker.max_model_len
-        if need is not None and held is not None and held < need <= longest.get(job.model, 0):
+        reach = _reach(job, longest)
+        if reach is not None and _short(worker, reach):
             return False
         return admit(job, worker, now)
 
     return fits
+
+
+def _reach(job: Job, longest: dict[str, int]) -> int | None:
+    """The context a worker must hold to take `job`: its `min_context`, or the longest its
+    model has when it needs more (the one that serves it, lowering `max_tokens` to its room,
+    where a shorter one refuses); None when it fits every worker or no context differs."""
+    need, most = job.min_context, longest.get(job.model)
+    if need is None or most is None:
+        return None
+    return min(need, most)
+
+
+def _short(worker: WorkerView, reach: int) -> bool:
+    held = worker.max_model_len
+    return held is not None and held < reach
 
 
 def longest_contexts(workers: Sequence[WorkerView]) -> dict[str, int]:

@@ -29,12 +29,16 @@ class Liveness:
     def __init__(self, dead_after_s: float) -> None:
         self.dead_after_s = dead_after_s
         self.epoch = 0
-        """Bumped by each answered beat that finds the replica had been considered lost."""
+        """Bumped by each answered beat that finds the replica had been considered lost, or
+        that comes `dead_after_s` or more after the previous answered one."""
         self._beat_at: float | None = None
         """When (monotonic) the last answered beat was sent."""
 
     def beaten(self, sent_at: float, was_alive: bool) -> None:
-        if not was_alive and self._beat_at is not None:  # not the first beat: it was lost
+        last = self._beat_at
+        # not the first beat, and it was lost; or it may have been, between two answered
+        # beats that far apart (the one that registered it again may have lost its reply)
+        if last is not None and (not was_alive or sent_at - last >= self.dead_after_s):
             self.epoch += 1
         self._beat_at = sent_at
 

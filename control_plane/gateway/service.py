@@ -198,7 +198,9 @@ class Gateway:
             record = await self.d.requests.get(flight.id)
         except StateUnavailable:
             await self._finisher.finish(flight, "error", "state unavailable")
-            raise unavailable() from None
+            err = unavailable()
+            err.counted = True  # finished with `error` just above
+            raise err from None
         held = (record.status, record.worker, record.gateway) if record else None
         if held == ("granted", grant.worker_id, self.d.gateway_id):
             return

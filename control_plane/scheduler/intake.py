@@ -81,6 +81,7 @@ async def take_in(
     takes = [a for a in arrivals if a.worker is not None]
     failed = desk.adopt(core, takes, now)
     for record in again:
+        desk.left_its_worker(core, record.id)
         # the gateway's clock: one running ahead must not bench the worker for its skew
         failed_at = min(record.requeued_at or now, now)
         if record.prev_worker and failed_at + core.failure_cooldown_s > now:

@@ -129,6 +129,13 @@ class LendingDesk:
         while len(self._set_aside) > EARLY_ENDS_KEPT:
             self._set_aside.popitem(last=False)
 
+    def left_its_worker(self, core: SchedulerCore, request_id: str) -> None:
+        """A request re-queued after its worker failed: a take set aside no longer holds
+        that worker's slot."""
+        worker_id = self._set_aside.pop(request_id, None)
+        if worker_id is not None:
+            _free_one(core, worker_id)
+
     def note_end(self, core: SchedulerCore, event: Complete, ended: object) -> None:
         """A `complete` the core did not know: the end of a take set aside (its slot is free
         again), or kept, as it may be a take not read yet."""

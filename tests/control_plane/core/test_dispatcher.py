@@ -168,14 +168,40 @@ def test_a_job_that_needs_a_longer_context_goes_only_to_a_worker_that_holds_it()
     assert d.next(0.0, [short, replace(long, inflight=2)]) is None  # it waits for the long one
 
 
-def test_jobs_that_fit_everywhere_or_nowhere_are_not_held_back() -> None:
+def test_a_job_that_fits_everywhere_is_not_held_back() -> None:
     short, long = worker("short", max_model_len=4096), worker("long", max_model_len=32768)
-    busy_long = replace(long, inflight=1)
-    for need in (None, 2000, 40_000):  # fits both; past both: left to the workers' refusal
+    for need in (None, 2000):
         d = dispatcher()
         d.push(_sized(need), 0.0)
-        decision = d.next(0.0, [short, busy_long])
+        decision = d.next(0.0, [short, replace(long, inflight=1)])
         assert decision is not None and decision.worker.id == "short", need
+
+
+def test_a_job_past_every_context_goes_to_the_longest() -> None:
+    """vLLM refuses `max_tokens` past its context but lowers it to the room a prompt leaves:
+    the longest worker serves what a shorter one refuses (before: any worker)."""
+    short, long = worker("short", max_model_len=4096), worker("long", max_model_len=32768)
+    d = dispatcher()
+    d.push(_sized(40_000), 0.0)
+    decision = d.next(0.0, [short, replace(long, inflight=1)])
+    assert decision is not None and decision.worker.id == "long"
+
+
+def test_a_job_waiting_for_the_long_worker_does_not_idle_the_short_ones() -> None:
+    """Head-of-line blocking holds a pool for its first refused job; one refused only for
+    want of a long enough worker leaves the shorter ones serving (before: every job of the
+    model waited behind it, short workers idle)."""
+    short, long = worker("short", max_model_len=4096), worker("long", max_model_len=32768)
+    d = dispatcher()
+    d.push(_sized(8000, "big", 0.0), 0.0)
+    for i in range(3):
+        d.push(_sized(None, f"small{i}", 1.0 + i), 0.0)
+    decisions = d.drain(0.0, [short, replace(long, inflight=2)])  # the long one is full
+    assert [(x.job.id, x.worker.id) for x in decisions] == [
+        ("small0", "short"), ("small1", "short"),
+    ]  # fmt: skip
+    decisions = d.drain(0.0, [short, long])  # a long slot frees: the big job gets it first
+    assert (decisions[0].job.id, decisions[0].worker.id) == ("big", "long")
 
 
 def test_the_longest_context_counts_only_workers_that_may_serve() -> None:

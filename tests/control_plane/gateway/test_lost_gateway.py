@@ -111,3 +111,16 @@ def test_liveness_is_suspect_after_a_loss_or_a_silence_as_long_as_the_liveness()
     live.beaten(time.monotonic(), was_alive=False)  # it had been considered lost
     assert live.suspect(epoch)  # for what was submitted before
     assert not live.suspect(live.epoch)  # not for what comes after
+
+
+def test_liveness_is_suspect_when_the_beat_that_found_it_lost_lost_its_reply() -> None:
+    """Regression: the beat that registered the replica again ran in Redis but its reply was
+    lost, and the next answered beat said `alive`: nothing was suspect any more, and a grant
+    the sweeper had released was opened."""
+    live = Liveness(dead_after_s=5.0)
+    now = time.monotonic()
+    live.beaten(now - 22.0, was_alive=False)  # registered
+    epoch = live.epoch
+    live.beaten(now, was_alive=True)  # 22 s later: what happened between is unknown
+    assert live.suspect(epoch)
+    assert not live.suspect(live.epoch)

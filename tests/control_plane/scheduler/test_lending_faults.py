@@ -126,3 +126,41 @@ async def test_a_gateway_clock_ahead_does_not_bench_a_worker_for_its_skew(
     observe(h.core, taken[0], WorkerSample(True, NOW + 60.0, models={"m": 4096}))
     assert not worker.failed
     await stores.aclose()
+
+
+async def test_a_take_set_aside_then_requeued_gives_its_first_worker_s_slot_back(
+    redis_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Regression: re-queued after its worker failed, then served elsewhere, the request's end
+    was the core's, so its first worker's slot stayed counted as lent for the rest of the
+    term."""
+    stores = StateStores.open(redis_url, "lend-poison-requeued")
+    h = await Harness.start(stores, per_worker=3)
+    await h.cycle()
+    policy = h.core.dispatcher.policy
+    real_push, calls = policy.push, [0]
+
+    def push(job: Job, now: float) -> None:
+        calls[0] += 1
+        if calls[0] == 1:
+            raise TypeError("a transient policy bug")
+        real_push(job, now)
+
+    monkeypatch.setattr(policy, "push", push)
+    assert await h.submit()
+    await h.read_arrivals()  # the take is set aside
+    assert "r1" not in h.core.running
+    assert await stores.requests.requeue("r1", now=NOW)  # its worker failed before answering
+    await h.read_arrivals()  # queued in the core this time
+    await h.cycle()
+    assert "r1" in h.core.running
+    await stores.requests.finish("r1", now=NOW, status="ok")
+    event = Complete("r1", "ok", finished=NOW, n_in=10, n_out=8)
+    h.desk.note_end(h.core, event, apply_event(h.core, event, NOW))
+
+    real = await stores.requests.inflight()
+    lent = (await stores.lending.lent()).get("m", {})
+    for worker_id, slot in h.core.workers.items():  # the leader counts what Redis holds
+        held = list(real.values()).count(worker_id) + lent.get(worker_id, 0)
+        assert len(slot.inflight) + slot.lent == held, (worker_id, slot.lent, real, lent)
+    await stores.aclose()
