@@ -53,9 +53,10 @@ class Job:
     dispatched_at: float | None = None
     worker: str | None = None
     min_context: int | None = None
-    """The context a worker must hold to accept the request (its prompt plus the `max_tokens`
-    it asked for), set only when that is more than the shortest context among its model's
-    workers: the scheduler then sends it only to a worker that holds it (while one does)."""
+    """The context a worker must hold to take the request whole (its prompt plus the
+    `max_tokens` sent, 1 when none is), set only when that is more than the shortest context
+    among its model's workers: the scheduler then sends it only to a worker that holds it, or
+    to the longest when none does."""
 
     @property
     def path(self) -> tuple[str, str, str]:

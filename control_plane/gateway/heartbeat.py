@@ -23,8 +23,9 @@ class Liveness:
     """What this replica knows of its own liveness in Redis: whether the leader may have
     considered it lost — and released its queued and granted requests — since a request was
     submitted. Guarantee: `suspect(epoch)` is True whenever that may have happened since
-    `epoch` was read: a beat found the replica had been considered lost, or no beat has been
-    answered for `dead_after_s` (a stall or a partition: its liveness may have expired)."""
+    `epoch` was read: a beat found the replica had been considered lost, two answered beats
+    were `dead_after_s` or more apart, or none has been answered for `dead_after_s` (a stall
+    or a partition: its liveness may have expired)."""
 
     def __init__(self, dead_after_s: float) -> None:
         self.dead_after_s = dead_after_s
