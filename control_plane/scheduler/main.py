@@ -24,7 +24,9 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 
 from control_plane.recorder.database import migrate_when_reachable
 from control_plane.recorder.service import Recorder
+from control_plane.scheduler.loop_watch import watch_loop
 from control_plane.scheduler.service import SchedulerService
+from control_plane.scheduler.warm import warm_imports
 from control_plane.settings import Settings
 from control_plane.state import StateStores, StateUnavailable, ping, sentinel_of
 from control_plane.state.tasks import stop_tasks
@@ -86,6 +88,11 @@ def status_app(service: SchedulerService, extra: Sequence[CollectorRegistry] = (
     return app
 
 
+async def _warm_then_run(service: SchedulerService) -> None:
+    await warm_imports()
+    await service.run()
+
+
 async def run_scheduler(settings: Settings, *, with_recorder: bool = False) -> None:
     """Run until SIGTERM/SIGINT; the lease is released on the way out."""
     holder = f"sched-{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
@@ -98,7 +105,10 @@ async def run_scheduler(settings: Settings, *, with_recorder: bool = False) -> N
     )
     service = SchedulerService(settings, stores, holder)
     db = Database(settings.database_url) if with_recorder else None
-    tasks = [asyncio.create_task(service.run(), name="scheduler")]
+    tasks = [
+        asyncio.create_task(_warm_then_run(service), name="scheduler"),
+        asyncio.create_task(watch_loop(service.metrics.loop_late_seconds.observe), name="loop"),
+    ]
     registries: list[CollectorRegistry] = []
     if db is not None:
         await migrate_when_reachable(db)

@@ -126,6 +126,12 @@ class SchedulerMetrics:
             buckets=(0.0001, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.05, 0.1, 0.5),
             registry=r,
         )
+        self.loop_late_seconds = Histogram(
+            "arbiter_scheduler_loop_late_seconds",
+            "How late the event loop ran a 100 ms timer (a blocked loop delays lease renewals)",
+            buckets=(0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0),
+            registry=r,
+        )
         self.fairness = FairnessCollector()
         r.register(self.fairness)
         self.dead_letters = DeadLetterCounts()

@@ -41,7 +41,10 @@ def artifacts() -> Path:
 @pytest.fixture(scope="module")
 def deployment(tmp_path_factory: pytest.TempPathFactory, artifacts: Path) -> Iterator[UpInfo]:
     """A whole deployment started by `arbiter up` (2 simulated workers at speed 5)."""
-    up = UpProcess(tmp_path_factory.mktemp("arbiter-up"))
+    # The workflows test needs one leader through its QA traffic (a takeover forgets the open
+    # workflows, so the new leader never counts all of them): a lease that a few seconds' stall
+    # of this many processes on two cores does not end, as `arbiter bench workflows` runs.
+    up = UpProcess(tmp_path_factory.mktemp("arbiter-up"), env={"ARBITER_LEASE_TTL_S": "6"})
     try:
         yield up.start()
     finally:

@@ -39,6 +39,8 @@ class UpProcess:
     speed: float = 5.0
     extra_args: tuple[str, ...] = ()
     """More `arbiter up` flags (policy, workers, batch size, tenants)."""
+    env: dict[str, str] = field(default_factory=dict)
+    """More environment for `arbiter up` and its children (settings as `ARBITER_*`)."""
     port: int = field(default_factory=free_port)
     console_port: int = field(default_factory=free_port)
     proc: subprocess.Popen[bytes] | None = None
@@ -60,7 +62,7 @@ class UpProcess:
     def start(self, timeout_s: float = 120.0) -> UpInfo:
         self.state_dir.mkdir(parents=True, exist_ok=True)
         self._log = self.log_path.open("w")
-        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        env = {**os.environ, "PYTHONUNBUFFERED": "1", **self.env}
         # its own process group, so that a stuck child can still be cleaned up in stop()
         self.proc = subprocess.Popen(
             self.argv(), stdout=self._log, stderr=subprocess.STDOUT, env=env, start_new_session=True
