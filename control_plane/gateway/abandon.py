@@ -8,8 +8,10 @@ nothing; a request the call queued is withdrawn, its event carrying the envelope
 submitted so that the recorder writes its row (status `error`: its client had a 503, or
 nothing at a shutdown past its grace); a fast-lane slot it took is released with its
 `complete` event (status `error`, the same envelope's request, so the same row), then the
-mark. A request the leader granted meanwhile reaches the grant reader with nobody waiting and
-is released there as an orphan (no row: the reader knows no envelope). Retried with backoff
+mark. A request the leader granted meanwhile reaches the grant reader with nobody waiting; the
+reader hands it to `release_unwaited`, which releases it with the same `complete` (status
+`error`, a row) while the envelope is kept (`MAX_KEPT` failed submits, the newest), else as an
+orphan (no row), as every other grant nobody waits for. Retried with backoff
 (capped at `MAX_DELAY_S`) for as long as the process lives, however long Redis is away: a
 submit can run late in Redis at any time until then (a stall, a partition whose data the
 kernel keeps resending), and a take nobody abandons holds its worker's slot for the life of
@@ -22,7 +24,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import Awaitable, Callable
 
 from control_plane.contracts.grants import Grant
@@ -37,6 +39,8 @@ MAX_PENDING = 100_000
 """Most failed submits kept for abandoning (about 1.2 KB each with the envelope kept for the
 withdrawal's row: some 120 MB at the cap); beyond, the oldest are dropped with a warning —
 only a very long outage under heavy load gets there."""
+MAX_KEPT = 10_000
+"""Envelopes kept of failed submits that may still meet a leader's grant (the newest)."""
 REASON = "submit_failed"
 
 
@@ -45,7 +49,9 @@ class SubmitAbandoner:
 
     Guarantee: once `abandon(id)` returns, the request either never takes effect or is ended
     (withdrawn, or released with its event) once Redis answers, while this process lives and
-    fewer than `max_pending` failed submits wait behind it.
+    fewer than `max_pending` failed submits wait behind it; a grant of it the reader hands to
+    `release_unwaited` is released with the same row while fewer than `MAX_KEPT` failed submits
+    came after it.
     """
 
     def __init__(
@@ -53,6 +59,7 @@ class SubmitAbandoner:
         requests: RequestStore,
         gateway_id: str,
         release: Callable[[Grant, Envelope, str], Awaitable[None]],
+        release_orphan: Callable[[Grant], Awaitable[None]],
         *,
         delays: tuple[float, float] = (FIRST_DELAY_S, MAX_DELAY_S),
         max_pending: int = MAX_PENDING,
@@ -60,10 +67,14 @@ class SubmitAbandoner:
         self._requests = requests
         self._gateway_id = gateway_id
         self._release = release
+        self._release_orphan = release_orphan
         self._delays = delays
         self._max_pending = max_pending
         self._pending: deque[tuple[str, Envelope]] = deque()
         """Request ids to abandon, with what was submitted, oldest first."""
+        self._kept: OrderedDict[str, Envelope] = OrderedDict()
+        """What was submitted, by request id, until the request is ended here or by the grant
+        reader (the newest `MAX_KEPT`)."""
         self._task: asyncio.Task[None] | None = None
 
     def abandon(self, request_id: str, envelope: Envelope) -> None:
@@ -78,8 +89,20 @@ class SubmitAbandoner:
                 dropped,
             )
         self._pending.append((request_id, envelope))
+        self._kept[request_id] = envelope
+        if len(self._kept) > MAX_KEPT:
+            self._kept.popitem(last=False)
         if self._task is None or self._task.done():
             self._task = asyncio.get_running_loop().create_task(self._work())
+
+    async def release_unwaited(self, grant: Grant) -> None:
+        """Release a grant nobody waits for: a failed submit's with its `complete` built from
+        the envelope submitted (a row: its client had a 503), any other as an orphan."""
+        envelope = self._kept.pop(grant.request_id, None)
+        if envelope is None:
+            await self._release_orphan(grant)
+        else:
+            await self._release(grant, envelope, REASON)
 
     async def settled(self) -> None:
         """Return once every request handed over so far is abandoned (or dropped past the cap)."""
@@ -108,6 +131,12 @@ class SubmitAbandoner:
         result = await self._requests.abandon(request_id, gateway_id=self._gateway_id, now=now)
         if result.outcome == "queued":
             # False: granted meanwhile, and the grant reader releases it (nobody waits for it)
-            await self._requests.withdraw(request_id, now=now, reason=REASON, envelope=envelope)
-        elif result.grant is not None:
+            if await self._requests.withdraw(request_id, now=now, reason=REASON, envelope=envelope):
+                self._kept.pop(request_id, None)
+        elif result.grant is not None:  # a take: no grant message will come
+            self._kept.pop(request_id, None)
             await self._release(result.grant, envelope, REASON)
+        elif result.outcome == "absent":
+            self._kept.pop(request_id, None)
+        # "other": the leader granted it (its grant, not yet read, finds the envelope kept),
+        # or it ended

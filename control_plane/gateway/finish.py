@@ -131,8 +131,9 @@ class Finisher:
         self._mark_later(grant.request_id, "aborted", published)
 
     async def release_unsent(self, grant: Grant, envelope: Envelope, error: str) -> None:
-        """A fast-lane slot was taken by a submit whose answer never came: release it with
-        the request's `complete` event (status `error`, a row to write), then the mark."""
+        """A slot was taken (fast lane) or granted (leader) for a submit whose answer never
+        came: release it with the request's `complete` event (status `error`, a row to write),
+        then the mark."""
         event = unsent_event(grant, envelope, time.time(), error)
         published = self.d.reporter.emit(event, finish="error")
         self._mark_later(grant.request_id, "error", published)

@@ -128,10 +128,10 @@ def orphan_event(grant: Grant, now: float, error: str = "client gone before gran
 
 
 def unsent_event(grant: Grant, envelope: Envelope, now: float, error: str) -> Complete:
-    """The `complete` event of a fast-lane slot taken by a submit whose answer never came (the
-    gateway released it unserved): the request as submitted, so that the recorder writes its
-    row — status `error` (its client had a 503), never dispatched, as its withdrawal would be
-    had the submit queued it."""
+    """The `complete` event of a slot taken (fast lane) or granted (leader) for a submit whose
+    answer never came (the gateway released it unserved): the request as submitted, so that
+    the recorder writes its row — status `error` (its client had a 503), never dispatched, as
+    its withdrawal would be had the submit queued it."""
     job = envelope.job
     return Complete(
         id=grant.request_id,

@@ -64,10 +64,13 @@ class Gateway:
     def __init__(self, deps: GatewayDeps) -> None:
         self.d = deps
         self._finisher = Finisher(deps)
-        self.release_orphan = self._finisher.release_orphan
         self._abandoner = SubmitAbandoner(
-            deps.requests, deps.gateway_id, self._finisher.release_unsent
+            deps.requests,
+            deps.gateway_id,
+            self._finisher.release_unsent,
+            self._finisher.release_orphan,
         )
+        self.release_orphan = self._abandoner.release_unwaited
         self._answers = Answers(deps, self._finisher.finish)
 
     @property

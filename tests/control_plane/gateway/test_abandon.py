@@ -109,8 +109,10 @@ async def _failed_submit(
     reporter = EventReporter(stores.completions, interval=0.01)
     deps = gateway_deps(store, reporter)
     finisher = Finisher(deps)
-    abandoner = SubmitAbandoner(cast(Any, store), GATEWAY, finisher.release_unsent, delays=delays)
-    waiter = GrantWaiter(stores.grants, GATEWAY, finisher.release_orphan)
+    abandoner = SubmitAbandoner(
+        cast(Any, store), GATEWAY, finisher.release_unsent, finisher.release_orphan, delays=delays
+    )
+    waiter = GrantWaiter(stores.grants, GATEWAY, abandoner.release_unwaited)
     flushing = asyncio.create_task(reporter.run())
     try:
         with pytest.raises(StateUnavailable):
@@ -164,6 +166,68 @@ async def test_a_request_queued_by_a_submit_whose_answer_was_lost_is_withdrawn(
     row = withdrawal_row(event, "vtc")
     assert row is not None and (row.status, row.error) == ("error", "submit_failed")
     assert (row.tenant, row.dispatched_at, row.unified_cost) == (flight.job.tenant, None, 0.0)
+
+
+async def _until(check: Any, timeout_s: float = 10.0) -> None:
+    deadline = asyncio.get_running_loop().time() + timeout_s
+    while not await check():
+        assert asyncio.get_running_loop().time() < deadline, "timed out"
+        await asyncio.sleep(0.01)
+
+
+@pytest.mark.parametrize("grant_read", ["before-the-abandon", "after-the-abandon"])
+async def test_a_request_the_leader_granted_before_its_abandon_is_released_with_its_row(
+    stores: StateStores, grant_read: str
+) -> None:
+    """Regression: the grant reader released it as an orphan grant, which makes no row."""
+    flight = flight_of({"model": "m", "prompt": "hello"})
+    store = SubmitThenFail(stores.requests, ran=True, down=10**9 if grant_read[0] == "b" else 1)
+    reporter = EventReporter(stores.completions, interval=0.01)
+    deps = gateway_deps(store, reporter)
+    finisher = Finisher(deps)
+    abandoner = SubmitAbandoner(
+        cast(Any, store),
+        GATEWAY,
+        finisher.release_unsent,
+        finisher.release_orphan,
+        delays=(0.01, 0.01) if grant_read[0] == "b" else (0.3, 0.3),
+    )
+    waiter = GrantWaiter(stores.grants, GATEWAY, abandoner.release_unwaited)
+    flushing = asyncio.create_task(reporter.run())
+    reading: asyncio.Task[None] | None = None
+    try:
+        with pytest.raises(StateUnavailable):
+            await submit_flight(deps, waiter, flight, abandoner.abandon)
+        assert await stores.requests.grant(
+            flight.id, worker_id="w1", worker_url="http://w1", now=NOW
+        )  # the leader, while the abandon waits for Redis (its first call failed)
+        if grant_read[0] == "b":
+            reading = asyncio.create_task(waiter.run())
+            await _until(lambda: _status_is(stores, flight.id, "error"))
+            store.down = 0
+        await abandoner.settled()
+        if reading is None:
+            reading = asyncio.create_task(waiter.run())
+            await _until(lambda: _status_is(stores, flight.id, "error"))
+        await finisher.settled()
+    finally:
+        for task in (flushing, reading):
+            if task is not None:
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
+
+    assert await stores.requests.inflight() == {}
+    events = await _events(stores)
+    assert [(type(e), e.id, e.status, e.error, e.worker) for e in events] == [
+        (Complete, flight.id, "error", "submit_failed", "w1")
+    ]
+    row = request_row(events[0], "vtc")
+    assert row is not None and (row.status, row.error) == ("error", "submit_failed")
+    assert (row.tenant, row.n_in, row.dispatched_at) == (flight.job.tenant, flight.job.n_in, None)
+
+
+async def _status_is(stores: StateStores, request_id: str, status: str) -> bool:
+    return await stores.requests.status(request_id) == status
 
 
 async def test_a_submit_that_runs_after_it_was_abandoned_takes_nothing(
@@ -231,7 +295,7 @@ async def test_beyond_the_cap_the_oldest_failed_submit_is_dropped_with_a_warning
         raise AssertionError("nothing to release")
 
     abandoner = SubmitAbandoner(
-        cast(Any, store), GATEWAY, release, delays=(0.001, 0.002), max_pending=2
+        cast(Any, store), GATEWAY, release, release, delays=(0.001, 0.002), max_pending=2
     )
     envelope = cast(Envelope, None)  # this store never reads it
     for request_id in ("a", "b", "c"):
