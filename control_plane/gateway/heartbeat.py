@@ -34,8 +34,12 @@ class Liveness:
         that comes `dead_after_s` or more after the previous answered one."""
         self._beat_at: float | None = None
         """When (monotonic) the last answered beat was sent."""
+        self.data_marker: str | None = None
+        """Redis's data marker as the last answered beat read it (`KeySpace.data_marker`)."""
 
-    def beaten(self, sent_at: float, was_alive: bool) -> None:
+    def beaten(self, sent_at: float, was_alive: bool, data_marker: str | None = None) -> None:
+        if data_marker is not None:
+            self.data_marker = data_marker
         last = self._beat_at
         # not the first beat, and it was lost; or it may have been, between two answered
         # beats that far apart (the one that registered it again may have lost its reply)
@@ -58,14 +62,16 @@ async def beat_once(
     """One beat; False when Redis could not be reached (the replica may look lost)."""
     sent_at = time.monotonic()
     try:
-        was_alive = await registry.beat(gateway_id, ttl_s=dead_after_s, now=time.time())
+        was_alive, marker = await registry.beat_marked(
+            gateway_id, ttl_s=dead_after_s, now=time.time()
+        )
     except StateUnavailable as exc:
         log.warning("gateway %s: heartbeat failed (%s)", gateway_id, exc)
         return False
     if not was_alive:
         log.info("gateway %s: alive (first beat, or after being considered lost)", gateway_id)
     if liveness is not None:
-        liveness.beaten(sent_at, was_alive)
+        liveness.beaten(sent_at, was_alive, marker)
     return True
 
 

@@ -45,6 +45,7 @@ async def submit_flight(
     fut = waiter.expect(flight.id)
     flight.grant_future = fut
     flight.liveness_epoch = d.liveness.epoch
+    flight.data_marker = d.liveness.data_marker
     # a copy: the envelope is what was submitted, whatever the flight's job becomes later
     envelope = Envelope(replace(flight.job), flight.node.weights(), d.gateway_id)
     flight.envelope = envelope
@@ -93,7 +94,8 @@ async def resubmit_if_lost(d: GatewayDeps, flight: Flight) -> bool:
     (a grant and its record change in one script), and only this gateway contacts a
     worker for it. Its place in the queue is lost; outages are left to the leader watch.
     → True when the request has ended meanwhile (the leader released it, this replica
-    having been considered lost): the wait is over, and submitting it again would serve a
+    having been considered lost), even once its ended hash expired (Redis's data marker is
+    the one it was submitted under): the wait is over, and submitting it again would serve a
     request whose row says it never was."""
     try:
         status = await d.requests.status(flight.id)
@@ -101,6 +103,8 @@ async def resubmit_if_lost(d: GatewayDeps, flight: Flight) -> bool:
             return True
         if status is not None or flight.envelope is None:
             return False
+        if await _expired_after_its_end(d, flight):
+            return True
         await d.requests.submit(
             flight.envelope,
             request_id=flight.id,
@@ -113,3 +117,13 @@ async def resubmit_if_lost(d: GatewayDeps, flight: Flight) -> bool:
         return False
     log.warning("request %s was lost by Redis while queued; submitted again", flight.id)
     return False
+
+
+async def _expired_after_its_end(d: GatewayDeps, flight: Flight) -> bool:
+    """True when Redis kept its data since `flight` was submitted (the same data marker) and
+    this replica may have been considered lost meanwhile: its hash is gone because the leader
+    ended it (its sweeper only ends a lost replica's waiting requests) and the end's hash
+    expired (a minute after its row was recorded), not because Redis lost it."""
+    if flight.data_marker is None or not d.liveness.suspect(flight.liveness_epoch):
+        return False
+    return await d.requests.data_marker() == flight.data_marker

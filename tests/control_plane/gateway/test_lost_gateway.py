@@ -16,10 +16,11 @@ from control_plane.contracts.grants import Grant
 from control_plane.contracts.requests import Envelope
 from control_plane.core.ledger import Ledger
 from control_plane.gateway.errors import ApiError
-from control_plane.gateway.heartbeat import Liveness
+from control_plane.gateway.grants import GrantWaiter
+from control_plane.gateway.heartbeat import Liveness, beat_once
 from control_plane.gateway.reporter import EventReporter
 from control_plane.gateway.service import Gateway
-from control_plane.gateway.submit import resubmit_if_lost
+from control_plane.gateway.submit import resubmit_if_lost, submit_flight
 from control_plane.scheduler.rebuild import build_core
 from control_plane.scheduler.sweeper import GatewaySweeper
 from control_plane.state import KeySpace, StateStores, connect
@@ -69,6 +70,55 @@ async def test_a_request_released_while_its_gateway_looked_lost_is_not_submitted
     assert await resubmit_if_lost(deps, flight) is True  # the wait is over: 503
     assert await stores.requests.status(flight.id) == "withdrawn"
     assert await stores.requests.queued_ids() == []
+
+
+async def _waiting(stores: StateStores) -> tuple[Any, Any]:
+    """A flight submitted as the gateway submits (`submit_flight`) after its first beat."""
+    deps = gateway_deps(stores.requests, EventReporter(stores.completions))
+    assert await beat_once(stores.gateways, GATEWAY, 5.0, deps.liveness)
+    flight = flight_of({"model": "m", "prompt": "hello"})
+    waiter = GrantWaiter(stores.grants, GATEWAY, _never)
+    await submit_flight(deps, waiter, flight, lambda *_: None)
+    assert flight.data_marker is not None
+    return deps, flight
+
+
+async def _never(grant: Grant) -> None:
+    raise AssertionError(f"no grant expected: {grant}")
+
+
+async def test_a_released_request_whose_ended_hash_expired_is_not_submitted_again(
+    stores: StateStores,
+) -> None:
+    """Regression: once the ended hash expired (a minute after its row), the waiting flight's
+    check found Redis knew nothing of it and submitted it again, as one a restarted Redis lost:
+    queued again and served, its row saying `withdrawn` (gateway lost)."""
+    deps, flight = await _waiting(stores)
+    assert await _released_as_lost(stores) == ["withdrawn"]
+    await stores.redis.delete(stores.keyspace.request(flight.id))  # its retention ran out
+    assert await beat_once(stores.gateways, GATEWAY, 5.0, deps.liveness)  # back: it was lost
+
+    assert await resubmit_if_lost(deps, flight) is True  # the wait is over: 503
+    assert await stores.requests.queued_ids() == []
+    assert await stores.requests.status(flight.id) is None
+
+
+@pytest.mark.parametrize("beat_since", [False, True])
+async def test_a_request_lost_with_redis_s_data_is_still_submitted_again(
+    stores: StateStores, beat_since: bool
+) -> None:
+    """Redis restarted empty while the gateway was cut off (it looks lost as well): the data
+    marker went with the data (and a beat since wrote a new one), so it is submitted again."""
+    deps, flight = await _waiting(stores)
+    await stores.redis.flushdb()
+    if beat_since:
+        assert await beat_once(stores.gateways, GATEWAY, 5.0, deps.liveness)
+    else:
+        deps.liveness.beaten(time.monotonic() - 6.0, was_alive=True)  # silent since: suspect
+    assert deps.liveness.suspect(flight.liveness_epoch)
+
+    assert await resubmit_if_lost(deps, flight) is False
+    assert await stores.requests.status(flight.id) == "queued"  # submitted again
 
 
 async def test_a_request_still_queued_or_lost_by_redis_is_left_or_submitted_again(
