@@ -109,7 +109,8 @@ def within_context(
 ) -> Callable[[Job, WorkerView, float], bool]:
     """`admit`, refusing a worker whose context is shorter than the job's `min_context`, or
     than the longest of its model when the job needs more (`longest`: model → the longest
-    context among its healthy workers, for models whose contexts differ)."""
+    context among its healthy workers, for models whose contexts differ), or not known yet
+    (a worker not scraped yet may be a short one: such a job waits for one known to hold it)."""
 
     def fits(job: Job, worker: WorkerView, now: float) -> bool:
         reach = _reach(job, longest)
@@ -132,7 +133,7 @@ def _reach(job: Job, longest: dict[str, int]) -> int | None:
 
 def _short(worker: WorkerView, reach: int) -> bool:
     held = worker.max_model_len
-    return held is not None and held < reach
+    return held is None or held < reach
 
 
 def longest_contexts(workers: Sequence[WorkerView]) -> dict[str, int]:

@@ -216,6 +216,20 @@ def test_the_longest_context_counts_only_workers_that_may_serve() -> None:
         assert decision is not None and decision.worker.id == "short"
 
 
+def test_a_job_that_needs_a_longer_context_waits_for_a_worker_known_to_hold_it() -> None:
+    """A worker not scraped yet may be a short one (before: it took the job, to refuse it)."""
+    short, long = worker("short", max_model_len=4096), worker("long", max_model_len=32768)
+    unknown = worker("new", max_model_len=None)
+    d = dispatcher()
+    d.push(_sized(8000), 0.0)
+    assert d.next(0.0, [short, replace(long, inflight=2), unknown]) is None
+    decision = d.next(0.0, [short, long, replace(unknown, inflight=1)])
+    assert decision is not None and decision.worker.id == "long"
+    d.push(_sized(None, "y"), 0.0)  # no context named (it fits the shortest): any will do
+    decision = d.next(0.0, [replace(short, inflight=2), replace(long, inflight=2), unknown])
+    assert decision is not None and decision.worker.id == "new"
+
+
 def test_contexts_unknown_or_equal_change_nothing() -> None:
     for contexts in ((None, None), (4096, 4096), (4096, None)):
         a = worker("a", max_model_len=contexts[0])
