@@ -151,7 +151,9 @@ def write_audit(db: Database, drafts: Sequence[AuditDraft]) -> int:
     with classified(), db.repos() as repos:
         repos.audit.exclusive()
         for d in drafts:
-            seen = repos.audit.list(action=d.action, since=d.at, limit=100)
+            # every entry at that exact time: a bounded look at the newest ones since then
+            # missed an entry with 100 newer ones of its action (a replay wrote it again)
+            seen = repos.audit.at_time(action=d.action, at=d.at)
             if any(_same(e, d) for e in seen):
                 continue
             written += 1

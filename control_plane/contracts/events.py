@@ -358,7 +358,7 @@ def _json_text(f: Fields, name: str) -> str:
     text: str = f.text(name, "null")
     try:
         json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):  # nested deeper than the parser's recursion limit
         raise EventError(f"{name}: not a JSON text: {text[:80]!r}") from None
     return text
 

@@ -18,6 +18,12 @@ def _opt_ms(seconds: float | None) -> float | None:
     return None if seconds is None else seconds * 1000.0
 
 
+def _text(value: str | None) -> str | None:
+    """Free text as both databases store it: PostgreSQL's text cannot hold U+0000 (a worker's
+    error message may echo a client's input), so a NUL is written as U+FFFD, not refused."""
+    return None if value is None else value.replace("\x00", "\ufffd")
+
+
 def request_row(event: Complete, policy: str | None) -> RequestRecord | None:
     """The SQL row for a `complete` event; None for an orphan (a grant nobody was served by).
 
@@ -66,7 +72,7 @@ def request_row(event: Complete, policy: str | None) -> RequestRecord | None:
         queue_ms=_opt_ms(outcome.queue_s),
         worker=event.worker,
         policy=event.policy or policy,
-        error=event.error,
+        error=_text(event.error),
         attempts=event.attempts + 1,
         images=event.images,
     )

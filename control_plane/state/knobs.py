@@ -262,7 +262,11 @@ class Knobs:
 def _typed(name: str, raw: str | bytes) -> KnobValue:
     """The knob's typed value; one that does not decode is kept as `Other` (and logged), so
     readers that need its type skip it as they skipped an invalid value before."""
-    value = loads(raw)
+    try:
+        value = loads(raw)
+    except ValueError as exc:  # not JSON at all (a hand edit): kept as its text
+        log.warning("knob %s is not JSON: %s", name, exc)
+        return Other(raw.decode() if isinstance(raw, bytes) else raw)
     try:
         return decode_knob(name, value)
     except ValueError as exc:

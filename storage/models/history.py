@@ -37,7 +37,7 @@ class RequestRow(Base):
     workflow: Mapped[str | None] = mapped_column(String(NAME_LEN))
     upstream: Mapped[str | None] = mapped_column(String(NAME_LEN))
     model: Mapped[str] = mapped_column(String(NAME_LEN))
-    task: Mapped[str | None] = mapped_column(String(64))
+    task: Mapped[str | None] = mapped_column(String(NAME_LEN))
     priority: Mapped[int] = mapped_column(Integer)
     arrival: Mapped[float] = mapped_column(Double)
     dispatched_at: Mapped[float | None] = mapped_column(Double)

@@ -58,6 +58,11 @@ class AuditRepo:
         if self.session.get_bind().dialect.name == "postgresql":
             self.session.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": APPEND_LOCK})
 
+    def at_time(self, *, action: str, at: float) -> list[AuditRecord]:
+        """Every entry of `action` made at exactly `at` (however many newer ones exist)."""
+        stmt = select(AuditEntry).where(AuditEntry.action == action, AuditEntry.at == at)
+        return [record_from(AuditRecord, row.to_dict()) for row in self.session.scalars(stmt)]
+
     def list(
         self,
         *,

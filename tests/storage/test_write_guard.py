@@ -11,7 +11,7 @@ from sqlalchemy import exc as sa_exc
 
 from storage.db import Database
 from storage.errors import RowsRejected, StorageUnavailable
-from storage.write_guard import classified, is_outage
+from storage.write_guard import AuditDraft, classified, is_outage, write_audit
 
 
 def _raised(db: Database, statement: str) -> BaseException:
@@ -48,3 +48,19 @@ def test_a_postgresql_server_that_refuses_connections_is_an_outage() -> None:
         assert is_outage(_raised(closed, "SELECT 1"))
     finally:
         closed.dispose()
+
+
+def test_a_replayed_audit_batch_of_many_entries_is_not_written_twice(db: Database) -> None:
+    """Regression (a second review): `write_audit` looked for an entry already written among
+    the 100 newest of its action since its time, so one with 100 newer entries of its action
+    was appended again on a replay (a crash between the commit and the ack, a claim) — a
+    reconcile stamps every change of a fleet of over 100 workers with one time."""
+    drafts = [
+        AuditDraft("controller", "policy.switch", "policy", {"name": "a"}, {"name": f"p{i}"},
+                   f"rules: {i}; view {{}}", 1_800_000_000.0 + i)
+        for i in range(150)
+    ]  # fmt: skip
+    assert write_audit(db, drafts) == 150
+    assert write_audit(db, drafts) == 0  # the same batch, replayed
+    with db.reader() as r:
+        assert len(r.audit.list(action="policy.switch", limit=1000)) == 150
