@@ -96,7 +96,10 @@ class GatewaySweeper:
     Guarantees: a request is released only while its replica is lost and it is still queued or
     granted, checked atomically in Redis, so a request that is being served (its replica beats
     again, or it already ended) is never released, and none is released twice. A lost replica
-    is forgotten (with its grants stream) only after a pass finds nothing of it left.
+    is forgotten (with its grants stream) only after a pass finds nothing of it left, and only
+    while its registry score is the one read before its requests: a request it submitted after
+    that read (`submit.lua` raises the score of a replica without its liveness key) keeps it
+    registered, so that request is released if the replica never beats again.
     """
 
     def __init__(
@@ -113,12 +116,13 @@ class GatewaySweeper:
 
     async def sweep(self, core: SchedulerCore, now: float) -> list[Release]:
         """Release every queued or granted request of a lost replica; returns what changed."""
-        lost = self._confirmed(await self.stores.gateways.lost(), self._clock())
+        scores = await self.stores.gateways.lost_scores()
+        lost = self._confirmed(sorted(scores), self._clock())
         if not lost:
             return []
         records = await self.stores.requests.owned_by(lost)
         for gateway_id in set(lost) - {r.gateway for r in records}:
-            if await self.stores.gateways.forget(gateway_id):
+            if await self.stores.gateways.forget(gateway_id, score=scores[gateway_id]):
                 log.info("gateway %s lost; nothing of it left, forgotten", gateway_id)
         released = []
         for record in records:

@@ -28,7 +28,9 @@ class GatewayRegistry:
     key (`leave`). A replica is *lost* when it is registered and its liveness key is gone. Expiry
     is measured by Redis, so the replicas' and the scheduler's clocks do not matter. A lost
     replica stays registered until the scheduler leader `forget`s it, which it does only once
-    nothing of that replica is left in Redis; ids never registered are never reported lost.
+    nothing of that replica is left in Redis; ids never registered are never reported lost. A
+    replica without its liveness key that submits a request is registered again by the submit
+    (score raised): every request stored by `submit.lua` has a registered owner.
     """
 
     def __init__(self, redis: Redis, keyspace: KeySpace) -> None:
@@ -64,7 +66,9 @@ class GatewayRegistry:
 
     @guarded
     async def registered(self) -> dict[str, float]:
-        """Registered replicas (alive or lost) → time of their latest beat (their clock)."""
+        """Registered replicas (alive or lost) → time of their latest beat or of a submit made
+        without their liveness key (their clock), never lowered; one that finds the replica
+        lost raises it above any earlier score."""
         reply = await self._redis.zrange(self._ks.gateways, 0, -1, withscores=True)
         pairs = cast(list[tuple[str, float]], reply)
         return {text(member): float(score) for member, score in pairs}
@@ -72,22 +76,31 @@ class GatewayRegistry:
     @guarded
     async def lost(self) -> list[str]:
         """Registered replicas whose liveness key has expired or was deleted, sorted."""
-        ids = sorted(await self.registered())
-        if not ids:
-            return []
+        return sorted(await self.lost_scores())
+
+    @guarded
+    async def lost_scores(self) -> dict[str, float]:
+        """The lost replicas (as `lost`) → their registry score, read before their liveness:
+        what `forget` is handed, so that a beat or a submit since this read keeps them."""
+        scores = await self.registered()
+        if not scores:
+            return {}
+        ids = sorted(scores)
         pipe = self._redis.pipeline(transaction=False)
         for gateway_id in ids:
             pipe.exists(self._ks.gateway_alive(gateway_id))
         alive = await pipe.execute()
-        return [gateway_id for gateway_id, live in zip(ids, alive, strict=True) if not live]
+        return {g: scores[g] for g, live in zip(ids, alive, strict=True) if not live}
 
     @guarded
-    async def forget(self, gateway_id: str) -> bool:
-        """Unregister a lost replica and delete its grants stream; False when it is alive."""
+    async def forget(self, gateway_id: str, *, score: float) -> bool:
+        """Unregister a lost replica and delete its grants stream; False when it is alive, or
+        its registry score is no longer `score` (the one `lost_scores` read): it beat or
+        stored a request since."""
         ks = self._ks
         result = await self._scripts.call(
             "gateway_forget",
             [ks.gateway_alive(gateway_id), ks.gateways, ks.grants(gateway_id)],
-            [gateway_id],
+            [gateway_id, repr(float(score))],
         )
         return bool(result)

@@ -88,6 +88,7 @@ class RequestStore(RequestReads):
             [
                 *(ks.request(request_id), ks.seq, ks.queued, ks.tenant_queued, ks.arrivals),
                 *(ks.model_queued, ks.inflight, ks.lent(model), ks.lent_urls, ks.lent_state),
+                *(ks.gateway_alive(gateway_id), ks.gateways),
             ],
             [
                 request_id,

@@ -2,6 +2,9 @@
 -- The liveness key expires (Redis's clock) `ttl` after the latest beat; the registry keeps the id
 -- after that, so the scheduler leader can tell "lost" (registered, no liveness key) from "never
 -- seen" and release what the lost replica left in Redis.
+-- The registry score never goes down, and a beat that finds the replica lost raises it (as a
+-- submit then does, submit.lua): a sweep that read the replica lost forgets it only while its
+-- score is the one it read (gateway_forget.lua), whatever the replica's clock did.
 --
 -- It also keeps the data marker: a token written when missing and never deleted, so a gateway
 -- can tell a request hash that expired from one lost with Redis's data.
@@ -19,6 +22,14 @@
 
 local was_alive = redis.call('EXISTS', KEYS[1])
 redis.call('SET', KEYS[1], ARGV[3], 'PX', ARGV[2])
-redis.call('ZADD', KEYS[2], ARGV[3], ARGV[1])
+local score = tonumber(ARGV[3])
+local last = redis.call('ZSCORE', KEYS[2], ARGV[1])
+if last then
+  last = tonumber(last)
+  if last > score or (was_alive == 0 and last == score) then
+    score = was_alive == 0 and last + 0.001 or last
+  end
+end
+redis.call('ZADD', KEYS[2], score, ARGV[1])
 redis.call('SET', KEYS[3], ARGV[4], 'NX')
 return {was_alive, redis.call('GET', KEYS[3])}

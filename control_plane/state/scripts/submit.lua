@@ -14,6 +14,10 @@
 -- attempt: that retry (its first reply lost) is answered "granted" again, with the same worker,
 -- for no grant message will ever tell the gateway of a take. A tombstone (abandon.lua) has a
 -- seq of 0, so a submit that runs after it is a duplicate.
+-- A gateway replica without its liveness key (considered lost, or already forgotten by the
+-- sweep) that stores a request is registered again, with a score above the one the sweep read
+-- (gateway_forget.lua refuses then): a request always has a registered owner, so it is released
+-- if that replica never beats again (architecture.md, "A gateway cut off from Redis").
 --
 -- KEYS[1]  request hash            arb:{c}:req:<id>
 -- KEYS[2]  arrival counter         arb:{c}:seq
@@ -25,6 +29,8 @@
 -- KEYS[8]  the model's lent slots  arb:{c}:lent:<model>  (worker id → unused lent slots)
 -- KEYS[9]  lent workers' URLs      arb:{c}:lent_urls     (worker id → base URL)
 -- KEYS[10] lending state           arb:{c}:lent_state  (field `token`: the lender's)
+-- KEYS[11] the gateway's liveness  arb:{c}:gateway:<id>:alive
+-- KEYS[12] gateway registry ZSET   arb:{c}:gateways
 -- ARGV[1]  request id
 -- ARGV[2]  tenant
 -- ARGV[3]  gateway id (its grants stream receives the grant)
@@ -49,6 +55,19 @@ if existing then
   return {'duplicate', tonumber(existing), depth, '', ''}
 end
 
+-- registers the submitting replica again when it has no liveness key (see above)
+local function own()
+  if redis.call('EXISTS', KEYS[11]) == 1 then
+    return
+  end
+  local score = tonumber(ARGV[6])
+  local last = redis.call('ZSCORE', KEYS[12], ARGV[3])
+  if last and tonumber(last) >= score then
+    score = tonumber(last) + 0.001
+  end
+  redis.call('ZADD', KEYS[12], score, ARGV[3])
+end
+
 if ARGV[9] == '1' and tonumber(redis.call('HGET', KEYS[6], ARGV[8]) or '0') <= 0 then
   local lent = redis.call('HGETALL', KEYS[8])
   local worker, most = nil, 0
@@ -64,6 +83,7 @@ if ARGV[9] == '1' and tonumber(redis.call('HGET', KEYS[6], ARGV[8]) or '0') <= 0
     end
     local url = redis.call('HGET', KEYS[9], worker) or ''
     local lender = redis.call('HGET', KEYS[10], 'token') or '0'
+    own()
     local seq = redis.call('INCR', KEYS[2])
     redis.call('HSET', KEYS[1], 'id', ARGV[1], 'envelope', ARGV[4], 'status', 'granted',
       'tenant', ARGV[2], 'gateway', ARGV[3], 'seq', seq, 'attempts', 1,
@@ -79,6 +99,7 @@ end
 if depth >= tonumber(ARGV[5]) then
   return {'rejected', 0, depth, '', ''}
 end
+own()
 local seq = redis.call('INCR', KEYS[2])
 redis.call('HSET', KEYS[1], 'id', ARGV[1], 'envelope', ARGV[4], 'status', 'queued',
   'tenant', ARGV[2], 'gateway', ARGV[3], 'seq', seq, 'attempts', 1, 'submitted_at', ARGV[6],

@@ -195,6 +195,8 @@ async def test_a_second_pass_changes_nothing_and_forgets_the_lost_replica(
 async def test_live_and_never_seen_replicas_are_left_alone(stores: StateStores) -> None:
     core = await _leader_with_two_running(stores)
     await _submit(stores, _job("old", "c", 20.0), "gw-before-heartbeats")
+    # a version without heartbeats ran its own submit.lua, which registered no replica
+    await stores.redis.zrem(stores.keyspace.gateways, "gw-before-heartbeats")
     core.arrive(_job("old", "c", 20.0), None, NOW)
 
     assert await GatewaySweeper(stores, confirm_s=0.0).sweep(core, NOW + 6) == []
@@ -236,3 +238,57 @@ async def test_a_step_of_the_wall_clock_does_not_confirm_a_loss(stores: StateSto
     assert await sweeper.sweep(core, NOW) == []
     assert await sweeper.sweep(core, NOW + 3600.0) == []  # the wall clock jumped an hour
     assert "ok0" in await stores.requests.queued_ids()
+
+
+async def _lost_with_nothing_left(stores: StateStores) -> tuple[SchedulerCore, GatewaySweeper]:
+    await stores.gateways.beat("gw-dead", ttl_s=5, now=NOW)
+    await stores.gateways.leave("gw-dead")
+    return _core(), GatewaySweeper(stores, confirm_s=0.0)
+
+
+async def test_a_request_submitted_between_the_read_and_the_forget_keeps_its_replica(
+    stores: StateStores, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Regression: the pass that found nothing of a lost replica forgot it (its grants
+    stream deleted) even when the replica, back from a pause, had submitted a request since
+    that read: a grant written before the forget was deleted unread, and the request's owner
+    was no longer registered, so it was never released if the replica died before beating."""
+    core, sweeper = await _lost_with_nothing_left(stores)
+    read = stores.requests.owned_by
+
+    async def read_then_the_replica_submits(gateway_ids: Any) -> list[RequestRecord]:
+        records = await read(gateway_ids)
+        await _submit(stores, _job("late", "a", NOW), "gw-dead")  # before its next beat
+        assert await stores.requests.grant("late", worker_id="w1", worker_url="u", now=NOW)
+        return records
+
+    monkeypatch.setattr(stores.requests, "owned_by", read_then_the_replica_submits)
+    assert await sweeper.sweep(core, NOW + 6) == []
+    monkeypatch.undo()
+
+    assert [g.request_id for _, g in await stores.grants.read("gw-dead", "0-0", None)] == [
+        "late"
+    ]  # its grant is still there to be read
+    assert await stores.gateways.lost() == ["gw-dead"]  # still registered: it never beat
+    released = await sweeper.sweep(core, NOW + 7)
+    assert [(r.request_id, r.status) for r in released] == [("late", "aborted")]
+    assert await stores.requests.inflight() == {}
+
+
+async def test_a_forgotten_replica_that_submits_again_is_released_if_it_never_beats(
+    stores: StateStores,
+) -> None:
+    """Regression: a request submitted by a replica already forgotten, before its next beat,
+    had an unregistered owner: never reported lost, it held its place (then a worker slot)
+    for good when that replica died before beating."""
+    core, sweeper = await _lost_with_nothing_left(stores)
+    assert await sweeper.sweep(core, NOW + 6) == []
+    assert await stores.gateways.registered() == {}  # forgotten
+
+    await _submit(stores, _job("late", "a", NOW), "gw-dead")
+    core.arrive(_job("late", "a", NOW), None, NOW)
+
+    assert await stores.gateways.lost() == ["gw-dead"]
+    released = await sweeper.sweep(core, NOW + 7)
+    assert [(r.request_id, r.status) for r in released] == [("late", "withdrawn")]
+    assert await stores.requests.queued_ids() == []

@@ -98,13 +98,38 @@ async def test_forget_drops_only_lost_replicas_with_their_grants_stream(
     assert await redis.exists(keyspace.grants("dead"))
     await gateways.leave("dead")
 
-    assert not await gateways.forget("alive")
-    assert await gateways.forget("dead")
-    assert not await gateways.forget("dead")
+    assert await gateways.lost_scores() == {"dead": NOW}
+
+    assert not await gateways.forget("alive", score=NOW)
+    assert not await gateways.forget("dead", score=NOW - 1)  # not the score the sweep read
+    assert await gateways.forget("dead", score=NOW)
+    assert not await gateways.forget("dead", score=NOW)
 
     assert await gateways.registered() == {"alive": NOW}
     assert not await redis.exists(keyspace.grants("dead"))
     assert await gateways.lost() == []
+
+
+async def test_a_submit_without_liveness_registers_its_replica_above_the_read_score(
+    stores: StateStores,
+) -> None:
+    """A replica considered lost (or already forgotten) that stores a request is registered
+    again, its score raised even when its clock is behind: the sweep's `forget` with the
+    score it read is refused, and the replica is reported lost until it beats."""
+    gateways = stores.gateways
+    await gateways.beat("gw", ttl_s=5, now=NOW)
+    await gateways.leave("gw")
+    seen = await gateways.lost_scores()
+    assert seen == {"gw": NOW}
+
+    await _submit(stores.requests, "r1", "gw")  # its clock says NOW: not after its last beat
+
+    assert (await gateways.registered())["gw"] > NOW
+    assert not await gateways.forget("gw", score=seen["gw"])
+    assert await gateways.lost() == ["gw"]
+    await gateways.beat("gw", ttl_s=5, now=NOW + 1)
+    await _submit(stores.requests, "r2", "gw")  # alive: the registry is left as it is
+    assert await gateways.registered() == {"gw": NOW + 1}
 
 
 async def test_liveness_keys_share_the_cluster_prefix(
@@ -221,3 +246,22 @@ async def test_the_data_marker_is_written_once_and_again_only_after_the_data_wen
     assert await stores.requests.data_marker() is None
     was_alive, renewed = await stores.gateways.beat_marked("gw1", ttl_s=5, now=NOW)
     assert not was_alive and renewed != first
+
+
+async def test_the_registry_score_never_goes_down_and_a_revival_raises_it(
+    stores: StateStores,
+) -> None:
+    """Whatever the replica's clock does, a beat after the sweep read it lost moves its score,
+    so that sweep's `forget` is refused even once the replica's liveness expired again."""
+    gateways = stores.gateways
+    await gateways.beat("gw", ttl_s=5, now=NOW)
+    await gateways.beat("gw", ttl_s=5, now=NOW - 3)  # alive, its clock stepped back: kept
+    assert await gateways.registered() == {"gw": NOW}
+    await gateways.leave("gw")
+    seen = (await gateways.lost_scores())["gw"]
+
+    await gateways.beat("gw", ttl_s=5, now=NOW)  # back, its clock no later than before
+    await gateways.leave("gw")
+
+    assert (await gateways.registered())["gw"] > seen
+    assert not await gateways.forget("gw", score=seen)
