@@ -44,6 +44,7 @@ class GrantWaiter:
         self._gateway_id = gateway_id
         self._on_orphan = on_orphan
         self._waiting: dict[str, asyncio.Future[Grant]] = {}
+        self._releasing: set[asyncio.Task[None]] = set()
         self._last_id = "0-0"
         self.healthy = True
         self.leader = leader
@@ -62,6 +63,13 @@ class GrantWaiter:
         fut = self._waiting.pop(request_id, None)
         if fut is not None and not fut.done():
             fut.cancel()
+
+    def unwaited(self, grant: Grant) -> None:
+        """Hand `on_orphan` a grant delivered to a future its waiter no longer awaits (the
+        submit raised after the reader read the leader's grant): released, not kept forever."""
+        task = asyncio.get_running_loop().create_task(self._release(grant))
+        self._releasing.add(task)
+        task.add_done_callback(self._releasing.discard)
 
     async def run(self) -> None:
         """Read grants (and watch the leader) until cancelled; survives Redis outages."""
@@ -92,6 +100,9 @@ class GrantWaiter:
         if fut is not None and not fut.done():
             fut.set_result(grant)
             return
+        await self._release(grant)
+
+    async def _release(self, grant: Grant) -> None:
         try:
             await self._on_orphan(grant)
         except Exception:

@@ -63,6 +63,10 @@ async def submit_flight(
     except BaseException:
         waiter.forget(flight.id)
         abandon(flight.id, envelope)
+        if fut.done() and not fut.cancelled():
+            # the reader read the leader's grant before the submit's reply was lost: nobody
+            # will await it, so it is released (with its row: the abandoner kept the envelope)
+            waiter.unwaited(fut.result())
         raise
     flight.submitted_at = time.time()
     if result.grant is not None:
