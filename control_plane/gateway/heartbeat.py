@@ -41,15 +41,17 @@ class Liveness:
         if data_marker is not None:
             self.data_marker = data_marker
         last = self._beat_at
-        # not the first beat, and it was lost; or it may have been, between two answered
-        # beats that far apart (the one that registered it again may have lost its reply)
-        if last is not None and (not was_alive or sent_at - last >= self.dead_after_s):
+        # it was lost (also on the first answered beat: a submit before it registered the
+        # replica, submit.lua, so the leader may have released that request); or it may have
+        # been, between two answered beats that far apart (the one that registered it again
+        # may have lost its reply)
+        if not was_alive or (last is not None and sent_at - last >= self.dead_after_s):
             self.epoch += 1
         self._beat_at = sent_at
 
     def suspect(self, epoch: int) -> bool:
-        if self._beat_at is None:  # never registered: never considered lost either
-            return False
+        if self._beat_at is None:  # no beat answered yet: a submit registered it (submit.lua),
+            return True  # and the leader may have found it lost since
         return epoch != self.epoch or time.monotonic() - self._beat_at >= self.dead_after_s
 
 
