@@ -98,8 +98,8 @@ async def resubmit_if_lost(d: GatewayDeps, flight: Flight) -> bool:
     (a grant and its record change in one script), and only this gateway contacts a
     worker for it. Its place in the queue is lost; outages are left to the leader watch.
     → True when the request has ended meanwhile (the leader released it, this replica
-    having been considered lost), even once its ended hash expired (Redis's data marker is
-    the one it was submitted under): the wait is over, and submitting it again would serve a
+    having been considered lost), even once its ended hash expired (its release's tombstone
+    is there): the wait is over, and submitting it again would serve a
     request whose row says it never was."""
     try:
         status = await d.requests.status(flight.id)
@@ -124,10 +124,11 @@ async def resubmit_if_lost(d: GatewayDeps, flight: Flight) -> bool:
 
 
 async def _expired_after_its_end(d: GatewayDeps, flight: Flight) -> bool:
-    """True when Redis kept its data since `flight` was submitted (the same data marker) and
-    this replica may have been considered lost meanwhile: its hash is gone because the leader
-    ended it (its sweeper only ends a lost replica's waiting requests) and the end's hash
-    expired (a minute after its row was recorded), not because Redis lost it."""
-    if flight.data_marker is None or not d.liveness.suspect(flight.liveness_epoch):
+    """True when the leader released `flight` as a lost replica's (its tombstone, written in the
+    same script, `release_lost.lua`) and its ended hash has expired since (a minute after its
+    row was recorded), not when Redis lost it: a restart that kept the data marker but lost the
+    last writes (AOF `everysec` after a machine crash, a fail-over) lost its submit, and no end
+    of it was ever recorded."""
+    if not d.liveness.suspect(flight.liveness_epoch):
         return False
-    return await d.requests.data_marker() == flight.data_marker
+    return await d.requests.released(flight.id)

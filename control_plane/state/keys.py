@@ -36,6 +36,11 @@ class KeySpace:
         """Hash of one request: envelope JSON, status, tenant, gateway, attempts, times."""
         return self.key(f"req:{request_id}")
 
+    def released(self, request_id: str) -> str:
+        """String: written by `release_lost.lua` with the release, so a gateway that comes back
+        after the request's ended hash expired tells its end from a Redis that lost it."""
+        return self.key(f"released:{request_id}")
+
     @property
     def request_prefix(self) -> str:
         """Prefix of request hashes; scripts append a request id to it."""

@@ -75,6 +75,12 @@ class RequestReads:
         return None if value is None else text(value)
 
     @guarded
+    async def released(self, request_id: str) -> bool:
+        """Whether the leader released the request as its gateway's (`release_lost.lua`) within
+        `RELEASED_TTL_S`, its ended hash expired or not."""
+        return bool(await self._redis.exists(self._ks.released(request_id)))
+
+    @guarded
     async def data_marker(self) -> str | None:
         """The data marker as Redis holds it now (`KeySpace.data_marker`; None: lost with the
         data, or no gateway has beaten since)."""

@@ -24,6 +24,10 @@ from control_plane.state.scripts import Command, ScriptArg, Scripts
 FINAL_STATUSES: Final = frozenset({"ok", "error", "aborted", "timeout"})
 """Statuses `finish` accepts; `withdrawn` is set only by the scripts that take a request out of
 the queue (`withdraw`, `release_lost`) and by `abandon`'s tombstone."""
+RELEASED_TTL_S: Final = 86_400
+"""How long a lost gateway's released request keeps its tombstone (`KeySpace.released`): far
+beyond any wait a gateway gives a request (`queue_timeout_s`), so one that comes back after the
+ended hash expired still finds it; one small key per request released as a lost replica's."""
 _GRANT_CHUNK: Final = 256
 """Grants per script call: long enough to amortise the round trip, short enough that Redis
 is never held for long by one call."""
@@ -320,6 +324,7 @@ class RequestStore(RequestReads):
                 ks.gateway_alive(gateway_id),
                 ks.events,
                 ks.model_queued,
+                ks.released(request_id),
             ],
             [
                 request_id,
@@ -330,6 +335,7 @@ class RequestStore(RequestReads):
                 self._events_maxlen,
                 dumps(encode(if_queued)),
                 dumps(encode(if_granted)),
+                RELEASED_TTL_S,
             ],
         )
         return text(result) or None

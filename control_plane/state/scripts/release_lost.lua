@@ -13,6 +13,8 @@
 -- KEYS[5]  owner's liveness key    arb:{c}:gateway:<gateway id>:alive
 -- KEYS[6]  events stream           arb:{c}:events
 -- KEYS[7]  per-model queued hash   arb:{c}:model_queued
+-- KEYS[8]  release tombstone       arb:{c}:released:<id>  (outlives the ended hash: a gateway
+--          back after it expired tells this end from a Redis that lost the request)
 -- ARGV[1]  request id
 -- ARGV[2]  gateway id the caller found lost (must be the request's owner)
 -- ARGV[3]  now (epoch seconds)
@@ -21,6 +23,7 @@
 -- ARGV[6]  events stream approximate MAXLEN
 -- ARGV[7]  complete event JSON to append when the request was queued (status "withdrawn")
 -- ARGV[8]  complete event JSON to append when the request was granted (status "aborted")
+-- ARGV[9]  the tombstone's time to live in seconds
 -- Returns  "withdrawn" or "aborted" (the status it now has), or "" when nothing changed.
 
 if redis.call('EXISTS', KEYS[5]) == 1 then
@@ -48,5 +51,6 @@ else
 end
 redis.call('HSET', KEYS[1], 'status', status, 'reason', ARGV[4], 'finished_at', ARGV[3])
 redis.call('EXPIRE', KEYS[1], ARGV[5])
+redis.call('SET', KEYS[8], status, 'EX', ARGV[9])
 redis.call('XADD', KEYS[6], 'MAXLEN', '~', ARGV[6], '*', 'data', event)
 return status
