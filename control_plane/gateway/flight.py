@@ -46,8 +46,6 @@ class Flight:
     fast: bool = False
     """Granted on the fast lane (a slot the leader lent), in the submit script itself."""
     liveness_epoch: int = 0
-    data_marker: str | None = None
-    """Redis's data marker when the request was submitted, as the last beat read it."""
     """The replica's `Liveness.epoch` when the request was submitted."""
 
     @property

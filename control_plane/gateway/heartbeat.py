@@ -34,12 +34,8 @@ class Liveness:
         that comes `dead_after_s` or more after the previous answered one."""
         self._beat_at: float | None = None
         """When (monotonic) the last answered beat was sent."""
-        self.data_marker: str | None = None
-        """Redis's data marker as the last answered beat read it (`KeySpace.data_marker`)."""
 
-    def beaten(self, sent_at: float, was_alive: bool, data_marker: str | None = None) -> None:
-        if data_marker is not None:
-            self.data_marker = data_marker
+    def beaten(self, sent_at: float, was_alive: bool) -> None:
         last = self._beat_at
         # it was lost (also on the first answered beat: a submit before it registered the
         # replica, submit.lua, so the leader may have released that request); or it may have
@@ -64,16 +60,14 @@ async def beat_once(
     """One beat; False when Redis could not be reached (the replica may look lost)."""
     sent_at = time.monotonic()
     try:
-        was_alive, marker = await registry.beat_marked(
-            gateway_id, ttl_s=dead_after_s, now=time.time()
-        )
+        was_alive = await registry.beat(gateway_id, ttl_s=dead_after_s, now=time.time())
     except StateUnavailable as exc:
         log.warning("gateway %s: heartbeat failed (%s)", gateway_id, exc)
         return False
     if not was_alive:
         log.info("gateway %s: alive (first beat, or after being considered lost)", gateway_id)
     if liveness is not None:
-        liveness.beaten(sent_at, was_alive, marker)
+        liveness.beaten(sent_at, was_alive)
     return True
 
 

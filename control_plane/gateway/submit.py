@@ -45,7 +45,6 @@ async def submit_flight(
     fut = waiter.expect(flight.id)
     flight.grant_future = fut
     flight.liveness_epoch = d.liveness.epoch
-    flight.data_marker = d.liveness.data_marker
     # a copy: the envelope is what was submitted, whatever the flight's job becomes later
     envelope = Envelope(replace(flight.job), flight.node.weights(), d.gateway_id)
     flight.envelope = envelope
@@ -126,9 +125,9 @@ async def resubmit_if_lost(d: GatewayDeps, flight: Flight) -> bool:
 async def _expired_after_its_end(d: GatewayDeps, flight: Flight) -> bool:
     """True when the leader released `flight` as a lost replica's (its tombstone, written in the
     same script, `release_lost.lua`) and its ended hash has expired since (a minute after its
-    row was recorded), not when Redis lost it: a restart that kept the data marker but lost the
-    last writes (AOF `everysec` after a machine crash, a fail-over) lost its submit, and no end
-    of it was ever recorded."""
+    row was recorded), not when Redis lost it: a restart that lost only the last writes (AOF
+    `everysec` after a machine crash, a fail-over) lost its submit, and no end of it was ever
+    recorded."""
     if not d.liveness.suspect(flight.liveness_epoch):
         return False
     return await d.requests.released(flight.id)

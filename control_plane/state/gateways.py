@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import secrets
 from typing import cast
 
 from redis.asyncio import Redis
@@ -38,21 +37,16 @@ class GatewayRegistry:
         self._ks = keyspace
         self._scripts = Scripts(redis)
 
+    @guarded
     async def beat(self, gateway_id: str, *, ttl_s: float, now: float) -> bool:
         """Register `gateway_id` as alive for `ttl_s`; False when it was not alive before."""
-        was_alive, _ = await self.beat_marked(gateway_id, ttl_s=ttl_s, now=now)
-        return was_alive
-
-    @guarded
-    async def beat_marked(self, gateway_id: str, *, ttl_s: float, now: float) -> tuple[bool, str]:
-        """`beat`, and the data marker (`KeySpace.data_marker`), written first if missing."""
         ks = self._ks
-        was_alive, marker = await self._scripts.call(
+        result = await self._scripts.call(
             "gateway_beat",
-            [ks.gateway_alive(gateway_id), ks.gateways, ks.data_marker],
-            [gateway_id, _ttl_ms(ttl_s), time_arg(now), secrets.token_hex(8)],
+            [ks.gateway_alive(gateway_id), ks.gateways],
+            [gateway_id, _ttl_ms(ttl_s), time_arg(now)],
         )
-        return bool(was_alive), text(marker)
+        return bool(result)
 
     @guarded
     async def leave(self, gateway_id: str) -> None:

@@ -149,13 +149,6 @@ class KeySpace:
         """
         return self.key(f"gateway:{gateway_id}:alive")
 
-    @property
-    def data_marker(self) -> str:
-        """String: a random token naming this Redis's data, written by the first gateway beat
-        that finds it missing and never deleted, so a Redis that lost its data (restarted
-        empty) lost it too, and the next beat writes a new one."""
-        return self.key("data_marker")
-
     # --- leader lease ----------------------------------------------------------------------
     @property
     def leader(self) -> str:

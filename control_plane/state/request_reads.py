@@ -81,13 +81,6 @@ class RequestReads:
         return bool(await self._redis.exists(self._ks.released(request_id)))
 
     @guarded
-    async def data_marker(self) -> str | None:
-        """The data marker as Redis holds it now (`KeySpace.data_marker`; None: lost with the
-        data, or no gateway has beaten since)."""
-        value = await self._redis.get(self._ks.data_marker)
-        return None if value is None else text(value)
-
-    @guarded
     async def get(self, request_id: str) -> RequestRecord | None:
         """The request's record (see `decode_record`), or None when unknown or expired."""
         return decode_record(

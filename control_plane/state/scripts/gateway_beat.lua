@@ -6,19 +6,13 @@
 -- submit then does, submit.lua): a sweep that read the replica lost forgets it only while its
 -- score is the one it read (gateway_forget.lua), whatever the replica's clock did.
 --
--- It also keeps the data marker: a token written when missing and never deleted, so a gateway
--- can tell a request hash that expired from one lost with Redis's data.
---
 -- KEYS[1]  liveness key            arb:{c}:gateway:<id>:alive
 -- KEYS[2]  gateway registry ZSET   arb:{c}:gateways
--- KEYS[3]  data marker             arb:{c}:data_marker
 -- ARGV[1]  gateway id
 -- ARGV[2]  liveness time to live in milliseconds (gateway_dead_after_s)
 -- ARGV[3]  now (epoch seconds): the registry score, for operators
--- ARGV[4]  a fresh random token, the marker if none is set
--- Returns  {was_alive, marker}: was_alive 1 when the replica was alive before this beat, 0 on
---          its first beat or when it had already been considered lost (its requests may have
---          been released meanwhile); marker the data marker after this beat.
+-- Returns  1 when the replica was alive before this beat, 0 on its first beat or when it had
+--          already been considered lost (its requests may have been released meanwhile).
 
 local was_alive = redis.call('EXISTS', KEYS[1])
 redis.call('SET', KEYS[1], ARGV[3], 'PX', ARGV[2])
@@ -31,5 +25,4 @@ if last then
   end
 end
 redis.call('ZADD', KEYS[2], score, ARGV[1])
-redis.call('SET', KEYS[3], ARGV[4], 'NX')
-return {was_alive, redis.call('GET', KEYS[3])}
+return was_alive

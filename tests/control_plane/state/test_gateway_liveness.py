@@ -139,7 +139,7 @@ async def test_liveness_keys_share_the_cluster_prefix(
 
     keys = {key async for key in redis.scan_iter(count=100)}
 
-    assert keys == {keyspace.gateways, keyspace.gateway_alive("gw1"), keyspace.data_marker}
+    assert keys == {keyspace.gateways, keyspace.gateway_alive("gw1")}
     assert all(key.startswith(keyspace.prefix) for key in keys)
 
 
@@ -233,19 +233,6 @@ async def test_release_never_touches_what_can_still_be_served_or_has_ended(
 
     assert await requests.queued_ids() == ["alive", "other"]
     assert await _completions(events) == []
-
-
-async def test_the_data_marker_is_written_once_and_again_only_after_the_data_went(
-    stores: StateStores, redis: Redis
-) -> None:
-    _, first = await stores.gateways.beat_marked("gw1", ttl_s=5, now=NOW)
-    _, again = await stores.gateways.beat_marked("gw2", ttl_s=5, now=NOW)
-    assert first == again == await stores.requests.data_marker()  # one for every replica
-
-    await redis.flushdb()  # a Redis restarted empty
-    assert await stores.requests.data_marker() is None
-    was_alive, renewed = await stores.gateways.beat_marked("gw1", ttl_s=5, now=NOW)
-    assert not was_alive and renewed != first
 
 
 async def test_the_registry_score_never_goes_down_and_a_revival_raises_it(

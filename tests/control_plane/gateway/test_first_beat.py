@@ -1,4 +1,4 @@
-"""Second review: a gateway replica whose first beat failed is registered by its first
+"""A gateway replica whose first beat failed is registered by its first
 submit (submit.lua), so the sweeper can release its requests before it ever beats; its
 `Liveness` must then say that its requests may have been released."""
 
@@ -16,7 +16,7 @@ from tests.control_plane.scheduler.test_sweeper import NOW, WORKER, _core, _job,
 
 @pytest.fixture
 async def stores(redis_url: str) -> AsyncIterator[StateStores]:
-    s = StateStores.open(redis_url, "rev2first")
+    s = StateStores.open(redis_url, "first-beat")
     await s.events.ensure_groups()
     await s.workers.upsert(WORKER)
     yield s

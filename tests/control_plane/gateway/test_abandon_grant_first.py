@@ -1,4 +1,4 @@
-"""Second review: a leader's grant read by the grant reader while the failed submit was
+"""A leader's grant read by the grant reader while the failed submit was
 still awaiting its reply (the future resolved, then the submit raised)."""
 
 from __future__ import annotations
@@ -28,8 +28,8 @@ from tests.control_plane.gateway.test_door import flight_of
 
 @pytest.fixture
 async def stores(redis_url: str) -> AsyncIterator[StateStores]:
-    client: Redis = connect(redis_url, client_name="rev2-abandon")
-    yield StateStores.build(client, KeySpace("rev2abandon"))
+    client: Redis = connect(redis_url, client_name="abandon-grant-tests")
+    yield StateStores.build(client, KeySpace("abandon-grant"))
     await client.aclose()
 
 
