@@ -266,7 +266,7 @@ def _typed(name: str, raw: str | bytes) -> KnobValue:
         value = loads(raw)
     except ValueError as exc:  # not JSON at all (a hand edit): kept as its text
         log.warning("knob %s is not JSON: %s", name, exc)
-        return Other(raw.decode() if isinstance(raw, bytes) else raw)
+        return Other(raw.decode(errors="replace") if isinstance(raw, bytes) else raw)
     try:
         return decode_knob(name, value)
     except ValueError as exc:

@@ -26,7 +26,12 @@ from storage.errors import (
 P = ParamSpec("P")
 T = TypeVar("T")
 
-ReasonText = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=2000)]
+NO_NUL = r"^[^\x00]*$"
+"""Free text SQL can store: PostgreSQL's text refuses U+0000 (a 500 after the change was
+checked, where a 422 names the field)."""
+ReasonText = Annotated[
+    str, StringConstraints(strip_whitespace=True, min_length=1, max_length=2000, pattern=NO_NUL)
+]
 """A non-blank reason (the audit log refuses changes without one)."""
 
 
@@ -63,6 +68,8 @@ def query_reason(reason: Annotated[str | None, Query(max_length=2000)] = None) -
             param="reason",
             code="missing_reason",
         )
+    if "\x00" in reason:
+        raise ApiError(422, "reason: must not contain U+0000", param="reason", code="invalid_value")
     return reason.strip()
 
 

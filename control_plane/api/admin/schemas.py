@@ -8,7 +8,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
 
-from control_plane.api.admin.deps import ReasonText
+from control_plane.api.admin.deps import NO_NUL, ReasonText
 from control_plane.api.admin.worker_url import check_worker_url
 from control_plane.gateway.bounds import (
     Int64,
@@ -22,7 +22,7 @@ from control_plane.gateway.bounds import (
 from workers.engine.diffusion import GenerationRule
 from workers.engine.vision import ImageTokenRule
 
-Label = Annotated[str, StringConstraints(max_length=128)]
+Label = Annotated[str, StringConstraints(max_length=128, pattern=NO_NUL)]
 Factor = Annotated[float, Field(strict=True, gt=0, le=1e6, allow_inf_nan=False)]
 
 

@@ -83,3 +83,20 @@ async def test_worker_without_id_needs_a_nameable_address(api: AdminApi) -> None
     assert resp.json()["errors"][0]["param"] == "id"
     ok = await api.client.post("/admin/workers", json={**body, "id": "v6"})
     assert ok.status_code == 201, ok.text
+
+
+async def test_a_nul_in_free_text_is_a_422_naming_the_field(api_any_db: AdminApi) -> None:
+    """PostgreSQL's text refuses U+0000: a reason or a label carrying one was a 500 there (the
+    change refused after it was checked), a silent NUL stored on SQLite."""
+    client = api_any_db.client
+    bad = await client.post("/admin/tenants", json={"name": "acme", "reason": "a\x00b"})
+    assert bad.status_code == 422 and bad.json()["error"]["param"] == "reason", bad.text
+    await client.post("/admin/tenants", json={"name": "acme", "reason": "r"})
+    gone = await client.delete("/admin/tenants/acme", params={"reason": "x\x00y"})
+    assert gone.status_code == 422 and gone.json()["error"]["param"] == "reason", gone.text
+    assert (await client.get("/admin/tenants/acme")).status_code == 200
+    label = await client.post(
+        "/admin/workers",
+        json={"url": "http://127.0.0.1:9", "model": "m", "label": "w\x00", "reason": "r"},
+    )
+    assert label.status_code == 422 and label.json()["error"]["param"] == "label", label.text
