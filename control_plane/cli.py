@@ -341,7 +341,11 @@ def _up_banner(info: dict[str, Any], up_json: Path) -> Panel:
 
 
 GROUPS = ("worker", "sim", "bench", "admin", "migrate")
-_NEEDED = {"gateway": (), "scheduler": (), "recorder": (), "up": (), **{g: (g,) for g in GROUPS}}
+_NEEDED = {
+    **{"gateway": (), "scheduler": (), "recorder": (), "up": ()},
+    **{g: (g,) for g in GROUPS},
+    "prune-history": ("migrate",),
+}
 
 
 def _register(command: str | None = None) -> None:

@@ -1,4 +1,5 @@
-"""`arbiter migrate`: bring the SQL schema to this build's migrations as a deployment step.
+"""`arbiter migrate`: bring the SQL schema to this build's migrations as a deployment step;
+`arbiter prune-history`: delete old request rows (`storage/retention.py`).
 
 The recorder, `arbiter up` and `arbiter admin` migrate on start; gateways never do, so a new
 gateway must not serve before its schema is there. Deployments run this command first (an init
@@ -16,12 +17,15 @@ older revision is refused there (this build does not know the revisions it would
 
 from __future__ import annotations
 
+import time
+from datetime import UTC, datetime
 from typing import Annotated
 
 import typer
 
 from control_plane.core.cli_errors import user_errors
 from control_plane.settings import SettingsError, database_url_of
+from storage.db import Database
 from storage.errors import StorageError
 from storage.migrate import (
     SchemaAhead,
@@ -31,6 +35,7 @@ from storage.migrate import (
     schema_status,
     shown_url,
 )
+from storage.retention import MIN_AGE_S, prune_history
 
 Opt = typer.Option
 DUE = 3
@@ -102,6 +107,33 @@ def _name(revision: str | None) -> str:
     return revision or "base (empty)"
 
 
+def prune_command(
+    older_than_days: Annotated[
+        float, Opt(help="Delete the request rows that arrived more than this many days ago.")
+    ],
+    database_url: Annotated[str | None, Opt(help="SQL URL (default ARBITER_DATABASE_URL).")] = None,
+) -> None:
+    """Delete old request rows (the rollups, and so the reports' totals, are kept)."""
+    with user_errors(errors=(SettingsError,)):
+        url = database_url_of(database_url)
+    if not older_than_days >= MIN_AGE_S / 86_400:  # NaN too
+        typer.echo("error: --older-than-days: must be at least 1", err=True)
+        raise typer.Exit(2)
+    now = time.time()
+    before = now - older_than_days * 86_400
+    db = Database(url)
+    try:
+        deleted = prune_history(db, before=before, now=now)
+    except StorageError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(1) from None
+    finally:
+        db.dispose()
+    cut = datetime.fromtimestamp(before, UTC).isoformat(timespec="seconds")
+    typer.echo(f"{shown_url(url)}: deleted {deleted} request rows that arrived before {cut}")
+
+
 def register(app: typer.Typer) -> None:
-    """Add `migrate` to `app` (the top level)."""
+    """Add `migrate` and `prune-history` to `app` (the top level)."""
     app.command("migrate")(migrate_command)
+    app.command("prune-history")(prune_command)

@@ -6,7 +6,7 @@ import dataclasses
 from collections.abc import Iterable, Sequence
 from typing import Any, get_args
 
-from sqlalchemy import ColumnElement, func, or_, select
+from sqlalchemy import ColumnElement, CursorResult, delete, func, or_, select
 from sqlalchemy.orm import Session
 
 from storage.dialects import insert_new
@@ -47,6 +47,21 @@ class RequestRepo:
                 rollup_deltas(rec for rec in batch if rec.id in inserted)
             )
         return len(inserted)
+
+    def prune_before(self, *, before: float, limit: int) -> int:
+        """Delete at most `limit` rows that arrived before `before`, oldest first; → how many.
+        The rollups keep what those rows added to them."""
+        oldest = (
+            select(RequestRow.id)
+            .where(RequestRow.arrival < before)
+            .order_by(RequestRow.arrival)
+            .limit(limit)
+        )
+        result = self.session.execute(
+            delete(RequestRow).where(RequestRow.id.in_(oldest.scalar_subquery()))
+        )
+        assert isinstance(result, CursorResult)
+        return int(result.rowcount)
 
     def get(self, *, request_id: str) -> RequestRecord | None:
         """The request row, or None."""

@@ -4,8 +4,10 @@ answers an unreachable database, a newer build's schema and an unknown revision 
 
 from __future__ import annotations
 
+import dataclasses
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -13,7 +15,9 @@ from typer.testing import CliRunner
 
 from control_plane import cli
 from control_plane.schema_cli import AHEAD, DUE
+from storage.db import Database
 from storage.migrate import current_revision, history
+from tests.storage.test_requests import _request
 from tests.support.schema import migrated_by_a_newer_build
 
 HEAD = history()[-1]
@@ -120,3 +124,30 @@ def test_an_unreachable_database_is_one_line_without_its_password(tmp_path: Path
         lines = (done.stdout + done.stderr).strip().splitlines()
         assert len(lines) == 1 and "cannot reach the database at" in lines[0], lines
         assert "s3cret" not in done.stdout + done.stderr
+
+
+def test_prune_history_deletes_old_rows_and_refuses_a_cut_under_a_day(
+    runner: CliRunner, db_url: str
+) -> None:
+    assert _migrate(runner, db_url)[0] == 0
+    db = Database(db_url)
+    now = time.time()
+    with db.repos() as r:
+        r.requests.insert_many(
+            [
+                dataclasses.replace(_request(i), arrival=now - a * 86_400)
+                for i, a in enumerate((9, 8, 0))
+            ]
+        )
+    for bad in ("0.5", "nan", "x"):
+        result = runner.invoke(
+            cli.app, ["prune-history", "--older-than-days", bad, "--database-url", db_url]
+        )
+        assert result.exit_code == 2 and "--older-than-days" in result.output, (bad, result.output)
+    result = runner.invoke(
+        cli.app, ["prune-history", "--older-than-days", "7", "--database-url", db_url]
+    )
+    assert result.exit_code == 0 and "deleted 2 request rows that arrived before" in result.output
+    with db.reader() as r:
+        assert r.requests.count() == 1
+    db.dispose()
