@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from typing import Final
 
@@ -106,7 +107,10 @@ def withdrawal_row(event: Withdrawn, policy: str | None) -> RequestRecord | None
         arrival=job.arrival,
         attempts=max(0, event.attempts - 1),  # the event counts the first attempt, as Redis
     )
-    return request_row(complete, policy)
+    row = request_row(complete, policy)
+    if row is not None and status == "withdrawn":  # its client left: no SLO was missed
+        row = dataclasses.replace(row, slo_violated=False)
+    return row
 
 
 def audit_draft(event: PolicySwitched | Audited) -> AuditDraft:

@@ -119,6 +119,8 @@ def test_a_client_that_left_is_withdrawn_and_one_given_up_on_an_error(
     """Reports count `withdrawn` as neither served nor failed: only a client that left is."""
     row = withdrawal_row(_withdrawn(reason, attempts=1), None)
     assert row is not None and (row.status, row.error, row.attempts) == (status, reason, 1)
+    # its SLO violated unless its client left (regression: `withdrawn` rows said violated too)
+    assert row.slo_violated is (status != "withdrawn")
 
 
 def test_a_withdrawal_without_envelope_makes_no_row_and_a_broken_one_is_refused() -> None:
