@@ -12,7 +12,9 @@ No single event can stop accounting. An event that cannot be turned into a row, 
 the database refuses, is dead-lettered (with the reason, its id and its fields) and the rest is
 written: a refused batch is split until the refused rows stand alone (`isolate.py`), and a row
 counts as refused only if it fails alone while the database answers a probe. A database outage
-dead-letters nothing: the batch is retried with backoff until it is written.
+dead-letters nothing: the batch is retried with backoff until it is written. A part of a batch
+whose recording raises (a bug, not an outage) is split the same way until the entry that
+raises stands alone; that entry is set aside (kind `raised`) after `RAISE_TRIES` tries.
 """
 
 from __future__ import annotations
@@ -44,6 +46,9 @@ from storage.write_guard import probe_writes, write_audit, write_requests
 log = logging.getLogger(__name__)
 GROUP = "recorder"
 MAX_BACKOFF_S = 10.0
+RAISE_TRIES = 3
+"""Tries, each alone, before an entry whose recording raises is set aside."""
+RAISE_BACKOFF_S = 0.25
 
 Entry = tuple[str, Event]
 
@@ -145,18 +150,62 @@ class Recorder:
                 await asyncio.sleep(max(0.0, began + self.min_gap_s - time.monotonic()))
 
     async def _claim_stale(self) -> None:
-        """Take over what a dead recorder read but never acknowledged."""
+        """Take over what a dead recorder read but never acknowledged; then forget the
+        recorders that hold nothing and have not read since as long (each process reads under
+        a name of its own: without this, every restart left one in the group for good)."""
+        idle_ms = int(self.claim_idle_s * 1000)
         while True:
             entries = await self.stores.events.claim(
-                GROUP, self.consumer, min_idle_ms=int(self.claim_idle_s * 1000), count=self.batch
+                GROUP, self.consumer, min_idle_ms=idle_ms, count=self.batch
             )
             if not entries:
-                return
+                break
             await self._drain(entries)
+        gone = await self.stores.events.forget_consumers(GROUP, idle_ms=idle_ms, keep=self.consumer)
+        if gone:
+            log.info(
+                "recorder: forgot %d idle consumers holding nothing (%s…)", len(gone), gone[:5]
+            )
 
     async def _drain(self, entries: list[Entry]) -> None:
+        """Record `entries`. Where that raises (not an outage: `StateUnavailable` goes up and
+        the whole is retried), each half is recorded on its own, so one entry that raises
+        every time cannot stop the others from being recorded (before, the same batch was
+        read again and raised again: nothing was recorded after it, for good)."""
         if not entries:
             return
+        try:
+            await self._record(entries)
+        except StateUnavailable:
+            raise
+        except Exception as exc:
+            if len(entries) == 1:
+                await self._retry_alone(entries[0], exc)
+                return
+            log.warning("recorder: a batch of %d raised (%s); recording each half", len(entries),
+                        _reason(exc))  # fmt: skip
+            half = len(entries) // 2
+            await self._drain(entries[:half])
+            await self._drain(entries[half:])
+
+    async def _retry_alone(self, entry: Entry, exc: Exception) -> None:
+        """An entry whose recording raised alone: tried again (a fault of the moment passes),
+        then set aside with the last reason."""
+        for attempt in range(1, RAISE_TRIES):
+            await asyncio.sleep(RAISE_BACKOFF_S * attempt)
+            try:
+                await self._record([entry])
+                return
+            except StateUnavailable:
+                raise
+            except Exception as again:
+                exc = again
+        entry_id, event = entry
+        log.error("recorder: recording event %s raised %d times", entry_id, RAISE_TRIES,
+                  exc_info=exc)  # fmt: skip
+        await self._dead_letter("raised", entry_id, _fields(event), _reason(exc))
+
+    async def _record(self, entries: list[Entry]) -> None:
         batch = to_batch(entries, await self._active_policy())
         await self._write_audit(
             [(eid, e) for eid, e in entries if isinstance(e, PolicySwitched | Audited)]
@@ -239,11 +288,33 @@ class Recorder:
         self.metrics.dead_letters.labels(GROUP, kind).inc()
 
     async def _active_policy(self) -> str | None:
+        """The policy named in rows of requests never granted; read at most every 2 s. Where
+        reading it raises (a bug, not an outage) the last name read stays: a row's label must
+        not stop every batch."""
         at, name = self._policy
         if time.monotonic() - at > 2.0:
-            knob = await self.stores.knobs.get("policy")
-            live = None if knob else await self.stores.checkpoints.load_live()
+            try:
+                knob = await self.stores.knobs.get("policy")
+                live = None if knob else await self.stores.checkpoints.load_live()
+            except StateUnavailable:
+                raise
+            except Exception:
+                log.exception("recorder: reading the active policy failed; keeping %r", name)
+                self._policy = (time.monotonic(), name)
+                return name
             name = knob.name if isinstance(knob, PluginChoice) else None
             name = name or (live.policy.name if live else None) or None
             self._policy = (time.monotonic(), name)
         return name
+
+
+def _reason(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}"
+
+
+def _fields(event: Event) -> dict[str, Any]:
+    """The event as a dead letter keeps it; its `repr` where even encoding it raises."""
+    try:
+        return encode(event)
+    except Exception as exc:
+        return {"repr": repr(event)[:10_000], "encode_error": _reason(exc)}

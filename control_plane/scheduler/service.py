@@ -223,6 +223,7 @@ class SchedulerService:
         entries = mine + theirs
         await self._apply_events(disown_charged(self._core, entries, checkpointed))
         await self.stores.events.ack(GROUP, [eid for eid, _ in entries])
+        await self.stores.events.forget_consumers(GROUP, idle_ms=0, keep=self.holder)
         self._applied = []  # a previous term's: re-applied above, as "mine"
 
     async def _apply_events(self, entries: list[tuple[str, Event]]) -> None:

@@ -27,7 +27,7 @@ class DeadLetter:
     """One dead-lettered entry.
 
     `consumer`: who gave up on it (`recorder`, `scheduler`, `gateway`); `kind`: a short,
-    low-cardinality class of failure (`decode`, `convert`, `write`, `apply`, `grant`);
+    low-cardinality class of failure (`decode`, `convert`, `write`, `raised`, `apply`, `grant`);
     `reason`: the error in words; `source`: the stream it came from and `entry_id` its id
     there; `fields`: the entry's original fields (decoded when they were JSON).
     """

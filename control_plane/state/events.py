@@ -22,6 +22,7 @@ from control_plane.state.errors import guarded
 from control_plane.state.groups import ensure_group, is_missing_group
 from control_plane.state.keys import KeySpace
 from control_plane.state.mux import Arg
+from control_plane.state.scripts import Scripts
 
 EventEntry = tuple[str, Event]
 GROUPS = ("scheduler", "recorder")
@@ -92,6 +93,7 @@ class EventStream:
         self.groups = tuple(groups)
         self._maxlen = maxlen
         self._dead = DeadLetters(redis, keyspace)
+        self._scripts = Scripts(redis)
         self._replica_acks = replica_acks
         self._ack_timeout_ms = ack_timeout_ms
         self._unacked = 0
@@ -212,6 +214,17 @@ class EventStream:
             if cursor == "0-0":
                 break
         return await self._screen(group, out)
+
+    @guarded
+    async def forget_consumers(self, group: str, *, idle_ms: int, keep: str) -> list[str]:
+        """Delete `group`'s consumers other than `keep` that hold no pending entry and have
+        not read for `idle_ms` (each process reads under a name of its own, so each restart
+        left one for good); → their names. Nothing pending is lost: the count is read and
+        the consumer deleted in one script."""
+        names = await self._scripts.call(
+            "consumers_forget", [self._stream], [group, max(0, idle_ms), keep]
+        )
+        return [str(name) for name in names]
 
     @guarded
     async def unconsumed(self) -> dict[str, int]:

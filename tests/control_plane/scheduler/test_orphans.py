@@ -117,6 +117,10 @@ async def test_a_takeover_charges_a_claimed_completion_once(
         # would stop at it, and every later takeover would claim it again)
         pending = await stores.redis.xpending(stores.keyspace.events, GROUP)
         assert pending["pending"] == 0
+        # and the predecessor's consumer is forgotten (each leader reads under a name of its
+        # own: every takeover left one in the group for good)
+        consumers = await stores.redis.xinfo_consumers(stores.keyspace.events, GROUP)
+        assert [c["name"] for c in consumers] == ["new"]
     finally:
         await stop_tasks([runner])
         await service.http.aclose()

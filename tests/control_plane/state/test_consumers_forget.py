@@ -1,0 +1,60 @@
+"""Forgetting a group's idle consumers (`EventStream.forget_consumers`): one holding nothing
+and idle long enough goes; one holding a pending entry, one that read recently and the
+caller stay. Each process reads under a name of its own, so without this every restart left
+one more consumer in the group."""
+
+from __future__ import annotations
+
+import asyncio
+
+from redis.asyncio import Redis
+
+from control_plane.contracts.events import Progress
+from control_plane.state import EventStream, KeySpace
+
+
+async def _names(redis: Redis, keyspace: KeySpace, group: str) -> set[str]:
+    return {c["name"] for c in await redis.xinfo_consumers(keyspace.events, group)}
+
+
+async def test_only_idle_consumers_holding_nothing_are_forgotten(
+    events: EventStream, redis: Redis, keyspace: KeySpace
+) -> None:
+    await events.ensure_groups()
+    ids = await events.publish([Progress(f"r{i}", i, 1.0) for i in range(4)])
+    await events.read("recorder", "done", count=1, block_ms=None, ack=())
+    await events.ack("recorder", ids[:1])  # read and acknowledged: holds nothing
+    await events.read("recorder", "holding", count=1, block_ms=None)  # never acknowledged
+    await events.read("recorder", "me", count=1, block_ms=None)
+    await events.ack("recorder", ids[2:])
+    await asyncio.sleep(0.2)
+    await events.read("recorder", "recent", block_ms=None)
+    await events.ack("recorder", ids[3:])  # holds nothing, but read just now
+
+    gone = await events.forget_consumers("recorder", idle_ms=150, keep="me")
+
+    assert gone == ["done"]
+    assert await _names(redis, keyspace, "recorder") == {"holding", "me", "recent"}
+    assert len(await events.pending_for("recorder", "holding")) == 1  # nothing lost
+    assert await events.forget_consumers("recorder", idle_ms=150, keep="me") == []
+    assert await _names(redis, keyspace, "scheduler") == set()  # other groups untouched
+
+
+async def test_a_forgotten_consumer_reads_again_as_before(
+    events: EventStream, redis: Redis, keyspace: KeySpace
+) -> None:
+    await events.ensure_groups()
+    await events.publish([Progress("r0", 1, 1.0)])
+    for eid, _ in await events.read("recorder", "late", block_ms=None):
+        await events.ack("recorder", [eid])
+    assert await events.forget_consumers("recorder", idle_ms=0, keep="other") == ["late"]
+    ids = await events.publish([Progress("r", 1, 1.0)])
+    assert [eid for eid, _ in await events.read("recorder", "late", block_ms=None)] == ids
+    assert [eid for eid, _ in await events.pending_for("recorder", "late")] == ids
+    assert await _names(redis, keyspace, "recorder") == {"late"}
+
+
+async def test_without_a_stream_or_a_group_nothing_is_forgotten(events: EventStream) -> None:
+    assert await events.forget_consumers("recorder", idle_ms=0, keep="me") == []
+    await events.publish([Progress("r", 1, 1.0)])  # a stream, no group yet
+    assert await events.forget_consumers("nobody", idle_ms=0, keep="me") == []
