@@ -8,6 +8,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from control_plane.contracts.knobs import PLUGIN_NAME_MAX
 from control_plane.contracts.workers import CONFIG, WorkerEntry
 from storage.engine import url_problem
 
@@ -94,7 +95,7 @@ class Settings(BaseSettings):
     workers: str = ""
     """Comma-separated worker URLs the leader registers on start (`url` or `url|max_num_seqs`);
     workers can also be registered through the admin API."""
-    policy: str = "vtc"
+    policy: str = Field(default="vtc", min_length=1, max_length=PLUGIN_NAME_MAX)
     lease_ttl_s: float = Field(default=2.0, gt=0)
     no_leader_503_after_s: float | None = Field(default=None, gt=0)
     """A gateway answers 503 + Retry-After to requests waiting for a grant (and to new ones)

@@ -17,6 +17,12 @@ JsonValue: TypeAlias = bool | int | float | str | list["JsonValue"] | dict[str, 
 K = TypeVar("K")
 
 
+PLUGIN_NAME_MAX: Final = 200
+"""Longest plug-in name (a registered name, or `module:Class`) taken anywhere: the admin API,
+the `policy`/`admission`/`placement` knobs, `ARBITER_POLICY`; a request row's `policy` column
+holds as many characters (migration 0008), so no row is refused for its policy's name."""
+
+
 class KnobError(ContractError):
     """A stored knob value that does not decode; the message names the knob and field."""
 
@@ -128,7 +134,10 @@ def _plugin(f: Fields) -> PluginChoice:
     params = f.data.get("params") or {}
     if not isinstance(params, Mapping):
         raise KnobError(f"{f.prefix}params: expected an object, got {type(params).__name__}")
-    return PluginChoice(f.text("name", required=True), dict(params))
+    name: str = f.text("name", required=True)
+    if not 1 <= len(name) <= PLUGIN_NAME_MAX:
+        raise KnobError(f"{f.prefix}name: 1 to {PLUGIN_NAME_MAX} characters, got {len(name)}")
+    return PluginChoice(name, dict(params))
 
 
 def _weights(f: Fields) -> NodeWeights:

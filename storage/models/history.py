@@ -55,7 +55,7 @@ class RequestRow(Base):
     e2e_ms: Mapped[float | None] = mapped_column(Double)
     queue_ms: Mapped[float | None] = mapped_column(Double)
     worker: Mapped[str | None] = mapped_column(String(NAME_LEN))
-    policy: Mapped[str | None] = mapped_column(String(64))
+    policy: Mapped[str | None] = mapped_column(String(200))  # the plug-in name rule's longest
     status: Mapped[str] = mapped_column(String(16))
     error: Mapped[str | None] = mapped_column(Text)
     attempts: Mapped[int] = mapped_column(Integer, default=1)

@@ -49,6 +49,7 @@ def test_good_values_load(monkeypatch: pytest.MonkeyPatch) -> None:
         ("ARBITER_PORT", "70000", "less than or equal to 65535"),
         ("ARBITER_SCHEDULER_PORT", "-1", "greater than or equal to 0"),
         ("ARBITER_RECORDER_METRICS_PORT", "65536", "less than or equal to 65535"),
+        ("ARBITER_POLICY", "m:" + "P" * 199, "at most 200 characters"),  # its rows' column
         ("ARBITER_LOG_LEVEL", "trace", "expected one of DEBUG, INFO, WARNING, WARN, ERROR, CRI"),
     ],
 )

@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_vali
 
 from control_plane.api.admin.deps import NO_NUL, ReasonText
 from control_plane.api.admin.worker_url import check_worker_url
+from control_plane.contracts.knobs import PLUGIN_NAME_MAX
 from control_plane.gateway.bounds import (
     Int64,
     Millis,
@@ -117,7 +118,7 @@ class WorkerIn(Change):
 
 
 class PolicyChange(Change):
-    name: Annotated[str, StringConstraints(min_length=1, max_length=200)]
+    name: Annotated[str, StringConstraints(min_length=1, max_length=PLUGIN_NAME_MAX)]
     params: dict[str, Any] = Field(default_factory=dict)
     expected: str | None = Field(
         None,

@@ -48,6 +48,8 @@ def test_every_knob_round_trips_through_its_json(name: str, value: KnobValue) ->
         ("policy", "fcfs", "policy: expected an object, got str"),
         ("policy", {"params": {}}, "policy.name: required"),
         ("policy", {"name": "vtc", "params": [1]}, "policy.params: expected an object"),
+        ("policy", {"name": "m:" + "P" * 199}, "policy.name: 1 to 200 characters, got 201"),
+        ("placement", {"name": ""}, "placement.name: 1 to 200 characters, got 0"),
         ("weights", {"acme": "heavy"}, "weights.acme: expected a number"),
         ("queue_cap", {"default": 1.5}, "queue_cap.default: expected an integer"),
         ("slo_defaults", {"ttft_ms": "fast"}, "slo_defaults.ttft_ms: expected a number"),

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 
+from control_plane.contracts.knobs import PLUGIN_NAME_MAX
 from control_plane.state import StateStores
 from storage.db import Database
 from storage.repos.fields import is_name
@@ -77,3 +78,21 @@ async def test_an_error_text_with_a_nul_is_recorded(stores: StateStores, db: Dat
     with db.reader() as r:
         row = r.requests.get(request_id="n1")
     assert row is not None and row.error == "bad\ufffdbyte"
+
+
+async def test_a_policy_name_the_admin_api_accepts_is_recorded(
+    stores: StateStores, db: Database
+) -> None:
+    """A policy may be named by its `module:Class` path, up to `PLUGIN_NAME_MAX` characters
+    (the admin API's rule); the column was VARCHAR(64): PostgreSQL refused the row of every
+    request served under a longer name (dead-lettered), SQLite kept it (migration 0008)."""
+    policy = "my_company.scheduling.fairness.hierarchical:" + "P" * 150
+    assert len(policy) <= PLUGIN_NAME_MAX
+    await publish(stores, [complete("r1", policy=policy), complete("r2")])
+    async with recording(stores, db):
+        await eventually(lambda: _caught_up(stores))
+        assert await stores.dead_letters.list() == []
+        assert await asyncio.to_thread(ids_in, db) == {"r1", "r2"}
+    with db.reader() as r:
+        row = r.requests.get(request_id="r1")
+    assert row is not None and row.policy == policy
