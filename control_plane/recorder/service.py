@@ -230,11 +230,9 @@ class Recorder:
         backoff = 0.5
         while True:
             try:
-                written, refused = await write_isolating(rows, self._write)
+                _, refused = await write_isolating(rows, self._write)
                 if refused:  # refused alone, but is it the row or the database?
                     await asyncio.to_thread(probe_writes, self.db)
-                self.written += written
-                self.metrics.rows_written.inc(written)
                 return refused
             except Exception as exc:
                 log.warning(
@@ -273,7 +271,13 @@ class Recorder:
             await self._dead_letter("write", entry_id, encode(event), str(exc))
 
     async def _write(self, rows: list[RequestRecord]) -> int:
-        return await asyncio.to_thread(write_requests, self.db, rows)
+        """One transaction; its new rows are counted as it commits (counted at the end of a
+        split batch instead, the rows of halves committed before an outage were never counted:
+        the retry finds them written)."""
+        written = await asyncio.to_thread(write_requests, self.db, rows)
+        self.written += written
+        self.metrics.rows_written.inc(written)
+        return written
 
     async def _dead_letter(
         self, kind: str, entry_id: str, event: dict[str, Any], reason: str

@@ -19,10 +19,14 @@ from typing import Any
 import pytest
 from redis.asyncio import Redis
 
+from control_plane.recorder import service
 from control_plane.recorder.service import GROUP, Recorder
 from control_plane.state import StateStores, StateUnavailable
 from control_plane.state.tasks import stop_tasks
+from storage import write_guard
 from storage.db import Database
+from storage.errors import StorageUnavailable
+from storage.records import RequestRecord
 
 NOW = time.time()
 
@@ -318,3 +322,27 @@ async def test_an_audit_row_the_database_refuses_is_set_aside_alone(
             "worker:c",
         ]
     db.dispose()
+
+
+async def test_rows_written_before_an_outage_cut_a_split_batch_are_counted(
+    stores: StateStores, db: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The poison pill splits the batch: `a` commits alone; then the database goes away while
+    `b` and `c` are written, and the whole batch is retried. `arbiter_recorder_rows_written`
+    counted a batch's rows at its end, so `a` (found written by the retry) was never counted."""
+    await publish(stores, [complete("a"), complete("p", tier=2**63), complete("b"), complete("c")])
+    real = write_guard.write_requests
+    outages = [StorageUnavailable("OperationalError: injected")]
+
+    def write_failing_once(database: Database, rows: list[RequestRecord]) -> int:
+        if outages and {row.id for row in rows} == {"b", "c"}:
+            raise outages.pop()
+        return real(database, rows)
+
+    monkeypatch.setattr(service, "write_requests", write_failing_once)
+    async with recording(stores, db) as recorder:
+        await eventually(lambda: asyncio.to_thread(lambda: ids_in(db) == {"a", "b", "c"}))
+        await eventually(lambda: _pending_zero(stores))
+        assert not outages, "the outage never came: the test proves nothing"
+        assert recorder.written == 3
+        assert recorder.metrics.rows_written._value.get() == 3
