@@ -42,6 +42,8 @@ DUE = 3
 """`--check`'s exit status when a migration to this build's head is due."""
 AHEAD = 4
 """`--check`'s exit status when a newer build migrated the database (this build runs on it)."""
+MAX_DAYS = 100_000
+"""Longest `--older-than-days` (some 270 years): a cut before year 1 is not a time."""
 
 
 def migrate_command(
@@ -116,21 +118,37 @@ def prune_command(
     """Delete old request rows (the rollups, and so the reports' totals, are kept)."""
     with user_errors(errors=(SettingsError,)):
         url = database_url_of(database_url)
-    if not older_than_days >= MIN_AGE_S / 86_400:  # NaN too
-        typer.echo("error: --older-than-days: must be at least 1", err=True)
+    if not MIN_AGE_S / 86_400 <= older_than_days <= MAX_DAYS:  # NaN too
+        typer.echo(f"error: --older-than-days: must be from 1 to {MAX_DAYS}", err=True)
         raise typer.Exit(2)
     now = time.time()
     before = now - older_than_days * 86_400
     db = Database(url)
     try:
+        _check_migrated(url)
         deleted = prune_history(db, before=before, now=now)
-    except StorageError as exc:
-        typer.echo(f"error: {exc}", err=True)
+    except StorageError as exc:  # one line: a driver's message may go on with its SQL
+        typer.echo(f"error: {str(exc).splitlines()[0]}", err=True)
         raise typer.Exit(1) from None
     finally:
         db.dispose()
     cut = datetime.fromtimestamp(before, UTC).isoformat(timespec="seconds")
     typer.echo(f"{shown_url(url)}: deleted {deleted} request rows that arrived before {cut}")
+
+
+def _check_migrated(url: str) -> None:
+    """Exit 1 with one line unless the schema is this build's (or a newer build's)."""
+    try:
+        status = schema_status(url)
+    except SchemaAhead:
+        return  # a newer build's: its requests table is this build's and more
+    if status.pending:
+        typer.echo(
+            f"error: {shown_url(url)}: at {_name(status.current)}, this build's latest is "
+            f"{status.head}: run `arbiter migrate` first",
+            err=True,
+        )
+        raise typer.Exit(1)
 
 
 def register(app: typer.Typer) -> None:

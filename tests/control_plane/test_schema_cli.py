@@ -139,7 +139,7 @@ def test_prune_history_deletes_old_rows_and_refuses_a_cut_under_a_day(
                 for i, a in enumerate((9, 8, 0))
             ]
         )
-    for bad in ("0.5", "nan", "x"):
+    for bad in ("0.5", "nan", "x", "100001", "1e400"):  # a cut before year 1 was a traceback
         result = runner.invoke(
             cli.app, ["prune-history", "--older-than-days", bad, "--database-url", db_url]
         )
@@ -151,3 +151,16 @@ def test_prune_history_deletes_old_rows_and_refuses_a_cut_under_a_day(
     with db.reader() as r:
         assert r.requests.count() == 1
     db.dispose()
+
+
+def test_prune_history_on_a_database_not_migrated_says_so_in_one_line(
+    runner: CliRunner, tmp_path: Path
+) -> None:
+    """Before, the driver's message came with its SQL over several lines."""
+    url = f"sqlite:///{tmp_path / 'empty.db'}"
+    result = runner.invoke(
+        cli.app, ["prune-history", "--older-than-days", "7", "--database-url", url]
+    )
+    assert result.exit_code == 1, result.output
+    (line,) = result.output.strip().splitlines()
+    assert line.startswith("error: ") and "run `arbiter migrate` first" in line, line
