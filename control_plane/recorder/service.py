@@ -151,8 +151,9 @@ class Recorder:
 
     async def _claim_stale(self) -> None:
         """Take over what a dead recorder read but never acknowledged; then forget the
-        recorders that hold nothing and have not read since as long (each process reads under
-        a name of its own: without this, every restart left one in the group for good)."""
+        recorders that hold nothing and have been idle as long (on Redis 7.0: not given an
+        entry; each process reads under a name of its own: without this, every restart left
+        one in the group for good)."""
         idle_ms = int(self.claim_idle_s * 1000)
         while True:
             entries = await self.stores.events.claim(

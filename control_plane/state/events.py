@@ -218,9 +218,11 @@ class EventStream:
     @guarded
     async def forget_consumers(self, group: str, *, idle_ms: int, keep: str) -> list[str]:
         """Delete `group`'s consumers other than `keep` that hold no pending entry and have
-        not read for `idle_ms` (each process reads under a name of its own, so each restart
+        been idle for `idle_ms` (each process reads under a name of its own, so each restart
         left one for good); → their names. Nothing pending is lost: the count is read and
-        the consumer deleted in one script."""
+        the consumer deleted in one script. Idle is XINFO CONSUMERS' `idle`: on Redis 7.0 a
+        read that returns nothing does not reset it (from 7.2 it does), so a live consumer
+        on a quiet stream may go too; its next read that delivers creates it again."""
         names = await self._scripts.call(
             "consumers_forget", [self._stream], [group, max(0, idle_ms), keep]
         )

@@ -58,3 +58,22 @@ async def test_without_a_stream_or_a_group_nothing_is_forgotten(events: EventStr
     assert await events.forget_consumers("recorder", idle_ms=0, keep="me") == []
     await events.publish([Progress("r", 1, 1.0)])  # a stream, no group yet
     assert await events.forget_consumers("nobody", idle_ms=0, keep="me") == []
+
+
+async def test_a_live_consumer_forgotten_between_reads_loses_nothing(
+    events: EventStream, redis: Redis, keyspace: KeySpace
+) -> None:
+    """On Redis 7.0 a read that returns nothing does not reset a consumer's `idle` (from 7.2
+    it does), so a live reader on a quiet stream may be forgotten: that must lose nothing."""
+    await events.ensure_groups()
+    ids = await events.publish([Progress("r0", 1, 1.0)])
+    await events.read("recorder", "live", block_ms=None)
+    await events.ack("recorder", ids)
+    for _ in range(4):  # polling a quiet stream
+        await asyncio.sleep(0.05)
+        assert await events.read("recorder", "live", block_ms=None) == []
+    gone = await events.forget_consumers("recorder", idle_ms=150, keep="me")
+    assert gone in ([], ["live"])  # 7.2+: it read 50 ms ago; 7.0: it was given nothing since
+    ids = await events.publish([Progress("r1", 1, 1.0)])
+    assert [eid for eid, _ in await events.read("recorder", "live", block_ms=None)] == ids
+    assert [eid for eid, _ in await events.pending_for("recorder", "live")] == ids
