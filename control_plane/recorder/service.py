@@ -217,11 +217,12 @@ class Recorder:
             await self._dead_letter("convert", entry_id, event, reason)
         for entry_id, reason in refused:
             await self._dead_letter("write", entry_id, encode(events[entry_id]), reason)
-        await self.stores.events.ack(GROUP, [eid for eid, _ in entries])
         refused_ids = {eid for eid, _ in refused}
         done = [eid for eid, _ in batch.rows if eid not in refused_ids] + batch.no_row
-        ids = [events[eid].id for eid in done]
-        await self.stores.requests.mark_recorded(ids)
+        # marked before the acknowledgement: a mark that raises leaves the entries pending,
+        # so the entry it raises for is set aside like any other (after it, it was not)
+        await self.stores.requests.mark_recorded([events[eid].id for eid in done])
+        await self.stores.events.ack(GROUP, [eid for eid, _ in entries])
 
     async def _write_until_decided(
         self, rows: list[tuple[str, RequestRecord]]

@@ -7,6 +7,7 @@ returned.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -18,12 +19,13 @@ from control_plane.contracts.events import Event, EventError, decode, encode
 from control_plane.state.client import MuxRedis, check_client, clamp_block_ms
 from control_plane.state.codec import StreamEntry, dumps, loads, stream_entries
 from control_plane.state.dead_letters import DeadLetters
-from control_plane.state.errors import guarded
+from control_plane.state.errors import guarded, is_unavailable
 from control_plane.state.groups import ensure_group, is_missing_group
 from control_plane.state.keys import KeySpace
 from control_plane.state.mux import Arg
 from control_plane.state.scripts import Scripts
 
+log = logging.getLogger(__name__)
 EventEntry = tuple[str, Event]
 GROUPS = ("scheduler", "recorder")
 UNACKED_PAUSE = 3
@@ -223,9 +225,16 @@ class EventStream:
         the consumer deleted in one script. Idle is XINFO CONSUMERS' `idle`: on Redis 7.0 a
         read that returns nothing does not reset it (from 7.2 it does), so a live consumer
         on a quiet stream may go too; its next read that delivers creates it again."""
-        names = await self._scripts.call(
-            "consumers_forget", [self._stream], [group, max(0, idle_ms), keep]
-        )
+        try:
+            names = await self._scripts.call(
+                "consumers_forget", [self._stream], [group, max(0, idle_ms), keep]
+            )
+        except ResponseError as exc:
+            if is_unavailable(exc):
+                raise
+            # refused (an ACL without XGROUP DELCONSUMER): housekeeping must not stop a reader
+            log.warning("forgetting idle consumers of %s refused: %s", group, exc)
+            return []
         return [str(name) for name in names]
 
     @guarded

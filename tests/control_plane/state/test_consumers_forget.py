@@ -10,7 +10,7 @@ import asyncio
 from redis.asyncio import Redis
 
 from control_plane.contracts.events import Progress
-from control_plane.state import EventStream, KeySpace
+from control_plane.state import EventStream, KeySpace, StateStores, connect
 
 
 async def _names(redis: Redis, keyspace: KeySpace, group: str) -> set[str]:
@@ -77,3 +77,29 @@ async def test_a_live_consumer_forgotten_between_reads_loses_nothing(
     ids = await events.publish([Progress("r1", 1, 1.0)])
     assert [eid for eid, _ in await events.read("recorder", "live", block_ms=None)] == ids
     assert [eid for eid, _ in await events.pending_for("recorder", "live")] == ids
+
+
+async def test_a_refused_forget_is_logged_and_stops_nothing(
+    events: EventStream, redis: Redis, redis_url: str, keyspace: KeySpace
+) -> None:
+    """A deployment whose Redis user may not run XGROUP DELCONSUMER (an ACL written for the
+    release before) must go on reading: the forget runs before each read of a recorder and in
+    a leader's takeover."""
+    await redis.execute_command(
+        "ACL", "SETUSER", "no-delconsumer", "on", ">pw", "~*", "&*", "+@all",
+        "-xgroup|delconsumer",
+    )  # fmt: skip
+    limited = connect(redis_url.replace("redis://", "redis://no-delconsumer:pw@", 1))
+    try:
+        stream = StateStores.build(limited, keyspace).events
+        await stream.ensure_groups()
+        await events.publish([Progress("r", 1, 1.0)])
+        assert len(await stream.read("recorder", "old", block_ms=None, ack=())) == 1
+        await events.ack(
+            "recorder", [eid for eid, _ in await events.pending_for("recorder", "old")]
+        )
+        assert await stream.forget_consumers("recorder", idle_ms=0, keep="me") == []
+        assert await _names(redis, keyspace, "recorder") == {"old"}
+    finally:
+        await limited.aclose()
+        await redis.execute_command("ACL", "DELUSER", "no-delconsumer")
