@@ -13,22 +13,17 @@ from typing import Annotated
 
 from pydantic import Field, StringConstraints
 
+from storage.repos.fields import INT32_MAX as INT32_MAX  # one rule, here and in SQL
+from storage.repos.fields import INT64_MAX as INT64_MAX
+from storage.repos.fields import MAX_RATE as MAX_RATE
+from storage.repos.fields import MAX_SLO_MS as MAX_SLO_MS
+from storage.repos.fields import MAX_TIER as MAX_TIER
 from storage.repos.fields import MAX_WEIGHT, MIN_WEIGHT
 from storage.repos.fields import NAME_PATTERN as NAME_PATTERN  # one rule, here and in SQL
 from storage.repos.fields import is_name as is_name
 
-INT32_MAX = 2**31 - 1
-"""Largest value of a SQL INTEGER column (PostgreSQL's is 32-bit)."""
-INT64_MAX = 2**63 - 1
-"""Largest value of a SQL BIGINT column."""
-MAX_TIER = 1000
-"""Priority tiers are 0 (most urgent) .. MAX_TIER, for records and `X-Arbiter-Priority`."""
-MAX_SLO_MS = 86_400_000.0
-"""An SLO target longer than a day is a mistake, not a target."""
 MAX_EPOCH_S = 1e11
 """Epoch seconds (around the year 5000): beyond it dates do not even print."""
-MAX_RATE = 1e6
-"""Requests per second."""
 
 Name = Annotated[str, StringConstraints(pattern=NAME_PATTERN)]
 Int32 = Annotated[int, Field(ge=0, le=INT32_MAX)]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Mapping
 from typing import Any, Final, TypedDict
@@ -13,6 +12,16 @@ MIN_WEIGHT: Final = 1e-6
 MAX_WEIGHT: Final = 1e6
 """A fair-share weight's range: policies charge `cost / weight`, so a weight near zero would
 drive a counter to infinity (which no checkpoint can hold) and one near infinity to nothing."""
+INT32_MAX: Final = 2**31 - 1
+"""Largest value of a SQL INTEGER column (PostgreSQL's is 32-bit)."""
+INT64_MAX: Final = 2**63 - 1
+"""Largest value of a SQL BIGINT column."""
+MAX_TIER: Final = 1000
+"""Priority tiers are 0 (most urgent) .. MAX_TIER, for records and `X-Arbiter-Priority`."""
+MAX_SLO_MS: Final = 86_400_000.0
+"""An SLO target longer than a day is a mistake, not a target."""
+MAX_RATE: Final = 1e6
+"""Requests per second."""
 
 
 class AppFields(TypedDict, total=False):
@@ -46,8 +55,12 @@ TENANT_FIELDS: Final = frozenset(
 APP_FIELDS: Final = frozenset({"weight", *SLO_FIELDS})
 AGENT_FIELDS: Final = frozenset({"weight", "priority_tier", *SLO_FIELDS})
 
-_POSITIVE_OR_NONE: Final = frozenset({"rate_limit_rps", *SLO_FIELDS})
-_NONNEGATIVE_INT_OR_NONE: Final = frozenset({"priority_tier", "queue_cap", "token_budget"})
+_POSITIVE_OR_NONE: Final = {"rate_limit_rps": MAX_RATE, **dict.fromkeys(SLO_FIELDS, MAX_SLO_MS)}
+"""Number fields: greater than 0, at most this (the admin API's rule, so every entry point
+stores only what the API would take)."""
+_INT_OR_NONE: Final = {"priority_tier": (0, MAX_TIER), "queue_cap": (1, INT32_MAX),
+                       "token_budget": (0, INT64_MAX)}  # fmt: skip
+"""Integer fields: from, to (the API's rule; the columns' own range at most)."""
 
 
 def check_fields(
@@ -70,15 +83,17 @@ def _check_one(name: str, value: Any) -> None:
             raise InvalidValueError(
                 f"weight must be a number from {MIN_WEIGHT:g} to {MAX_WEIGHT:g}, got {value!r}"
             )
-    elif name in _POSITIVE_OR_NONE:
-        if value is not None and (not _is_number(value) or not 0 < value < math.inf):
-            raise InvalidValueError(f"{name} must be a number > 0 or null, got {value!r}")
-    elif name in _NONNEGATIVE_INT_OR_NONE and value is not None and not _is_count(value):
-        raise InvalidValueError(f"{name} must be an integer ≥ 0 or null, got {value!r}")
-
-
-def _is_count(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+    elif (high := _POSITIVE_OR_NONE.get(name)) is not None:
+        if value is not None and (not _is_number(value) or not 0 < value <= high):
+            raise InvalidValueError(
+                f"{name} must be a number > 0 and ≤ {high:g} or null, got {value!r}"
+            )
+    elif (bounds := _INT_OR_NONE.get(name)) is not None and value is not None:
+        low, top = bounds
+        if not (isinstance(value, int) and not isinstance(value, bool) and low <= value <= top):
+            raise InvalidValueError(
+                f"{name} must be an integer from {low} to {top} or null, got {value!r}"
+            )
 
 
 def _is_number(value: Any) -> bool:

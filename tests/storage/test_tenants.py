@@ -63,6 +63,16 @@ def test_invalid_values_are_refused(db: Database) -> None:
             {"priority_tier": None},
             {"slo_ttft_ms": 0},
             {"queue_cap": 1.5},
+            # past the API's range (an OverflowError traceback from `arbiter admin` past the
+            # columns' own, stored and served as the API could not before that)
+            {"priority_tier": 1001},
+            {"priority_tier": 2**64},
+            {"queue_cap": 0},
+            {"queue_cap": 2**31},
+            {"token_budget": 2**63},
+            {"slo_ttft_ms": 86_400_001.0},
+            {"slo_e2e_ms": float("nan")},
+            {"rate_limit_rps": 1e7},
             {"name": "renamed"},
             {"colour": "red"},
         ]
@@ -157,3 +167,14 @@ def test_names_follow_the_api_s_rule_on_every_path(db: Database) -> None:
             r.tenants.create_tenant(name=name)
     with db.repos() as r:
         r.tenants.create_tenant(name="acme-1.eu:prod_2")
+
+
+def test_values_at_the_api_s_bounds_are_taken(db: Database) -> None:
+    top = {"priority_tier": 1000, "queue_cap": 2**31 - 1, "token_budget": 2**63 - 1,
+           "slo_ttft_ms": 86_400_000.0, "rate_limit_rps": 1e6}  # fmt: skip
+    with db.repos() as r:
+        r.tenants.create_tenant(name="acme", **top)  # type: ignore[arg-type]
+    with db.reader() as r:
+        tenant = r.tenants.get_tenant(name="acme")
+    assert tenant is not None
+    assert {name: getattr(tenant, name) for name in top} == top
