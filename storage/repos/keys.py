@@ -12,6 +12,7 @@ from sqlalchemy.orm import Session
 from storage.errors import InvalidValueError, NotFoundError
 from storage.models import ApiKey, Tenant
 from storage.records import ApiKeyRecord, TenantRecord, record_from
+from storage.repos.fields import INT32_MAX
 from storage.repos.tenants import tenant_record
 
 KEY_PREFIX = "arb-"
@@ -73,6 +74,8 @@ class KeyRepo:
 
     def revoke(self, *, key_id: int) -> ApiKeyRecord:
         """Revoke a key (idempotent: revoking twice keeps the first time)."""
+        if not 1 <= key_id <= INT32_MAX:  # no such id: a driver would raise on the value
+            raise NotFoundError(f"API key {key_id} does not exist")
         self.session.execute(
             update(ApiKey)
             .where(ApiKey.id == key_id, ApiKey.revoked_at.is_(None))

@@ -61,8 +61,9 @@ def test_resolve_known_unknown_and_revoked(db: Database) -> None:
         assert revoked.revoked_at is not None
         again = r.keys.revoke(key_id=first.id)
         assert again.revoked_at == revoked.revoked_at
-        with pytest.raises(NotFoundError):
-            r.keys.revoke(key_id=10_000)
+        for missing in (10_000, 0, -1, 2**31, 10**23):  # past INTEGER: an OverflowError before
+            with pytest.raises(NotFoundError):
+                r.keys.revoke(key_id=missing)
     with db.reader() as r:
         assert r.keys.resolve(plaintext=key1) is None
         assert r.keys.resolve(plaintext=key2) == acme
