@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
@@ -22,6 +21,7 @@ from typer._click.exceptions import ClickException
 from typer._click.globals import get_current_context
 from typer.core import TyperGroup
 
+from control_plane.core.cli_errors import unwritable
 from control_plane.core.plugins import UnknownPluginError
 from control_plane.sim.yaml_file import ScenarioError
 
@@ -158,14 +158,8 @@ def directory(path: Path | None, flag: str) -> Problem:
 
 
 def _creatable(folder: Path, flag: str, path: Path) -> Problem:
-    existing = folder.absolute()
-    while not existing.exists():
-        existing = existing.parent
-    if not existing.is_dir():
-        return f"{flag}: {path}: {existing} is a file, not a directory"
-    if not os.access(existing, os.W_OK | os.X_OK):
-        return f"{flag}: {path}: {existing} is not writable"
-    return None
+    problem = unwritable(folder)
+    return None if problem is None else f"{flag}: {path}: {problem}"
 
 
 def up_json(path: Path | None, tenants: Sequence[str], flag: str = "--attach") -> Problem:

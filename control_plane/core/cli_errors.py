@@ -11,8 +11,10 @@ to name the flag themselves. Anything else is a bug and keeps its traceback.
 from __future__ import annotations
 
 import math
+import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import typer
@@ -20,6 +22,24 @@ from typer._click.core import Context  # typer ≥ 0.26 vendors click; its group
 from typer.core import TyperGroup
 
 from control_plane.core.plugins import PluginParamsError, UnknownPluginError
+
+
+def unwritable(path: Path) -> str | None:
+    """Why a file or folder could not be made at `path` (a file on the way, a folder that
+    refuses writes); None when it can. The nearest existing folder is probed with a temporary
+    file, removed at once, so nothing is left behind and what permission bits do not say is
+    seen too (root, a read-only mount, /proc)."""
+    existing = path.absolute()
+    while not existing.exists():
+        existing = existing.parent
+    if not existing.is_dir():
+        return f"{existing} is a file, not a directory"
+    try:
+        with tempfile.TemporaryFile(dir=existing):
+            pass
+    except OSError as exc:
+        return f"{existing} is not writable ({exc.strerror or exc})"
+    return None
 
 
 class OptionError(ValueError):

@@ -33,7 +33,13 @@ from control_plane.sim.cli_args import (
     parse_policies,
     plugin_choice,
 )
-from control_plane.sim.cli_inputs import check_outputs, check_plugins, live_scenarios, replay_inputs
+from control_plane.sim.cli_inputs import (
+    check_output_file,
+    check_outputs,
+    check_plugins,
+    live_scenarios,
+    replay_inputs,
+)
 from control_plane.sim.cluster import unit_factors
 from control_plane.sim.live_report import live_document
 from control_plane.sim.report import write_report, write_results
@@ -162,6 +168,8 @@ def simulate_bench(
         for file in files or speed_bench.DEFAULT_SCENARIOS
     ]
     names = policy or list(speed_bench.DEFAULT_POLICIES)
+    with user_errors():
+        check_output_file(out)
     for scenario in chosen:
         _check_runs(scenario, [PolicySpec(name, name) for name in names], PluginChoice())
     workloads = [(scenario, build_workload(scenario)) for scenario in chosen]
@@ -276,6 +284,7 @@ def bench(
 
     scenario = _scenario(file).with_overrides(seed, duration)
     with user_errors():
+        check_outputs([scenario], out)  # before the replay: a live run's results are not lost
         base, keys, specs, models = replay_inputs(scenario, gateway, api_key, key, keys_file, model)
         admin_token = admin_token or (load_admin_token(keys_file) if keys_file else None)
     target = LiveTarget(base, keys, speed, models=models)

@@ -55,6 +55,10 @@ def test_paths(tmp_path: Path) -> None:
     assert flags.directory(tmp_path / "f" / "sub", "--state-dir") == (
         f"--state-dir: {tmp_path / 'f' / 'sub'}: {tmp_path / 'f'} is a file, not a directory"
     )
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["f"]  # the checks made nothing
+    if Path("/proc/self").is_dir():  # refuses new files even to root, whose bits allow them
+        problem = flags.output_file(Path("/proc/arbiter/out.json"))
+        assert problem is not None and problem.startswith("--out: /proc/arbiter/out.json: /proc")
 
 
 def test_up_json(tmp_path: Path) -> None:

@@ -315,3 +315,34 @@ def test_run_refuses_a_live_speed_that_is_not_a_usable_finite_number(
     args = ["sim", "run", str(scenario_file), "-p", "vtc", "--out", str(out)]
     _one_error_line(_arbiter([*args, "--live-speed", value]), "error: --live-speed: ")
     assert not out.exists()
+
+
+@pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="/proc refuses new files (Linux)")
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["sim", "run", "SCENARIO", "-p", "rr", "--out", "/proc/arbiter-out"],
+        ["sim", "speed", "SCENARIO", "-p", "rr", "--out", "/proc/arbiter-out.json"],
+        ["sim", "speed", "SCENARIO", "-p", "rr", "--out", "TMP"],
+        ["sim", "replay", "SCENARIO", "--api-key", "k", "--out", "/proc/arbiter-out"],
+    ],
+)
+def test_an_output_that_cannot_be_written_is_refused_before_any_run(
+    scenario_file: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, command: list[str]
+) -> None:
+    """Regression: `sim run` and `sim replay` checked only that --out was no file, and `sim
+    speed` nothing: a folder that refuses writes (permission bits do not say so to root; a
+    read-only mount, /proc) failed with a traceback after every run, a replay's live run lost.
+    The replay's gateway refuses connections: an answer about it would show it was tried."""
+
+    def no_run(*_args: object, **_kwargs: object) -> None:
+        raise AssertionError("a run started before --out was checked")
+
+    monkeypatch.setattr(speed_bench, "run_policy", no_run)
+    monkeypatch.setattr(cli, "run_policy", no_run)
+    named = {"SCENARIO": str(scenario_file), "TMP": str(tmp_path)}
+    args = [named.get(arg, arg) for arg in command]
+    if "replay" in args:
+        args += ["--gateway", "http://127.0.0.1:9"]
+    line = _one_error_line(_arbiter(args), "error: --out ")
+    assert "/proc is not writable" in line or "is a directory; give a file name" in line, line
