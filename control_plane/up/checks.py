@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from control_plane.core.cli_errors import unwritable
 from control_plane.policies.registry import UnknownPolicyError, policy_class
 from control_plane.up.deploy import UpOptions
 from storage.errors import InvalidValueError
@@ -34,6 +35,8 @@ def option_problems(opts: UpOptions) -> list[str]:
         lines.append(f"--console-port: the gateway already uses port {opts.port}")
     if opts.state_dir.exists() and not opts.state_dir.is_dir():
         lines.append(f"--state-dir: {opts.state_dir} exists and is not a directory")
+    elif (problem := unwritable(opts.state_dir)) is not None:
+        lines.append(f"--state-dir: {opts.state_dir}: {problem}")
     if opts.worker_kind not in ("sim", "vllm"):
         lines.append(f"--worker-kind: expected sim or vllm, got {opts.worker_kind!r}")
     elif opts.worker_kind == "vllm" and not opts.vllm_model:

@@ -227,6 +227,22 @@ def test_up_refuses_a_state_dir_that_is_a_file(runner: CliRunner, tmp_path: Path
     result = runner.invoke(cli.app, ["up", "--state-dir", str(taken)])
     assert result.exit_code == 2, result.output
     assert result.output.strip() == f"error: --state-dir: {taken} exists and is not a directory"
+    under = runner.invoke(cli.app, ["up", "--state-dir", str(taken / "sub")])
+    assert under.exit_code == 2, under.output
+    assert (
+        under.output.strip()
+        == f"error: --state-dir: {taken / 'sub'}: {taken} is a file, not a directory"
+    )
+
+
+@pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="/proc refuses new files (Linux)")
+def test_up_refuses_a_state_dir_it_cannot_make(runner: CliRunner) -> None:
+    """Regression: a FileNotFoundError traceback (permission bits say yes to root)."""
+    result = runner.invoke(cli.app, ["up", "--state-dir", "/proc/arbiter-state"])
+    assert result.exit_code == 2, result.output
+    assert result.output.startswith(
+        "error: --state-dir: /proc/arbiter-state: /proc is not writable"
+    )
 
 
 def test_up_with_an_unreachable_database_says_so_and_stops_its_redis(tmp_path: Path) -> None:
