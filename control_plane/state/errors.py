@@ -22,6 +22,11 @@ _UNAVAILABLE: tuple[type[BaseException], ...] = (
     rex.OutOfMemoryError,
     OSError,  # socket errors redis-py did not wrap (includes builtin Connection/TimeoutError)
 )
+_UNAVAILABLE_REPLIES = ("MISCONF ", "NOREPLICAS ", "BUSY ")
+"""Replies redis-py raises as a bare `ResponseError` that also mean "cannot serve now": writes
+refused while a snapshot cannot be saved (a full disk), too few replicas for
+`min-replicas-to-write`, a script running past its time limit. Each clears without a change
+of ours, so callers wait and retry as through an outage (the API: 503, not a 500)."""
 
 
 class StateUnavailable(Exception):
@@ -44,6 +49,8 @@ class KnobChanged(Exception):
 
 def is_unavailable(exc: BaseException) -> bool:
     """True when `exc` is an outage-type Redis error."""
+    if isinstance(exc, rex.ResponseError) and str(exc).startswith(_UNAVAILABLE_REPLIES):
+        return True
     return isinstance(exc, _UNAVAILABLE)
 
 
@@ -58,5 +65,9 @@ def guarded(func: Callable[P, Coroutine[Any, Any, T]]) -> Callable[P, Coroutine[
             raise
         except _UNAVAILABLE as exc:
             raise StateUnavailable(f"redis unavailable: {exc}") from exc
+        except rex.ResponseError as exc:
+            if is_unavailable(exc):
+                raise StateUnavailable(f"redis unavailable: {exc}") from exc
+            raise
 
     return wrapper
