@@ -22,12 +22,25 @@ from tests.support.cluster import Cluster
 
 A_STREAMS = 40
 SLOTS = 8  # 2 workers × max_num_seqs 4
+SPEED = 0.25
+"""The workers run the profile at a quarter of its pace (a 16-token answer ~0.2 s): A then needs
+~40 requests/s, not ~150, to keep every slot busy and 32 queued. At full pace that load is
+CPU-bound on 2 busy cores: the client, gateway and scheduler could not re-issue A's requests as
+fast as slots freed, A's backlog vanished and FCFS had nothing to make B wait behind (measured
+beside 4 busy loops: FCFS 0.01-4.5 ms against VTC 0.02-3.3 ms, the contrast failed)."""
 
 
 @dataclass
 class Phase:
     b_queue_ms: list[float] = field(default_factory=list)
     a_service_s: list[float] = field(default_factory=list)
+    a_queue_ms: list[float] = field(default_factory=list)
+    a_waiting: int = 0
+    """A's streams sent and not yet holding a slot (no headers yet), as the client sees it."""
+
+    @property
+    def a_queue_mean(self) -> float:
+        return statistics.mean(self.a_queue_ms) if self.a_queue_ms else 0.0
 
     @property
     def b_mean(self) -> float:
@@ -50,11 +63,14 @@ async def _a_stream(
         "stream": True,
     }
     while not stop.is_set():
+        out.a_waiting += 1
         async with client.stream(
             "POST", f"{url}/v1/completions", json=body, headers={"Authorization": f"Bearer {key}"}
         ) as resp:
+            out.a_waiting -= 1
             assert resp.status_code == 200
             started = time.monotonic()  # headers arrive once the request holds a slot
+            out.a_queue_ms.append(float(resp.headers["X-Arbiter-Queue-Ms"]))
             async for _ in resp.aiter_bytes():
                 pass
             out.a_service_s.append(time.monotonic() - started)
@@ -79,7 +95,15 @@ async def _phase(url: str, keys: dict[str, str], noisy: bool, n: int = 20) -> Ph
             for _ in range(A_STREAMS if noisy else 0)
         ]
         if noisy:
-            await asyncio.sleep(2.0)  # let A's backlog build up
+            # let A's backlog build up: every slot held and most of the rest waiting, however
+            # slow the box (a fixed pause was 2 s; a deadline only bounds a load that never
+            # builds, which the backlog assertions then report)
+            for _ in range(600):  # 30 s at most
+                if len(out.a_service_s) >= SLOTS and out.a_waiting >= A_STREAMS - 2 * SLOTS:
+                    break
+                await asyncio.sleep(0.05)
+            out.a_service_s.clear()
+            out.a_queue_ms.clear()
         await _b_trickle(client, url, keys["b"], n, out)
         stop.set()
         await asyncio.gather(*tasks)
@@ -94,8 +118,8 @@ async def _set_policy(cluster: Cluster, name: str) -> None:
 
 def test_vtc_protects_the_quiet_tenant(cluster: Cluster) -> None:
     keys = cluster.tenants(["a", "b"])
-    cluster.start_worker(speed=1.0, max_num_seqs=SLOTS // 2)
-    cluster.start_worker(speed=1.0, max_num_seqs=SLOTS // 2)
+    cluster.start_worker(speed=SPEED, max_num_seqs=SLOTS // 2)
+    cluster.start_worker(speed=SPEED, max_num_seqs=SLOTS // 2)
     cluster.start_scheduler()
     url = cluster.start_gateway()
     alone = asyncio.run(_phase(url, keys, noisy=False))
@@ -107,8 +131,13 @@ def test_vtc_protects_the_quiet_tenant(cluster: Cluster) -> None:
         f"\nB mean queue ms: alone {alone.b_mean:.2f}, vtc {vtc.b_mean:.2f} "
         f"({vtc.b_mean / alone.b_mean:.1f}x alone), fcfs {fcfs.b_mean:.2f} "
         f"({fcfs.b_mean / vtc.b_mean:.1f}x vtc); A's slots free every "
-        f"{vtc.slot_interval_ms:.1f} ms under vtc"
+        f"{vtc.slot_interval_ms:.1f} ms under vtc; A's mean queue ms: vtc {vtc.a_queue_mean:.1f}, "
+        f"fcfs {fcfs.a_queue_mean:.1f} ({fcfs.a_queue_mean / vtc.slot_interval_ms:.1f} intervals)"
     )
+    # the premise of both assertions: A kept a backlog, its own requests waited many slot frees
+    # (32 queued behind 8 slots: ~32 intervals); without one no policy has anything to order
+    backlog = 8 * vtc.slot_interval_ms
+    assert min(vtc.a_queue_mean, fcfs.a_queue_mean) >= backlog, ("no backlog from A", vtc, fcfs)
     # VTC: B waits a few slot frees whatever A's backlog (32 queued, which FCFS makes it wait
     # behind: ~16 intervals on average): one of the next two slots ideally (a lifted counter
     # ties with A's and the tie goes to the earlier arrival), plus dispatch hops slowed by A's
