@@ -92,12 +92,32 @@ async def light(client: AsyncOpenAI, stop: asyncio.Event) -> None:
         await asyncio.sleep(0.2)
 
 
+def until_next_period(up: UpProcess, since: float) -> float:
+    """Seconds until the controller handed the policy at `since` next closes a period (on the
+    scheduler's clock, this host's), from the leader's checkpoint once it shows a closed one.
+
+    The burst is sent just after a period closes, so that it arrives within one period on a
+    slow box too: split over two periods of close arrival rates, the second with the longer
+    TTFTs (it inherits the backlog), the switch to sjf reads to the rollback guard as one that
+    made things worse, and it is rightly undone (reproduced: 40 requests 0.15 s before a period
+    closed and 40 after gave 'rollback: p99 TTFT > 1.5x' instead of the calm return)."""
+    deadline = time.monotonic() + 10 * PERIOD_S
+    while (closed := last_period_end(controller_live(up), since)) is None:
+        assert time.monotonic() < deadline, f"no period closed\n{up.child_log('scheduler-0')}"
+        time.sleep(0.1)
+    boundary = closed + PERIOD_S
+    while boundary < time.time():
+        boundary += PERIOD_S
+    return boundary - time.time()
+
+
 async def underload_then_burst(up: UpProcess, since: float) -> list[dict[str, Any]]:
     """Light load for 2 periods, 80 long prompts at once, light load until fcfs is back."""
     client = openai_client(up)
     stop = asyncio.Event()
     background = asyncio.create_task(light(client, stop))
     await asyncio.sleep(2.5 * PERIOD_S)
+    await asyncio.sleep(await off_loop(until_next_period, up, since) + 0.1 * PERIOD_S)
     burst = [asyncio.create_task(ask(client, 1500, 48)) for _ in range(80)]
     deadline = time.monotonic() + 90.0
     rows: list[dict[str, Any]] = []
