@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from control_plane.admission.registry import ADMISSIONS
 from control_plane.api.admin.deps import FieldErrors
+from control_plane.contracts.knobs import PLUGIN_NAME_MAX
 from control_plane.control.meta import AUTO, AutoParams
 from control_plane.core.plugins import PluginParamsError, PluginRegistry, UnknownPluginError
 from control_plane.core.policy import PolicyContext
@@ -61,7 +62,7 @@ class QueueCapKnob(BaseModel):
 
 class PluginKnob(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    name: str = Field(min_length=1)
+    name: str = Field(min_length=1, max_length=PLUGIN_NAME_MAX)  # what the knob's readers take
     params: dict[str, Any] = Field(default_factory=dict)
 
 

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import sys
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from control_plane.api.app import create_app
-from control_plane.contracts.knobs import Fairness, Other, PluginChoice
+from control_plane.contracts.knobs import PLUGIN_NAME_MAX, Fairness, Other, PluginChoice
 from control_plane.settings import Settings
 from tests.control_plane.api.admin.conftest import AdminApi
 
@@ -265,3 +268,31 @@ def test_the_openapi_document_names_the_knob_conflict() -> None:
         assert "knob_changed" in put["responses"]["409"]["description"], path
         body = spec["components"]["schemas"][schema]["properties"]
         assert "expected" in body and "knob_changed" in body["expected"]["description"]
+
+
+_LONG_MODULE = "m" + "_" * 150 + "long_admission_module"
+
+
+@pytest.fixture
+def long_plugin(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """An importable `module:Class` admission whose path is longer than PLUGIN_NAME_MAX."""
+    (tmp_path / f"{_LONG_MODULE}.py").write_text(
+        "from control_plane.admission.capacity import CapacityAdmission\n"
+        f"class {'C' * 60}(CapacityAdmission):\n    pass\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    yield f"{_LONG_MODULE}:{'C' * 60}"
+    sys.modules.pop(_LONG_MODULE, None)
+
+
+async def test_a_plugin_knob_name_past_the_rule_is_a_422_not_a_500(
+    api: AdminApi, long_plugin: str
+) -> None:
+    # it imports, so only the length rule can refuse it; the knob's readers would not take it
+    assert len(long_plugin) > PLUGIN_NAME_MAX
+    resp = await api.client.put(
+        "/admin/knobs/admission", json={"value": {"name": long_plugin}, "reason": "r"}
+    )
+    assert resp.status_code == 422, resp.text
+    assert resp.json()["error"]["param"] == "value.name"
+    assert await api.stores.knobs.get("admission") is None
