@@ -11,6 +11,7 @@ to name the flag themselves. Anything else is a bug and keeps its traceback.
 from __future__ import annotations
 
 import math
+import os
 import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -31,6 +32,8 @@ def unwritable(path: Path) -> str | None:
     seen too (root, a read-only mount, /proc)."""
     existing = path.absolute()
     while not existing.exists():
+        if existing.is_symlink():  # a dangling link does not exist, yet nothing is made there
+            return f"{existing} is a link to {os.readlink(existing)}, which does not exist"
         existing = existing.parent
     if not existing.is_dir():
         return f"{existing} is a file, not a directory"

@@ -89,3 +89,23 @@ def test_refuse_prints_one_line_per_problem(capsys: pytest.CaptureFixture[str]) 
         flags.refuse(["--a: bad\n  really", None, "--b: worse"])
     assert exit_.value.exit_code == 2
     assert capsys.readouterr().err == "error: --a: bad really\nerror: --b: worse\n"
+
+
+def test_a_path_through_a_link_that_leads_nowhere_is_refused(tmp_path: Path) -> None:
+    """A dangling link on the way (a results folder linked to an unmounted disk) does not
+    `exist`, so the probe walked past it to a writable parent and said yes; making the folder
+    then fails (FileExistsError) after the runs. A link to a folder is fine."""
+    (tmp_path / "real").mkdir()
+    (tmp_path / "good").symlink_to(tmp_path / "real")
+    (tmp_path / "gone").symlink_to(tmp_path / "missing")
+    assert flags.directory(tmp_path / "good" / "sub", "--state-dir") is None
+    assert flags.output_file(tmp_path / "good" / "out.json") is None
+    with pytest.raises(FileExistsError):  # what the write would meet
+        (tmp_path / "gone" / "sub").mkdir(parents=True, exist_ok=True)
+    for problem in (
+        flags.directory(tmp_path / "gone" / "sub", "--state-dir"),
+        flags.directory(tmp_path / "gone", "--state-dir"),
+        flags.output_file(tmp_path / "gone" / "out.json"),
+    ):
+        assert problem is not None and f"{tmp_path / 'gone'} is a link to " in problem, problem
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["gone", "good", "real"]
