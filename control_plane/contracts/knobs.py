@@ -18,9 +18,10 @@ K = TypeVar("K")
 
 
 PLUGIN_NAME_MAX: Final = 200
-"""Longest plug-in name (a registered name, or `module:Class`) taken anywhere: the admin API,
-the `policy`/`admission`/`placement` knobs, `ARBITER_POLICY`; a request row's `policy` column
-holds as many characters (migration 0008), so no row is refused for its policy's name."""
+"""Longest plug-in name (a registered name, or `module:Class`) a new setting may give: the admin
+API and `ARBITER_POLICY`; a request row's `policy` column holds as many characters (migration
+0008). Read back, a stored knob's longer name (an older build took any) still names the
+plug-in that runs; a row cuts its label to this length rather than be refused."""
 
 
 class KnobError(ContractError):
@@ -135,8 +136,8 @@ def _plugin(f: Fields) -> PluginChoice:
     if not isinstance(params, Mapping):
         raise KnobError(f"{f.prefix}params: expected an object, got {type(params).__name__}")
     name: str = f.text("name", required=True)
-    if not 1 <= len(name) <= PLUGIN_NAME_MAX:
-        raise KnobError(f"{f.prefix}name: 1 to {PLUGIN_NAME_MAX} characters, got {len(name)}")
+    if not name:
+        raise KnobError(f"{f.prefix}name: empty (a plug-in's registered name or module:Class)")
     return PluginChoice(name, dict(params))
 
 

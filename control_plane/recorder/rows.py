@@ -8,6 +8,7 @@ import json
 from typing import Final
 
 from control_plane.contracts.events import Audited, Complete, PolicySwitched, Sender, Withdrawn
+from control_plane.contracts.knobs import PLUGIN_NAME_MAX
 from control_plane.core.unified import unified_cost
 from storage.records import REQUEST_STATUSES, RequestRecord
 from storage.write_guard import AuditDraft
@@ -23,6 +24,12 @@ def _text(value: str | None) -> str | None:
     """Free text as both databases store it: PostgreSQL's text cannot hold U+0000 (a worker's
     error message may echo a client's input), so a NUL is written as U+FFFD, not refused."""
     return None if value is None else value.replace("\x00", "\ufffd")
+
+
+def _label(policy: str | None) -> str | None:
+    """A policy's name as its column holds it: a stored knob an older build took may be longer
+    than new ones may (`PLUGIN_NAME_MAX`); cut, the row is written all the same."""
+    return None if policy is None else policy[:PLUGIN_NAME_MAX]
 
 
 def request_row(event: Complete, policy: str | None) -> RequestRecord | None:
@@ -72,7 +79,7 @@ def request_row(event: Complete, policy: str | None) -> RequestRecord | None:
         e2e_ms=_opt_ms(outcome.e2e_s) if event.dispatched is not None else None,
         queue_ms=_opt_ms(outcome.queue_s),
         worker=event.worker,
-        policy=event.policy or policy,
+        policy=_label(event.policy or policy),
         error=_text(event.error),
         attempts=event.attempts + 1,
         images=event.images,

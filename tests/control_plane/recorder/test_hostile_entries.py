@@ -96,3 +96,18 @@ async def test_a_policy_name_the_admin_api_accepts_is_recorded(
     with db.reader() as r:
         row = r.requests.get(request_id="r1")
     assert row is not None and row.policy == policy
+
+
+async def test_a_longer_policy_name_an_older_build_stored_is_cut_not_refused(
+    stores: StateStores, db: Database
+) -> None:
+    """The generic knob endpoint of an older build took plug-in names of any length; such a
+    policy still runs (its knob decodes), and its rows carry the name cut to the column."""
+    policy = "my_company.scheduling:" + "P" * 250
+    await publish(stores, [complete("r1", policy=policy)])
+    async with recording(stores, db):
+        await eventually(lambda: _caught_up(stores))
+        assert await stores.dead_letters.list() == []
+    with db.reader() as r:
+        row = r.requests.get(request_id="r1")
+    assert row is not None and row.policy == policy[:PLUGIN_NAME_MAX]

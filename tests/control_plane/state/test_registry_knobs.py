@@ -316,3 +316,20 @@ def stall_scripts(monkeypatch: pytest.MonkeyPatch, scripts: Scripts) -> list[tup
 
 def text_of(value: PluginChoice) -> str:
     return dumps(value.to_json())
+
+
+async def test_a_long_plugin_name_an_older_build_stored_still_decodes(
+    stores: StateStores, redis: Redis, keyspace: KeySpace
+) -> None:
+    """The admin API's generic knob endpoint took plug-in names of any length before
+    PLUGIN_NAME_MAX; a stored one is the plug-in the scheduler runs: refused on read (`Other`,
+    skipped) the default took its place on upgrade, with only a log line. From a review."""
+    long = "operator_plugins." + "a" * 200 + ":Gate"
+    stored = dumps({"name": long, "params": {}})
+    names = ("policy", "admission", "placement")
+    await redis.hset(keyspace.knobs, mapping=dict.fromkeys(names, stored))
+    assert await stores.knobs.get_all() == {
+        "policy": PluginChoice(long),
+        "admission": PluginChoice(long),
+        "placement": PluginChoice(long),
+    }
