@@ -35,7 +35,7 @@ from control_plane.settings import SettingsError, database_url_of
 from storage.db import Database
 from storage.errors import InvalidValueError, StorageError
 from storage.records import Level
-from storage.repos.fields import MAX_WEIGHT, MIN_WEIGHT
+from storage.repos.fields import MAX_WEIGHT, MIN_WEIGHT, TENANT_FIELDS
 
 DbUrl = Annotated[
     str | None,
@@ -97,6 +97,15 @@ def _actor() -> str:
         return "cli"
 
 
+def _as_flag(message: str) -> str:
+    """Storage's message about a field (`priority_tier must be …`) naming the flag instead."""
+    field, _, rest = message.partition(" ")
+    if field not in TENANT_FIELDS or not rest.startswith("must "):
+        return message
+    flag = {"priority_tier": "tier", "rate_limit_rps": "rate-limit"}.get(field, field)
+    return f"--{flag.replace('_', '-')}: {rest}"
+
+
 @contextmanager
 def _database(url: str | None) -> Iterator[Database]:
     try:
@@ -109,7 +118,7 @@ def _database(url: str | None) -> Iterator[Database]:
         db.migrate()
         yield db
     except InvalidValueError as exc:  # what the operator typed, not the database's state
-        console.print(f"[red]error:[/red] {exc}", soft_wrap=True)
+        console.print(f"[red]error:[/red] {_as_flag(str(exc))}", soft_wrap=True)
         raise typer.Exit(2) from None
     except StorageError as exc:
         console.print(f"[red]error:[/red] {exc}", soft_wrap=True)

@@ -223,3 +223,31 @@ async def test_the_cli_finds_the_redis_of_arbiter_up_by_its_database(
     finally:
         await stores.aclose()
     assert isinstance(weights, NodeWeights) and dict(weights.table) == {("acme",): 3.0}
+
+
+@pytest.mark.parametrize(
+    "flags,line",
+    [
+        (["--tier", "5000"], "error: --tier: must be an integer from 0 to 1000"),
+        (["--tier", "99999999999999999999"], "error: --tier: must be an integer from 0 to 1000"),
+        (["--queue-cap", "99999999999"], "error: --queue-cap: must be an integer from 1 to"),
+        (["--token-budget", "99999999999999999999"], "error: --token-budget: must be an integer"),
+        (["--slo-ttft-ms", "1e12"], "error: --slo-ttft-ms: must be a number > 0 and ≤ 8.64e+07"),
+        (["--rate-limit", "1e9"], "error: --rate-limit: must be a number > 0 and ≤ 1e+06"),
+    ],
+)
+def test_a_value_past_the_api_s_bounds_is_one_line_naming_the_flag(
+    cli: typer.Typer, db_url: str, flags: list[str], line: str
+) -> None:
+    """Before, a tier past SQL's INTEGER was an OverflowError traceback, and a tier of 5000 or
+    an SLO of 1e12 ms was stored although the admin API refuses them."""
+    result = CliRunner().invoke(
+        cli, ["tenants", "create", "acme", *flags, "--database-url", db_url]
+    )
+    assert result.exit_code == 2, result.output
+    (only,) = result.output.strip().splitlines()
+    assert only.startswith(line), only
+    db = Database(db_url)
+    with db.reader() as r:
+        assert r.tenants.get_tenant(name="acme") is None
+    db.dispose()
