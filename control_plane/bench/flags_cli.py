@@ -21,7 +21,7 @@ from typer._click.exceptions import ClickException
 from typer._click.globals import get_current_context
 from typer.core import TyperGroup
 
-from control_plane.core.cli_errors import unwritable
+from control_plane.core.cli_errors import is_file, is_folder, unwritable
 from control_plane.core.plugins import UnknownPluginError
 from control_plane.sim.yaml_file import ScenarioError
 
@@ -143,7 +143,7 @@ def output_file(path: Path | None, flag: str = "--out") -> Problem:
     made (no file on the way), writable."""
     if path is None:
         return None
-    if path.is_dir():
+    if is_folder(path):
         return f"{flag}: {path} is a directory; give a file name"
     return _creatable(path.parent, flag, path)
 
@@ -152,7 +152,7 @@ def directory(path: Path | None, flag: str) -> Problem:
     """A directory that exists or can be made (no file on the way), writable."""
     if path is None:
         return None
-    if path.exists() and not path.is_dir():
+    if is_file(path):
         return f"{flag}: {path} is a file, not a directory"
     return _creatable(path, flag, path)
 

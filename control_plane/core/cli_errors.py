@@ -30,6 +30,43 @@ def unwritable(path: Path) -> str | None:
     refuses writes); None when it can. The nearest existing folder is probed with a temporary
     file, removed at once, so nothing is left behind and what permission bits do not say is
     seen too (root, a read-only mount, /proc)."""
+    try:
+        return _unwritable(path)
+    except OSError as exc:  # a folder on the way this user may not look into
+        return f"{_closed_folder(path)} is not open to this user ({exc.strerror or exc})"
+
+
+def _closed_folder(path: Path) -> Path:
+    """The first folder from the root down whose entries cannot be looked at."""
+    absolute = path.absolute()
+    for step in [*reversed(absolute.parents), absolute]:
+        try:
+            step.stat()
+        except PermissionError:
+            return step.parent
+        except OSError:
+            break
+    return absolute.parent
+
+
+def is_file(path: Path) -> bool:
+    """True when something other than a folder is at `path`; False where it cannot be seen
+    (`unwritable` then says why)."""
+    try:
+        return path.exists() and not path.is_dir()
+    except OSError:
+        return False
+
+
+def is_folder(path: Path) -> bool:
+    """`path.is_dir()`, False where it cannot be seen (`unwritable` then says why)."""
+    try:
+        return path.is_dir()
+    except OSError:
+        return False
+
+
+def _unwritable(path: Path) -> str | None:
     existing = path.absolute()
     while not existing.exists():
         if existing.is_symlink():  # a dangling link does not exist, yet nothing is made there

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from control_plane.admission.registry import build_admission
-from control_plane.core.cli_errors import OptionError, unwritable
+from control_plane.core.cli_errors import OptionError, is_file, is_folder, unwritable
 from control_plane.core.plugins import PluginParamsError, UnknownPluginError
 from control_plane.placement.registry import build_placement
 from control_plane.sim.cli_args import parse_keys, parse_pairs
@@ -88,7 +88,7 @@ def _check_plugin(
 def check_outputs(chosen: list[Scenario], out: Path) -> None:
     """Refuse, before any run, results that could not be written or would overwrite each
     other: `--out` an existing file, or two scenarios of one name (one directory each)."""
-    if out.exists() and not out.is_dir():
+    if is_file(out):
         raise OptionError(f"--out {out}: exists and is not a directory")
     if (problem := unwritable(out)) is not None:  # found now, not after the runs
         raise OptionError(f"--out {out}: {problem}")
@@ -103,7 +103,7 @@ def check_outputs(chosen: list[Scenario], out: Path) -> None:
 
 def check_output_file(out: Path) -> None:
     """Refuse, before any run, a results file that could not be written."""
-    if out.is_dir():
+    if is_folder(out):
         raise OptionError(f"--out {out}: is a directory; give a file name")
     if (problem := unwritable(out.parent)) is not None:
         raise OptionError(f"--out {out}: {problem}")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from control_plane.core.cli_errors import unwritable
+from control_plane.core.cli_errors import is_file, unwritable
 from control_plane.policies.registry import UnknownPolicyError, policy_class
 from control_plane.up.deploy import UpOptions
 from storage.errors import InvalidValueError
@@ -33,7 +33,7 @@ def option_problems(opts: UpOptions) -> list[str]:
         lines.append(f"--tenant: given more than once: {', '.join(doubled)}")
     if opts.console and opts.port == opts.console_port:
         lines.append(f"--console-port: the gateway already uses port {opts.port}")
-    if opts.state_dir.exists() and not opts.state_dir.is_dir():
+    if is_file(opts.state_dir):
         lines.append(f"--state-dir: {opts.state_dir} exists and is not a directory")
     elif (problem := unwritable(opts.state_dir)) is not None:
         lines.append(f"--state-dir: {opts.state_dir}: {problem}")
