@@ -153,7 +153,7 @@ def test_bad_settings_are_one_line_naming_the_variable_and_exit_2(
         (["up", "--console-port", "8080"], "error: --console-port: the gateway already uses"),
         (["up", "--database-url", "mysql://x"], "error: --database-url: expected"),
         (["admin", "tenants", "create", ""], "error: tenant name must be"),
-        (["admin", "tenants", "create", "t", "--rate-limit", "-1"], "rate_limit_rps"),
+        (["admin", "tenants", "create", "t", "--rate-limit", "-1"], "--rate-limit: must be"),
         (["admin", "report", "--step", "7"], "error: step must be one of"),
     ],
 )
