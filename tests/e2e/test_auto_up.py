@@ -164,12 +164,22 @@ class Worsened:
     controller: dict[str, Any] = field(default_factory=dict)
     switches: list[dict[str, Any]] = field(default_factory=list)
     rows: list[dict[str, Any]] = field(default_factory=list)
+    views: list[Any] = field(default_factory=list)
+    """Every distinct view the live controller showed, oldest first: a failure shows which of
+    the guard's conditions (p99 TTFT ratio, arrival-rate band) held it, period by period."""
+
+    def look(self, controller: dict[str, Any]) -> None:
+        self.controller = controller
+        view = controller.get("view")
+        if view is not None and (not self.views or self.views[-1] != view):
+            self.views.append(view)
 
     def explain(self, up: UpProcess) -> str:
-        view = self.controller.get("view")
+        views = "\n".join(f"  {view}" for view in self.views)
         return (
             f"sent {self.sent}, overload from {self.overload_from}; live switches "
-            f"{self.switches}; last view {view}\n{up.output()}\n{up.child_log('scheduler-0')}"
+            f"{self.switches}; views, oldest first:\n{views}\n{up.output()}\n"
+            f"{up.child_log('scheduler-0')}"
         )
 
 
@@ -201,7 +211,7 @@ async def overload_that_worsens(up: UpProcess, since: float, rate: float) -> Wor
         # arrival rate drifts out of the guard's load band and the guard rightly stays silent
         await asyncio.sleep(max(0.0, began + len(sent) / rate - time.monotonic()))
         if len(sent) % int(rate / 8) == 0:  # look 8 times a second
-            out.controller = await off_loop(controller_live, up)
+            out.look(await off_loop(controller_live, up))
             if boundary is None:
                 closed = last_period_end(out.controller, since)
                 boundary = None if closed is None else closed + PERIOD_S
@@ -251,9 +261,11 @@ def test_the_rollback_guard_undoes_a_switch_that_made_things_worse(up: UpProcess
     assert len(seen.switches) >= 2, seen.explain(up)
     assert len(seen.rows) >= 2, seen.explain(up)
     switch, rollback = seen.rows[0], seen.rows[1]
-    assert (switch["old"], switch["new"]) == ({"name": "fcfs"}, {"name": "sjf"}), seen.rows
-    assert (rollback["old"], rollback["new"]) == ({"name": "sjf"}, {"name": "fcfs"}), seen.rows
-    assert rollback["reason"].startswith("rules: rollback: p99 TTFT > 1.5x"), rollback
+    assert (switch["old"], switch["new"]) == ({"name": "fcfs"}, {"name": "sjf"}), seen.explain(up)
+    assert (rollback["old"], rollback["new"]) == ({"name": "sjf"}, {"name": "fcfs"}), seen.explain(
+        up
+    )
+    assert rollback["reason"].startswith("rules: rollback: p99 TTFT > 1.5x"), seen.explain(up)
     before, after = view_of(switch), view_of(rollback)
     assert after["ttft_p99_s"] > 1.5 * before["ttft_p99_s"]
     assert abs(after["arrival_rps"] - before["arrival_rps"]) <= 0.25 * before["arrival_rps"]
