@@ -103,7 +103,7 @@ def _as_flag(message: str) -> str:
     if field not in TENANT_FIELDS or not rest.startswith("must "):
         return message
     flag = {"priority_tier": "tier", "rate_limit_rps": "rate-limit"}.get(field, field)
-    return f"--{flag.replace('_', '-')}: {rest}"
+    return f"--{flag.replace('_', '-')}: {rest.replace(' or null', '')}"  # no null from here
 
 
 @contextmanager
