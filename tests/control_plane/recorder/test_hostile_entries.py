@@ -6,10 +6,12 @@ error text with U+0000. Each failed on the code before its fix."""
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 from control_plane.contracts.knobs import PLUGIN_NAME_MAX
 from control_plane.state import StateStores
 from storage.db import Database
+from storage.records import RequestRecord
 from storage.repos.fields import is_name
 from tests.control_plane.recorder.test_poison import (
     complete,
@@ -24,20 +26,27 @@ async def _caught_up(stores: StateStores) -> bool:
     return (await stores.events.unconsumed())["recorder"] == 0
 
 
-async def test_a_task_tag_the_door_accepts_is_recorded(stores: StateStores, db: Database) -> None:
-    """`X-Arbiter-Task` is checked against the name rule (1–128 characters) at the door; the
-    column was VARCHAR(64): PostgreSQL refused the row of every served request with a 65–128
-    character task (dead-lettered), SQLite kept it (migration 0007)."""
-    task = "t" * 100
-    assert is_name(task)
-    await publish(stores, [complete("r1", task=task), complete("r2")])
+async def _recorded_row(stores: StateStores, db: Database, **fields: Any) -> RequestRecord:
+    """Record a completion `r1` carrying `fields` beside a plain `r2`: both rows written,
+    nothing dead-lettered; → `r1`'s row."""
+    await publish(stores, [complete("r1", **fields), complete("r2")])
     async with recording(stores, db):
         await eventually(lambda: _caught_up(stores))
         assert await stores.dead_letters.list() == []
         assert await asyncio.to_thread(ids_in, db) == {"r1", "r2"}
     with db.reader() as r:
         row = r.requests.get(request_id="r1")
-    assert row is not None and row.task == task
+    assert row is not None
+    return row
+
+
+async def test_a_task_tag_the_door_accepts_is_recorded(stores: StateStores, db: Database) -> None:
+    """`X-Arbiter-Task` is checked against the name rule (1–128 characters) at the door; the
+    column was VARCHAR(64): PostgreSQL refused the row of every served request with a 65–128
+    character task (dead-lettered), SQLite kept it (migration 0007)."""
+    task = "t" * 100
+    assert is_name(task)
+    assert (await _recorded_row(stores, db, task=task)).task == task
 
 
 async def test_a_deeply_nested_audited_value_does_not_stop_the_recorder(
@@ -88,14 +97,7 @@ async def test_a_policy_name_the_admin_api_accepts_is_recorded(
     request served under a longer name (dead-lettered), SQLite kept it (migration 0008)."""
     policy = "my_company.scheduling.fairness.hierarchical:" + "P" * 150
     assert len(policy) <= PLUGIN_NAME_MAX
-    await publish(stores, [complete("r1", policy=policy), complete("r2")])
-    async with recording(stores, db):
-        await eventually(lambda: _caught_up(stores))
-        assert await stores.dead_letters.list() == []
-        assert await asyncio.to_thread(ids_in, db) == {"r1", "r2"}
-    with db.reader() as r:
-        row = r.requests.get(request_id="r1")
-    assert row is not None and row.policy == policy
+    assert (await _recorded_row(stores, db, policy=policy)).policy == policy
 
 
 async def test_a_longer_policy_name_an_older_build_stored_is_cut_not_refused(
@@ -104,10 +106,4 @@ async def test_a_longer_policy_name_an_older_build_stored_is_cut_not_refused(
     """The generic knob endpoint of an older build took plug-in names of any length; such a
     policy still runs (its knob decodes), and its rows carry the name cut to the column."""
     policy = "my_company.scheduling:" + "P" * 250
-    await publish(stores, [complete("r1", policy=policy)])
-    async with recording(stores, db):
-        await eventually(lambda: _caught_up(stores))
-        assert await stores.dead_letters.list() == []
-    with db.reader() as r:
-        row = r.requests.get(request_id="r1")
-    assert row is not None and row.policy == policy[:PLUGIN_NAME_MAX]
+    assert (await _recorded_row(stores, db, policy=policy)).policy == policy[:PLUGIN_NAME_MAX]
