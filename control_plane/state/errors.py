@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Callable, Coroutine
 from typing import Any, ParamSpec, TypeVar
 
@@ -47,11 +48,23 @@ class KnobChanged(Exception):
     meanwhile (read it again and decide again)."""
 
 
+_PIPELINE_NOTE = re.compile(r"Command # \d+ \(.*?\) of pipeline caused error: \(?['\"]?", re.S)
+"""What redis-py puts before a reply it raises from a pipeline (a MULTI's queued write refused
+for MISCONF arrives so, its EXEC answered EXECABORT)."""
+
+
 def is_unavailable(exc: BaseException) -> bool:
     """True when `exc` is an outage-type Redis error."""
-    if isinstance(exc, rex.ResponseError) and str(exc).startswith(_UNAVAILABLE_REPLIES):
+    if isinstance(exc, rex.ResponseError) and _reply(exc).startswith(_UNAVAILABLE_REPLIES):
         return True
     return isinstance(exc, _UNAVAILABLE)
+
+
+def _reply(exc: rex.ResponseError) -> str:
+    """Redis's reply, without the note redis-py adds to a pipeline's."""
+    text = str(exc)
+    note = _PIPELINE_NOTE.match(text)
+    return text[note.end() :] if note else text
 
 
 def guarded(func: Callable[P, Coroutine[Any, Any, T]]) -> Callable[P, Coroutine[Any, Any, T]]:

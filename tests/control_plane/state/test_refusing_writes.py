@@ -70,3 +70,25 @@ async def test_writes_refused_for_a_failed_snapshot_are_an_outage(
     finally:
         await stores.aclose()
         client.close()
+
+
+async def test_writes_refused_inside_a_pipeline_are_an_outage(saving_server: RedisServer) -> None:
+    """redis-py raises a pipeline's refused write with a note before Redis's reply ("Command #
+    1 (INCRBY …) of pipeline caused error: MISCONF …"), and a MULTI's with EXEC's EXECABORT as
+    its cause: the reply under the note decides, as for a command sent alone."""
+    client = redis.Redis.from_url(saving_server.url)
+    plain = StateStores.open(saving_server.url, "misconf", multiplex=False)
+    try:
+        await plain.events.ensure_groups()
+        client.config_set("dir", "/proc/1")
+        await _bgsave_status(client, "err")
+        with pytest.raises(StateUnavailable, match="MISCONF"):
+            await plain.token_budgets.add("a", 5, NOW)  # MULTI … EXEC
+        with pytest.raises(StateUnavailable, match="MISCONF"):
+            await plain.events.publish([Progress("r1", 1, NOW)])  # a pipeline, no MULTI
+        client.config_set("dir", saving_server.workdir)
+        await _bgsave_status(client, "ok")
+        assert await plain.token_budgets.add("a", 5, NOW) == 5
+    finally:
+        await plain.aclose()
+        client.close()
