@@ -302,7 +302,8 @@ class Deployment:
         """The gateway processes, their port checked free (N > 1: they share it)."""
         o = self.opts
         try:
-            return GatewayGroup.for_up(o.gateways, o.host, o.port, o.state_dir)
+            prefix = os.environ.get("ARBITER_GATEWAY_ID", "").strip()
+            return GatewayGroup.for_up(o.gateways, o.host, o.port, o.state_dir, prefix)
         except PortTaken as exc:
             raise UpError(f"--port: {exc}") from None
 

@@ -18,7 +18,8 @@ Rules and guarantees:
 - The processes share their metrics through `PROMETHEUS_MULTIPROC_DIR` (emptied when the group
   starts), so a scrape of the shared port, whichever process answers, covers the group.
 - With N = 1 the one process is started exactly as before (no shared port, no metrics files).
-- Under `arbiter up` (`for_up`) the id prefix carries a random tag of the run, and a health
+- Under `arbiter up` (`for_up`) the id prefix (`ARBITER_GATEWAY_ID`, else `gw`) is followed
+  by a random tag of the run, and a health
   check is passed only by an answer under this process's prefix: the port is checked free
   before the start, but another deployment's gateway taking it in the instant before this one
   binds would otherwise answer for it.
@@ -99,8 +100,11 @@ class GatewayGroup:
     carries the process's own prefix (`Child.health_id`)."""
 
     @classmethod
-    def for_up(cls, processes: int, host: str, port: int, state_dir: Path) -> GatewayGroup:
-        """`arbiter up`'s gateways: logs and metrics under `state_dir`, status ports for their
+    def for_up(
+        cls, processes: int, host: str, port: int, state_dir: Path, prefix: str = "gw"
+    ) -> GatewayGroup:
+        """`arbiter up`'s gateways: ids `<prefix>-<run tag>-…` (`prefix`: its
+        `ARBITER_GATEWAY_ID`), logs and metrics under `state_dir`, status ports for their
         health checks, the port checked (`prepare`; for one process too, whose health check
         asks the port itself: another listener there would answer it); `env` is set before
         `children()`."""
@@ -113,7 +117,7 @@ class GatewayGroup:
             log_dir=state_dir / "logs",
             metrics_dir=state_dir / "gateway-metrics",
             status_ports=True,
-            id_prefix=f"gw-{secrets.token_hex(3)}",
+            id_prefix=f"{prefix or 'gw'}-{secrets.token_hex(3)}",
             checked_ids=True,
         )
         group.prepare()

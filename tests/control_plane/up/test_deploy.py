@@ -3,6 +3,7 @@ block with the child's log), never as a traceback; and it holds its state direct
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 
@@ -50,3 +51,16 @@ def test_a_leftover_that_survives_sigkill_is_an_up_error(
     with pytest.raises(UpError, match="could not stop"):
         Deployment(UpOptions(state_dir=tmp_path), say=print).start()
     StateLock.take(tmp_path).release()  # and the directory is free again
+
+
+@pytest.mark.parametrize(("setting", "prefix"), [("edge-a", "edge-a"), ("", "gw"), (" ", "gw")])
+def test_the_gateways_ids_start_with_arbiter_gateway_id(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, setting: str, prefix: str
+) -> None:
+    """`ARBITER_GATEWAY_ID` names a gateway's replicas under `up` as under `arbiter gateway`
+    (it was replaced by `gw`), followed by the run's tag that the health checks look for."""
+    monkeypatch.setenv("ARBITER_GATEWAY_ID", setting)
+    opts = UpOptions(state_dir=tmp_path, port=free_port())
+    (one,) = Deployment(opts, say=print)._gateways().children()
+    tagged = one.argv[one.argv.index("--id-prefix") + 1]
+    assert re.fullmatch(rf"{prefix}-[0-9a-f]{{6}}", tagged) and one.health_id == f"{tagged}-"
