@@ -86,6 +86,20 @@ class LogHistogram:
         for k, c in other.counts.items():
             counts[k] = counts.get(k, 0) + c
 
+    def subtract(self, other: LogHistogram) -> None:
+        """Take `other`'s counts back out of this histogram (exact); `other` must be part of
+        it: a count that would go below zero raises ValueError and changes nothing."""
+        counts = self.counts
+        short = [k for k, c in other.counts.items() if c > counts.get(k, 0)]
+        if short:
+            raise ValueError(f"subtracting more than the histogram holds (buckets {short[:5]})")
+        for k, c in other.counts.items():
+            left = counts.get(k, 0) - c
+            if left:
+                counts[k] = left
+            else:
+                counts.pop(k, None)
+
     def merge_bytes(self, data: bytes) -> None:
         """Add the counts of a histogram in its stored form."""
         if not data:

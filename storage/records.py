@@ -160,6 +160,15 @@ class RequestRecord:
 
 
 @dataclass(frozen=True, slots=True)
+class RequestsWritten:
+    """What one write of request rows did: rows inserted, and the ids of provisional rows
+    (the in-flight audit's) it replaced with their real completion (`RequestRepo.write_many`)."""
+
+    inserted: int
+    replaced: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class AuditRecord:
     """One audited change: who did what to which target, the old and new values, and why."""
 

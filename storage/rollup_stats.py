@@ -28,6 +28,11 @@ COUNTERS: Final = (
     "n_queue", "sum_queue_ms",
 )  # fmt: skip
 HISTOGRAMS: Final = ("ttft_hist", "tpot_hist", "e2e_hist")
+COUNTS: Final = (
+    "requests", "ok", "failed", "violations", "n_in", "n_out", "n_ttft", "n_tpot", "n_e2e",
+    "n_queue",
+)  # fmt: skip
+"""The integer counters (the others are float sums)."""
 
 
 LatencyBuckets = tuple[int | None, int | None, int | None]
@@ -89,11 +94,19 @@ class Counters:
         for name in COUNTERS:
             setattr(self, name, getattr(self, name) + get(name))
 
+    def subtract_counters(self, other: Counters) -> None:
+        """Take another set of counters back out of this (integers exactly; float sums to
+        within their rounding)."""
+        for name in COUNTERS:
+            setattr(self, name, getattr(self, name) - getattr(other, name))
+
 
 @dataclass(slots=True)
 class NodeStats(Counters):
     """Counters plus sparse latency histograms: what one rollup row holds (and a delta to
-    it). `merge` is exact and associative."""
+    it). `merge` is exact and associative; `subtract` takes back a delta that was merged in,
+    exactly for counts and histograms (float sums to within their rounding, but exactly to
+    zero when that delta was all the row held)."""
 
     ttft_hist: LogHistogram = field(default_factory=LogHistogram)
     tpot_hist: LogHistogram = field(default_factory=LogHistogram)
@@ -137,6 +150,24 @@ class NodeStats(Counters):
         self.add_counters(other)
         for name in HISTOGRAMS:
             getattr(self, name).merge(getattr(other, name))
+
+    def holds(self, other: NodeStats) -> bool:
+        """Whether `other` can have been merged into this: no count and no histogram bucket
+        of it is larger than this one's."""
+        if any(getattr(self, name) < getattr(other, name) for name in COUNTS):
+            return False
+        for name in HISTOGRAMS:
+            mine = getattr(self, name).counts
+            if any(c > mine.get(k, 0) for k, c in getattr(other, name).counts.items()):
+                return False
+        return True
+
+    def subtract(self, other: NodeStats) -> None:
+        """Take `other` back out of this; `other` must have been merged in (a histogram count
+        that would go below zero raises ValueError)."""
+        for name in HISTOGRAMS:
+            getattr(self, name).subtract(getattr(other, name))
+        self.subtract_counters(other)
 
     def merge_columns(self, row: Mapping[Any, Any]) -> None:
         """Add a stored rollup row (its column values) into this."""

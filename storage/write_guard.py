@@ -12,7 +12,7 @@ from sqlalchemy import exc as sa_exc
 
 from storage.db import Database
 from storage.errors import RowsRejected, StorageUnavailable
-from storage.records import AuditRecord, RequestRecord
+from storage.records import AuditRecord, RequestRecord, RequestsWritten
 
 _OUTAGE: tuple[type[BaseException], ...] = (
     sa_exc.OperationalError,  # connection lost or refused, database locked, disk full
@@ -100,13 +100,16 @@ def _short(exc: BaseException) -> str:
     return f"{type(exc.__cause__ or exc).__name__}: {text}"[:1000]
 
 
-def write_requests(db: Database, rows: Sequence[RequestRecord]) -> int:
-    """Insert `rows` in one transaction (idempotent on id); → how many were new.
+def write_requests(
+    db: Database, rows: Sequence[RequestRecord], *, provisional: str | None = None
+) -> RequestsWritten:
+    """Insert `rows` in one transaction (idempotent on id), a real row replacing a stored
+    provisional one (`error` == `provisional`: `RequestRepo.write_many`); → what was done.
 
     Raises `StorageUnavailable` on an outage and `RowsRejected` when some row is refused.
     """
     with classified(), db.repos() as repos:
-        return repos.requests.insert_many(rows)
+        return repos.requests.write_many(rows, provisional=provisional)
 
 
 def probe_writes(db: Database) -> None:

@@ -12,11 +12,16 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
 from control_plane.contracts.fields import ContractError, Fields
 from control_plane.contracts.requests import Envelope, decode_envelope, encode_envelope
 from control_plane.core.job import Job, Outcome, Slo
+
+LOST_COMPLETION: Final = "completion lost: slot freed by the leader's in-flight audit"
+"""The `error` of the `complete` event the leader's in-flight audit publishes for a request
+whose completion never reached it (`scheduler/slot_audit.py`): its row is provisional, and the
+recorder replaces it with the request's real completion should that be recorded later."""
 
 
 class EventError(ContractError):

@@ -4,7 +4,11 @@ queued) → request rows (and per-minute rollups) in SQL, and the meta-controlle
 
 Guarantee: an event is acknowledged only after the transaction holding its row committed, or
 after it was set aside in the dead-letter stream; inserts are idempotent on the request id, so
-a crash between commit and ack only replays rows that are then ignored. SQL work runs in a
+a crash between commit and ack only replays rows that are then ignored. One row may be written
+twice: the in-flight audit's (`error` = `LOST_COMPLETION`) is provisional, and a real
+completion of its request recorded later — read by a restarted recorder or another one before
+the audit's — replaces it, its rollups corrected in the same transaction; whichever comes
+first, the request ends with the real row (`RequestRepo.write_many`). SQL work runs in a
 worker thread, never on the event loop, so the recorder cannot slow the scheduler it may share
 a process with.
 
@@ -26,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from control_plane.contracts.events import (
+    LOST_COMPLETION,
     Audited,
     Complete,
     Event,
@@ -117,6 +122,7 @@ class Recorder:
         self.min_gap_s = min_gap_s
         self.metrics = metrics or RecorderMetrics()
         self.written = 0
+        self.replaced = 0
         self.dead_lettered = 0
         self._policy: tuple[float, str | None] = (0.0, None)
 
@@ -275,11 +281,19 @@ class Recorder:
     async def _write(self, rows: list[RequestRecord]) -> int:
         """One transaction; its new rows are counted as it commits (counted at the end of a
         split batch instead, the rows of halves committed before an outage were never counted:
-        the retry finds them written)."""
-        written = await asyncio.to_thread(write_requests, self.db, rows)
-        self.written += written
-        self.metrics.rows_written.inc(written)
-        return written
+        the retry finds them written). A provisional row replaced by its real completion is
+        counted apart (`rows_replaced`): `rows_written` counts each request once."""
+        done = await asyncio.to_thread(write_requests, self.db, rows, provisional=LOST_COMPLETION)
+        self.written += done.inserted
+        self.metrics.rows_written.inc(done.inserted)
+        if done.replaced:
+            self.replaced += len(done.replaced)
+            self.metrics.rows_replaced.inc(len(done.replaced))
+            log.info(
+                "recorder: %d rows of the in-flight audit replaced by their real completion "
+                "(%s…)", len(done.replaced), ", ".join(done.replaced[:5]),
+            )  # fmt: skip
+        return done.inserted
 
     async def _dead_letter(
         self, kind: str, entry_id: str, event: dict[str, Any], reason: str

@@ -17,7 +17,10 @@ may still be serving it.
 For each such request the audit publishes one `complete` event — the status from the request
 hash, the output tokens the leader charged, `error` = `LOST_COMPLETION` — which the leader's
 events loop applies like any other (the slot is freed, the fast lane's desk and the metrics
-see it) and the recorder writes as the request's row.
+see it) and the recorder writes as the request's provisional row: should the real completion
+be recorded after it (one a predecessor read before the mark is in the stream, earlier; a
+restarted recorder, or another one, may record it later), it replaces that row and corrects
+the rollups (`RequestRepo.write_many`); recorded first, it stays and the audit's is ignored.
 
 What it catches: a completion the gateway could not send in any form (dropped, counted in
 `arbiter_gateway_events_dropped_total`), one the leader could not apply (dead-lettered), and
@@ -38,7 +41,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Final
 
-from control_plane.contracts.events import Complete, Sender
+from control_plane.contracts.events import LOST_COMPLETION, Complete, Sender
 from control_plane.contracts.requests import RequestRecord
 from control_plane.core.scheduler_core import Running, SchedulerCore
 from control_plane.state import StateStores, StateUnavailable
@@ -46,7 +49,8 @@ from control_plane.state.trimming import StreamId, parse_id
 
 log = logging.getLogger(__name__)
 
-LOST_COMPLETION: Final = "completion lost: slot freed by the leader's in-flight audit"
+__all__ = ["LOST_COMPLETION", "NOT_ENDED", "Sighting", "SlotAudit", "ending", "newest"]
+
 NOT_ENDED: Final = frozenset({"queued", "granted"})
 
 

@@ -18,7 +18,9 @@ from storage.models.tenancy import NAME_LEN
 
 
 class RequestRow(Base):
-    """One finished request; the recorder inserts it once (idempotent on `id`)."""
+    """One finished request; the recorder inserts it once (idempotent on `id`), except that a
+    provisional row (the in-flight audit's) is replaced by the request's real completion
+    (`RequestRepo.write_many`)."""
 
     __tablename__ = "requests"
     __table_args__ = (

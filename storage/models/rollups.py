@@ -15,7 +15,8 @@ class FairnessRollup(Base):
     The key is (window_s, bucket, level, tenant, app, agent); `app` and `agent` are '' above
     their level. Every column is additive (histograms, in `LogHistogram`'s stored form, merge
     by adding counts), so rows are upserted by adding deltas, and any set of windows merges
-    exactly into a report.
+    exactly into a report. A replaced request row's delta is subtracted (exact for counts and
+    histograms); a row left counting no request is deleted.
     """
 
     __tablename__ = "fairness_rollups"

@@ -9,10 +9,10 @@ from typing import Any, get_args
 from sqlalchemy import ColumnElement, CursorResult, delete, func, or_, select
 from sqlalchemy.orm import Session
 
-from storage.dialects import insert_new
+from storage.dialects import insert_new, lock_rows, update_rows
 from storage.errors import InvalidValueError
 from storage.models import ModelSpec, RequestRow, table_of
-from storage.records import RequestRecord, RequestStatus, TenantUsage, record_from
+from storage.records import RequestRecord, RequestStatus, RequestsWritten, TenantUsage, record_from
 from storage.reports import UNREGISTERED_KIND, KindService, KindTotals, kind_service
 from storage.repos.rollups import RollupRepo
 from storage.rollup_stats import rollup_deltas
@@ -24,29 +24,65 @@ _FIELDS = tuple(f.name for f in dataclasses.fields(RequestRecord))
 class RequestRepo:
     """Inserts and reads request rows. `insert_many` is idempotent on the request id and, in
     the same transaction, adds exactly the newly inserted rows to the fairness rollups — so a
-    replayed batch changes neither the rows nor the rollups."""
+    replayed batch changes neither the rows nor the rollups.
+
+    `write_many` adds one exception, for rows marked provisional (their `error` is the text
+    the caller names: the in-flight audit's, for a completion presumed lost): a record that is
+    not provisional replaces such a row, and in the same transaction the rollups lose exactly
+    what the provisional row added to them and gain what the real one adds — as if only the
+    real one had been recorded (counts and histograms exactly; float sums to within their
+    rounding). A provisional record never replaces anything, and a replaced row is real, so
+    a replayed batch still changes nothing. The row is locked before it is read (PostgreSQL:
+    `SELECT … FOR UPDATE`, after the insert that found it waited for its writer to commit;
+    SQLite: one writer at a time), so concurrent writers replace it once."""
 
     def __init__(self, session: Session) -> None:
         self.session = session
 
     def insert_many(self, records: Iterable[RequestRecord], *, rollups: bool = True) -> int:
         """Insert the records whose id is new (first one wins within the batch); → how many."""
-        unique: dict[str, RequestRecord] = {}
-        for rec in records:
-            _check(rec)
-            unique.setdefault(rec.id, rec)
-        batch = list(unique.values())
+        return self.write_many(records, provisional=None, rollups=rollups).inserted
+
+    def write_many(
+        self, records: Iterable[RequestRecord], *, provisional: str | None, rollups: bool = True
+    ) -> RequestsWritten:
+        """Insert the records whose id is new and replace the provisional rows (`error` ==
+        `provisional`) a real record of theirs arrived for; → what was done. Within the batch
+        the first real record of an id wins, else its first record."""
+        batch = _unique(records, provisional)
         inserted: set[str] = set()
         table = table_of(RequestRow)
         for start in range(0, len(batch), INSERT_CHUNK):
             chunk = batch[start : start + INSERT_CHUNK]
             new = insert_new(self.session, table, [_columns(rec) for rec in chunk])
             inserted.update(key for (key,) in new)
-        if rollups and inserted:
+        replaced = []
+        if provisional is not None:
+            found = [r for r in batch if r.id not in inserted and r.error != provisional]
+            replaced = self._replace(found, provisional)
+        if rollups and (inserted or replaced):
+            added = [r for r in batch if r.id in inserted] + [new for _, new in replaced]
             RollupRepo(self.session).add_many(
-                rollup_deltas(rec for rec in batch if rec.id in inserted)
+                rollup_deltas(added), removed=rollup_deltas(old for old, _ in replaced)
             )
-        return len(inserted)
+        return RequestsWritten(len(inserted), tuple(new.id for _, new in replaced))
+
+    def _replace(
+        self, records: list[RequestRecord], provisional: str
+    ) -> list[tuple[RequestRecord, RequestRecord]]:
+        """Overwrite the stored rows of `records` that are provisional; → (old, new) pairs."""
+        if not records:
+            return []
+        table = table_of(RequestRow)
+        by_id = {rec.id: rec for rec in records}
+        locked = lock_rows(self.session, table, [(rid,) for rid in sorted(by_id)])
+        pairs = [
+            (record_from(RequestRecord, row), by_id[row["id"]])
+            for row in locked
+            if row["error"] == provisional
+        ]
+        update_rows(self.session, table, [_columns(new) for _, new in pairs])
+        return pairs
 
     def prune_before(self, *, before: float, limit: int) -> int:
         """Delete at most `limit` rows that arrived before `before`, oldest first; → how many.
@@ -148,6 +184,18 @@ class RequestRepo:
             KindTotals(tenant, str(k), int(c), int(n_in), int(n_out), float(u), int(images or 0))
             for tenant, k, c, n_in, n_out, u, images in self.session.execute(stmt)
         )
+
+
+def _unique(records: Iterable[RequestRecord], provisional: str | None) -> list[RequestRecord]:
+    """One record per id, checked: its first real one, else its first one; in id order (the
+    order in which every writer locks rows)."""
+    unique: dict[str, RequestRecord] = {}
+    for rec in records:
+        _check(rec)
+        held = unique.get(rec.id)
+        if held is None or (provisional and held.error == provisional != rec.error):
+            unique[rec.id] = rec
+    return [unique[rid] for rid in sorted(unique)]
 
 
 def _check(rec: RequestRecord) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final, NamedTuple
 
-from sqlalchemy import BigInteger, CursorResult, and_, cast, func, or_, select
+from sqlalchemy import BigInteger, CursorResult, and_, cast, func, or_, select, tuple_
 from sqlalchemy.orm import Session
 
 from storage.dialects import insert_new, lock_rows, update_rows
@@ -28,6 +28,8 @@ from storage.rollup_stats import COUNTERS, HISTOGRAMS, Counters, NodeStats, Roll
 KEY_COLUMNS: Final = RollupKey._fields
 CHUNK = 1000
 _TABLE = table_of(FairnessRollup)
+_Change = tuple[RollupKey, NodeStats | None, NodeStats | None]
+"""A key, what to add to its row and what to take back out of it."""
 
 
 class MinuteRow(NamedTuple):
@@ -44,8 +46,9 @@ class MinuteRow(NamedTuple):
 
 class RollupRepo:
     """Per-minute, per-hour and per-day totals per node. `add_many` adds deltas to rows
-    (upsert-add, safe under concurrent writers); `report` merges the fewest aligned rows
-    covering a range.
+    (upsert-add, safe under concurrent writers) and takes back those of replaced request rows
+    (exactly for counts and histograms); `report` merges the fewest aligned rows covering a
+    range.
 
     A report's totals and percentiles always read the coarsest rows that exactly cover its
     range (days inside, hours then minutes only at the ragged edges), whatever its series step;
@@ -56,28 +59,53 @@ class RollupRepo:
     def __init__(self, session: Session) -> None:
         self.session = session
 
-    def add_many(self, deltas: Mapping[RollupKey, NodeStats]) -> int:
-        """Add each delta to its row (created if missing); → number of rows touched.
+    def add_many(
+        self,
+        deltas: Mapping[RollupKey, NodeStats],
+        *,
+        removed: Mapping[RollupKey, NodeStats] | None = None,
+    ) -> int:
+        """Add each delta to its row (created if missing), and first take each of `removed`
+        back out of its row (what an earlier `add_many` added for a row now replaced: see
+        `RequestRepo.write_many`); → number of rows touched.
 
         New keys are inserted as they are; existing rows are locked, merged in Python and
-        written back, so concurrent writers never lose a count.
+        written back, so concurrent writers never lose a count. A row left counting no request
+        is deleted, as if it had never been added to; a removal from a row that is gone or does
+        not hold it (pruned, and made again by later requests) is skipped. One pass over every
+        key in one order, so writers never deadlock here.
         """
-        items = sorted(deltas.items())  # one lock order for every writer: no deadlocks
-        for start in range(0, len(items), CHUNK):
-            self._add_chunk(items[start : start + CHUNK])
-        return len(items)
+        removed = removed or {}
+        keys = sorted(deltas.keys() | removed.keys())  # one lock order for every writer
+        changes = [(key, deltas.get(key), removed.get(key)) for key in keys]
+        for start in range(0, len(changes), CHUNK):
+            chunk = changes[start : start + CHUNK]
+            while chunk:  # again for rows a concurrent writer deleted between insert and lock
+                chunk = self._apply_chunk(chunk)
+        return len(keys)
 
-    def _add_chunk(self, chunk: list[tuple[RollupKey, NodeStats]]) -> None:
-        rows = [{**key._asdict(), **stats.to_columns()} for key, stats in chunk]
+    def _apply_chunk(self, chunk: list[_Change]) -> list[_Change]:
+        """Apply `chunk`; → the changes to do again: additions whose row was deleted after
+        this insert found it there (its removal, if any, went with the row)."""
+        rows = [{**key._asdict(), **add.to_columns()} for key, add, _ in chunk if add is not None]
         created = insert_new(self.session, _TABLE, rows)
-        pending = {key: stats for key, stats in chunk if key not in created}
-        updates = []
+        pending = {key: (add, sub) for key, add, sub in chunk if key not in created}
+        updates, emptied = [], []
         for row in lock_rows(self.session, _TABLE, list(pending)):
             key = RollupKey(*(row[name] for name in KEY_COLUMNS))
-            merged = NodeStats.from_columns(row)
-            merged.merge(pending[key])
-            updates.append({**key._asdict(), **merged.to_columns()})
+            merged = _applied(row, *pending.pop(key))
+            if merged.requests == 0:
+                emptied.append(key)
+            else:
+                updates.append({**key._asdict(), **merged.to_columns()})
         update_rows(self.session, _TABLE, updates)
+        self._delete(emptied)
+        return [(key, add, None) for key, (add, _) in pending.items() if add is not None]
+
+    def _delete(self, keys: list[RollupKey]) -> None:
+        if keys:
+            columns = tuple_(*(_TABLE.c[name] for name in KEY_COLUMNS))
+            self.session.execute(_TABLE.delete().where(columns.in_(keys)))
 
     def report(
         self,
@@ -210,6 +238,17 @@ class RollupRepo:
         )
         assert isinstance(result, CursorResult)
         return int(result.rowcount)
+
+
+def _applied(row: Mapping[str, Any], add: NodeStats | None, sub: NodeStats | None) -> NodeStats:
+    """A stored row with `sub` taken out (unless it does not hold it: pruned, and made again
+    by later requests since) and `add` added."""
+    merged = NodeStats.from_columns(row)
+    if sub is not None and merged.holds(sub):
+        merged.subtract(sub)
+    if add is not None:
+        merged.merge(add)
+    return merged
 
 
 def _where(lo: int, hi: int, step: int, level: Level, tenant: str | None) -> Any:

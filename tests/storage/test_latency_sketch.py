@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -109,3 +110,28 @@ def test_merge_many_equals_merging_one_by_one(parts: list[list[float]]) -> None:
         one_by_one.merge_bytes(data)
     assert np.array_equal(at_once.counts, one_by_one.counts)
     assert at_once.total == sum(len(p) for p in parts)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.floats(min_value=0.0, max_value=3.6e6), max_size=100), latencies)
+def test_subtracting_a_merged_part_leaves_exactly_the_rest(
+    rest: list[float], part: list[float]
+) -> None:
+    """What a replaced request row added to a rollup is taken back exactly: same counts, same
+    stored form (a bucket back at zero is not stored), empty when nothing else was in it."""
+    whole, taken, expected = LogHistogram(), LogHistogram(), LogHistogram()
+    whole.add_all(rest + part)
+    taken.add_all(part)
+    expected.add_all(rest)
+    whole.subtract(taken)
+    assert whole.counts == expected.counts
+    assert whole.to_bytes() == expected.to_bytes()
+
+
+def test_subtracting_what_was_never_added_raises_and_changes_nothing() -> None:
+    hist, other = LogHistogram(), LogHistogram()
+    hist.add_all([5.0, 5.0, 700.0])
+    other.add_all([5.0, 80.0])
+    with pytest.raises(ValueError, match="more than the histogram holds"):
+        hist.subtract(other)
+    assert hist.counts == {bucket_of(5.0): 2, bucket_of(700.0): 1}

@@ -26,7 +26,7 @@ from control_plane.state.tasks import stop_tasks
 from storage import write_guard
 from storage.db import Database
 from storage.errors import StorageUnavailable
-from storage.records import RequestRecord
+from storage.records import RequestRecord, RequestsWritten
 
 NOW = time.time()
 
@@ -334,10 +334,12 @@ async def test_rows_written_before_an_outage_cut_a_split_batch_are_counted(
     real = write_guard.write_requests
     outages = [StorageUnavailable("OperationalError: injected")]
 
-    def write_failing_once(database: Database, rows: list[RequestRecord]) -> int:
+    def write_failing_once(
+        database: Database, rows: list[RequestRecord], **options: Any
+    ) -> RequestsWritten:
         if outages and {row.id for row in rows} == {"b", "c"}:
             raise outages.pop()
-        return real(database, rows)
+        return real(database, rows, **options)
 
     monkeypatch.setattr(service, "write_requests", write_failing_once)
     async with recording(stores, db) as recorder:
