@@ -1,10 +1,16 @@
 """Time arithmetic of reports: whole-minute ranges, the series step, and covering a range
 with the fewest aligned rollup windows (days inside, hours at the edges, minutes at the rims).
+
+Minute rows older than the minute horizon may be pruned (`storage/retention.py`); the horizon
+is hour-aligned, so before it a range's edges are widened to the hour (`past_horizon`) and the
+series takes no step finer than an hour (`series_step`): the cover then reads hour and day rows
+only there, and stays an exact partition of the (widened) range.
 """
 
 from __future__ import annotations
 
 import math
+from datetime import UTC, datetime
 from typing import Final
 
 from storage.errors import InvalidValueError
@@ -39,6 +45,42 @@ MAX_POINTS: Final = 20_000
 """The most windows a report's series may have: two weeks of minutes, two years of hours, half
 a century of days. Beyond it one request would build millions of points on a shared worker
 thread."""
+
+
+def past_horizon(lo: int, hi: int, horizon: int | None) -> tuple[int, int]:
+    """Whole-minute [lo, hi) with each edge that lies before the minute `horizon` (hour-aligned;
+    None: no minute row was pruned) widened to the hour, since only hour rows remain there."""
+    if horizon is None:
+        return lo, hi
+    if lo < horizon:
+        lo = math.floor(lo / HOUR) * HOUR
+    if hi < horizon:
+        hi = math.ceil(hi / HOUR) * HOUR  # still ≤ horizon: the horizon is on an hour
+    return lo, hi
+
+
+def moment(epoch: int) -> str:
+    """`epoch` as ISO 8601 UTC (for messages)."""
+    return datetime.fromtimestamp(epoch, UTC).isoformat().replace("+00:00", "Z")
+
+
+def series_step(step: int | None, lo: int, hi: int, horizon: int | None) -> int:
+    """The series step of [lo, hi): `step`, or by span (`auto_step`) when None.
+
+    A range starting before the minute `horizon` has no minute rows there, and empty minutes
+    would read as no traffic: an automatic step is then at least an hour, and an explicit finer
+    step is refused (InvalidValueError naming the horizon). `check_step` checks the rest."""
+    pruned = horizon is not None and lo < horizon
+    if step is None:
+        chosen = auto_step(lo, hi)
+        return max(chosen, HOUR) if pruned else chosen
+    if pruned and step in WINDOWS and step < HOUR:
+        when = moment(horizon or 0)
+        raise InvalidValueError(
+            f"minute rollups before {when} were pruned: a {step} s step cannot show the minutes "
+            f"there; take a {HOUR} s step or start at {when} or later"
+        )
+    return step
 
 
 def check_step(step: int, start: int, end: int) -> int:

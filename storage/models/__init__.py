@@ -4,7 +4,7 @@ from storage.models.base import Base, table_of
 from storage.models.fleet import ModelSpec, Worker
 from storage.models.history import AuditEntry, RequestRow
 from storage.models.operators import OperatorAccount
-from storage.models.rollups import FairnessRollup
+from storage.models.rollups import FairnessRollup, RollupHorizon
 from storage.models.tenancy import Agent, ApiKey, Application, Tenant
 
 __all__ = [
@@ -17,6 +17,7 @@ __all__ = [
     "ModelSpec",
     "OperatorAccount",
     "RequestRow",
+    "RollupHorizon",
     "Tenant",
     "Worker",
     "table_of",

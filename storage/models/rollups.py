@@ -1,4 +1,5 @@
-"""Fairness rollups: per node, per time window, additive counters and latency histograms."""
+"""Fairness rollups: per node, per time window, additive counters and latency histograms;
+and the horizon before which one resolution was pruned."""
 
 from __future__ import annotations
 
@@ -49,3 +50,21 @@ class FairnessRollup(Base):
     ttft_hist: Mapped[bytes] = mapped_column(LargeBinary)
     tpot_hist: Mapped[bytes] = mapped_column(LargeBinary)
     e2e_hist: Mapped[bytes] = mapped_column(LargeBinary)
+
+
+class RollupHorizon(Base):
+    """The horizon of one rollup resolution: its rows with `bucket < horizon` may have been
+    deleted (`arbiter prune-history --minute-rollups-older-than-days`), so reports read the
+    coarser rows there.
+
+    Rule: the horizon is written, in its own committed transaction, before any row under it
+    is deleted, and it never moves back; it is aligned to the next coarser resolution (an
+    hour for minutes), so the coarser rows cover the pruned period exactly. No row: nothing of
+    that resolution was ever pruned.
+    """
+
+    __tablename__ = "rollup_horizons"
+    __table_args__ = (CheckConstraint("window_s IN (60, 3600, 86400)", name="window"),)
+
+    window_s: Mapped[int] = mapped_column(Integer, primary_key=True)
+    horizon: Mapped[int] = mapped_column(BigInteger)

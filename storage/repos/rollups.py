@@ -9,10 +9,20 @@ from sqlalchemy import BigInteger, CursorResult, and_, cast, func, or_, select, 
 from sqlalchemy.orm import Session
 
 from storage.dialects import insert_new, lock_rows, update_rows
+from storage.errors import InvalidValueError
 from storage.latency_sketch import DenseHistogram
 from storage.models import FairnessRollup, table_of
-from storage.records import Level
-from storage.report_windows import DAY, auto_step, check_step, cover, minute_range
+from storage.records import LEVELS, Level
+from storage.report_windows import (
+    DAY,
+    MINUTE,
+    check_step,
+    cover,
+    minute_range,
+    moment,
+    past_horizon,
+    series_step,
+)
 from storage.reports import (
     DEFAULT_ALPHA,
     NodeLatency,
@@ -23,6 +33,7 @@ from storage.reports import (
     assemble_report,
 )
 from storage.repos.raw_reports import report_from_requests
+from storage.repos.rollup_horizons import horizon_of, raise_horizon
 from storage.rollup_stats import COUNTERS, HISTOGRAMS, Counters, NodeStats, RollupKey, node_path
 
 KEY_COLUMNS: Final = RollupKey._fields
@@ -54,7 +65,14 @@ class RollupRepo:
     range (days inside, hours then minutes only at the ragged edges), whatever its series step;
     only the series reads rows as fine as its step. Both are exact partitions of the same
     range, so counts and histograms are those of every minute row; float sums differ from a
-    minute-by-minute sum only by rounding order, and no longer depend on the step."""
+    minute-by-minute sum only by rounding order, and no longer depend on the step.
+
+    Minute rows before the minute horizon may be pruned (`prune`, `storage/retention.py`):
+    a report's edges there are widened to the hour, and its series takes no step finer than
+    an hour there (see `storage.report_windows`), so it reads hour and day rows only before
+    the horizon and stays an exact partition of the range it returns. A report reads the
+    horizon and the rows in one snapshot (`Database.reader`), and the horizon is committed
+    before any row under it is deleted, so no report ever sees a half-pruned edge."""
 
     def __init__(self, session: Session) -> None:
         self.session = session
@@ -118,15 +136,19 @@ class RollupRepo:
         weights: Mapping[str, float] | None = None,
         alpha: float = DEFAULT_ALPHA,
     ) -> Report:
-        """The report over [start, end) widened to whole minutes, from the rollups.
+        """The report over [start, end) widened to whole minutes (to whole hours where an edge
+        lies before the minute horizon), from the rollups; its span says the widened range.
 
         `tenant` restricts it to one tenant's nodes; `step` (60, 3600 or 86400 s, default by
         span) is the series resolution only: totals and percentiles come from day rows with
         finer rows at the edges (a one-minute step over a month reads ~30 day rows a node for its
-        totals, not 43,200 minute rows); `weights` maps node keys to weights for Jain.
+        totals, not 43,200 minute rows); `weights` maps node keys to weights for Jain. A range
+        starting before the minute horizon gets at least an hourly series by default, and an
+        explicit finer step there is refused (InvalidValueError).
         """
-        lo, hi = minute_range(start, end)
-        step = check_step(step or auto_step(lo, hi), lo, hi)
+        horizon = self.minute_horizon()
+        lo, hi = past_horizon(*minute_range(start, end), horizon)
+        step = check_step(series_step(step, lo, hi, horizon), lo, hi)
         whole = _where(lo, hi, DAY, level, tenant)
         stats = self._node_counters(level, whole)
         return assemble_report(
@@ -213,8 +235,15 @@ class RollupRepo:
         app: str | None = None,
     ) -> list[MinuteRow]:
         """The minute rows of [start, end) (widened to whole minutes) at `level`, optionally
-        of one tenant (and one application), ordered by minute then node."""
+        of one tenant (and one application), ordered by minute then node. A range starting
+        before the minute horizon is refused (InvalidValueError): its pruned minutes would
+        read as no traffic."""
         lo, hi = minute_range(start, end)
+        horizon = self.minute_horizon()
+        if horizon is not None and lo < horizon:
+            raise InvalidValueError(
+                f"minute rollups before {moment(horizon)} were pruned: no minute series there"
+            )
         c = _TABLE.c
         where = _where(lo, hi, 60, level, tenant)
         if app is not None:
@@ -229,13 +258,41 @@ class RollupRepo:
             for b, t, a, g, s, r, n, v, f in rows
         ]
 
-    def prune(self, *, window_s: int, before: float) -> int:
+    def minute_horizon(self) -> int | None:
+        """The hour-aligned time before which minute rows may have been pruned, or None when
+        none ever was."""
+        return horizon_of(self.session, MINUTE)
+
+    def raise_minute_horizon(self, horizon: int) -> int:
+        """Record that minute rows before `horizon` (hour-aligned) may go; it never moves back.
+        Commit this before deleting any of them; → the horizon now stored."""
+        return raise_horizon(self.session, MINUTE, horizon)
+
+    def prune(self, *, window_s: int, before: float, limit: int | None = None) -> int:
         """Delete rollup rows of resolution `window_s` older than `before` (e.g. old minutes,
-        keeping hours and days); → rows deleted."""
-        table = _TABLE
-        result = self.session.execute(
-            table.delete().where(table.c.window_s == window_s, table.c.bucket < before)
-        )
+        keeping hours and days), at most `limit` of them, oldest first per level; → rows
+        deleted. Deleting minute rows without first raising the minute horizon past them
+        (`raise_minute_horizon`) makes the reports whose edges lie there undercount."""
+        c = _TABLE.c
+        if limit is None:
+            where = and_(c.window_s == window_s, c.bucket < before)
+            return self._delete_where(where)
+        deleted = 0
+        key = tuple_(*(c[name] for name in KEY_COLUMNS))
+        for level in LEVELS:
+            oldest = (
+                select(*(c[name] for name in KEY_COLUMNS))
+                .where(c.level == level, c.window_s == window_s, c.bucket < before)
+                .order_by(c.bucket)
+                .limit(limit - deleted)
+            )
+            deleted += self._delete_where(key.in_(oldest))
+            if deleted >= limit:
+                break
+        return deleted
+
+    def _delete_where(self, where: Any) -> int:
+        result = self.session.execute(_TABLE.delete().where(where))
         assert isinstance(result, CursorResult)
         return int(result.rowcount)
 

@@ -1,4 +1,5 @@
-"""Covering a report range with aligned rollup windows."""
+"""Covering a report range with aligned rollup windows; before the minute horizon, whole
+hours only (no minute piece, no series step under an hour)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,16 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from storage.errors import InvalidValueError
-from storage.report_windows import DAY, HOUR, MINUTE, auto_step, cover, minute_range
+from storage.report_windows import (
+    DAY,
+    HOUR,
+    MINUTE,
+    auto_step,
+    cover,
+    minute_range,
+    past_horizon,
+    series_step,
+)
 
 minutes = st.integers(min_value=0, max_value=60 * 24 * 40)
 
@@ -47,3 +57,33 @@ def test_minute_range_and_auto_step() -> None:
     assert auto_step(0, 30 * DAY) == DAY
     assert auto_step(0, 5 * HOUR) == HOUR
     assert auto_step(0, 2 * HOUR) == MINUTE
+
+
+@given(minutes, minutes, st.integers(min_value=0, max_value=24 * 40), st.sampled_from([HOUR, DAY]))
+def test_before_the_horizon_a_cover_reads_no_minute_row(
+    a: int, b: int, hours: int, largest: int
+) -> None:
+    start, end = sorted((a * MINUTE, b * MINUTE))
+    horizon = hours * HOUR
+    lo, hi = past_horizon(start, end, horizon)
+    assert lo <= start and hi >= end and hi - end < HOUR and start - lo < HOUR
+    if start >= horizon:
+        assert (lo, hi) == (start, end)
+    for window, p_lo, _ in cover(lo, hi, largest):
+        assert window > MINUTE or p_lo >= horizon
+
+
+def test_past_horizon_and_series_step() -> None:
+    horizon = 10 * HOUR
+    assert past_horizon(3 * HOUR + 60, 4 * HOUR + 120, None) == (3 * HOUR + 60, 4 * HOUR + 120)
+    assert past_horizon(3 * HOUR + 60, 4 * HOUR + 120, horizon) == (3 * HOUR, 5 * HOUR)
+    assert past_horizon(9 * HOUR + 60, 11 * HOUR + 120, horizon) == (9 * HOUR, 11 * HOUR + 120)
+    assert past_horizon(horizon, horizon + 60, horizon) == (horizon, horizon + 60)
+    assert series_step(None, 3 * HOUR, 4 * HOUR, None) == MINUTE
+    assert series_step(None, 3 * HOUR, 4 * HOUR, horizon) == HOUR
+    assert series_step(None, 0, 30 * DAY, horizon) == DAY
+    assert series_step(None, horizon, horizon + HOUR, horizon) == MINUTE
+    assert series_step(MINUTE, horizon, horizon + HOUR, horizon) == MINUTE
+    assert series_step(HOUR, 3 * HOUR, 4 * HOUR, horizon) == HOUR
+    with pytest.raises(InvalidValueError, match="before 1970-01-01T10:00:00Z were pruned"):
+        series_step(MINUTE, 3 * HOUR, 4 * HOUR, horizon)
