@@ -1,5 +1,5 @@
 """`arbiter migrate`: bring the SQL schema to this build's migrations as a deployment step;
-`arbiter prune-history`: delete old request rows (`storage/retention.py`).
+`arbiter prune-history`: delete old request rows and old minute rollups (`storage/retention.py`).
 
 The recorder, `arbiter up` and `arbiter admin` migrate on start; gateways never do, so a new
 gateway must not serve before its schema is there. Deployments run this command first (an init
@@ -35,7 +35,12 @@ from storage.migrate import (
     schema_status,
     shown_url,
 )
-from storage.retention import MIN_AGE_S, prune_history
+from storage.retention import (
+    MIN_AGE_S,
+    MIN_MINUTE_AGE_S,
+    prune_history,
+    prune_minute_rollups,
+)
 
 Opt = typer.Option
 DUE = 3
@@ -43,7 +48,8 @@ DUE = 3
 AHEAD = 4
 """`--check`'s exit status when a newer build migrated the database (this build runs on it)."""
 MAX_DAYS = 100_000
-"""Longest `--older-than-days` (some 270 years): a cut before year 1 is not a time."""
+"""Longest `--older-than-days` and `--minute-rollups-older-than-days` (some 270 years): a cut
+before year 1 is not a time."""
 
 
 def migrate_command(
@@ -111,29 +117,61 @@ def _name(revision: str | None) -> str:
 
 def prune_command(
     older_than_days: Annotated[
-        float, Opt(help="Delete the request rows that arrived more than this many days ago.")
-    ],
+        float | None,
+        Opt(help="Delete the request rows that arrived more than this many days ago."),
+    ] = None,
+    minute_rollups_older_than_days: Annotated[
+        float | None,
+        Opt(
+            help="Delete the per-minute rollups older than this many days (cut down to the "
+            "hour; hour and day rollups stay, reports there widen to whole hours)."
+        ),
+    ] = None,
     database_url: Annotated[str | None, Opt(help="SQL URL (default ARBITER_DATABASE_URL).")] = None,
 ) -> None:
-    """Delete old request rows (the rollups, and so the reports' totals, are kept)."""
+    """Delete old request rows and/or old minute rollups (the hour and day rollups, and so the
+    reports' totals, are kept)."""
     with user_errors(errors=(SettingsError,)):
         url = database_url_of(database_url)
-    if not MIN_AGE_S / 86_400 <= older_than_days <= MAX_DAYS:  # NaN too
-        typer.echo(f"error: --older-than-days: must be from 1 to {MAX_DAYS}", err=True)
+    if older_than_days is None and minute_rollups_older_than_days is None:
+        typer.echo(
+            "error: give --older-than-days, --minute-rollups-older-than-days or both", err=True
+        )
         raise typer.Exit(2)
+    _check_days("--older-than-days", older_than_days, MIN_AGE_S)
+    _check_days(
+        "--minute-rollups-older-than-days", minute_rollups_older_than_days, MIN_MINUTE_AGE_S
+    )
     now = time.time()
-    before = now - older_than_days * 86_400
+    shown = shown_url(url)
     db = Database(url)
     try:
         _check_migrated(url)
-        deleted = prune_history(db, before=before, now=now)
+        if older_than_days is not None:
+            before = now - older_than_days * 86_400
+            deleted = prune_history(db, before=before, now=now)
+            typer.echo(f"{shown}: deleted {deleted} request rows that arrived before {_at(before)}")
+        if minute_rollups_older_than_days is not None:
+            before = now - minute_rollups_older_than_days * 86_400
+            cut, deleted = prune_minute_rollups(db, before=before, now=now)
+            typer.echo(f"{shown}: deleted {deleted} minute rollup rows before {_at(cut)}")
     except StorageError as exc:  # one line: a driver's message may go on with its SQL
         typer.echo(f"error: {str(exc).splitlines()[0]}", err=True)
         raise typer.Exit(1) from None
     finally:
         db.dispose()
-    cut = datetime.fromtimestamp(before, UTC).isoformat(timespec="seconds")
-    typer.echo(f"{shown_url(url)}: deleted {deleted} request rows that arrived before {cut}")
+
+
+def _check_days(flag: str, days: float | None, min_age_s: float) -> None:
+    """Exit 2 with one line naming `flag` unless `days` is None or within its bounds."""
+    least = min_age_s / 86_400
+    if days is not None and not least <= days <= MAX_DAYS:  # NaN too
+        typer.echo(f"error: {flag}: must be from {least:g} to {MAX_DAYS}", err=True)
+        raise typer.Exit(2)
+
+
+def _at(epoch: float) -> str:
+    return datetime.fromtimestamp(epoch, UTC).isoformat(timespec="seconds")
 
 
 def _check_migrated(url: str) -> None:

@@ -164,3 +164,49 @@ def test_prune_history_on_a_database_not_migrated_says_so_in_one_line(
     assert result.exit_code == 1, result.output
     (line,) = result.output.strip().splitlines()
     assert line.startswith("error: ") and "run `arbiter migrate` first" in line, line
+
+
+def test_prune_history_minute_rollups_alone_and_its_errors(runner: CliRunner, db_url: str) -> None:
+    assert _migrate(runner, db_url)[0] == 0
+    db = Database(db_url)
+    now = time.time()
+    with db.repos() as r:
+        r.requests.insert_many(
+            [
+                dataclasses.replace(_request(i), arrival=now - a * 86_400)
+                for i, a in enumerate((9, 8, 0))
+            ]
+        )
+    with db.reader() as r:
+        report = r.rollups.report(start=now - 10 * 86_400, end=now + 60, level="tenant")
+
+    def prune(*args: str) -> tuple[int, str]:
+        result = runner.invoke(
+            cli.app, ["prune-history", *args, "--database-url", db_url], terminal_width=300
+        )
+        return result.exit_code, result.output
+
+    code, output = prune()
+    assert code == 2 and "--older-than-days, --minute-rollups-older-than-days" in output
+    for bad in ("1", "nan", "x", "100001", "1e400"):
+        code, output = prune("--minute-rollups-older-than-days", bad)
+        assert code == 2 and "--minute-rollups-older-than-days" in output, (bad, output)
+        code, output = prune("--older-than-days", "7", "--minute-rollups-older-than-days", bad)
+        assert code == 2 and "--minute-rollups-older-than-days" in output, (bad, output)
+    with db.reader() as r:
+        assert r.rollups.minute_horizon() is None and r.requests.count() == 3
+
+    code, output = prune("--minute-rollups-older-than-days", "7")
+    assert code == 0 and "deleted 6 minute rollup rows before" in output, output
+    assert "request rows" not in output
+    with db.reader() as r:
+        assert r.requests.count() == 3  # the request rows stay
+        horizon = r.rollups.minute_horizon()
+        assert horizon is not None and horizon % 3600 == 0 and horizon <= now - 7 * 86_400
+        widened = r.rollups.report(start=now - 10 * 86_400, end=now + 60, level="tenant")
+    assert [n.requests for n in widened.nodes] == [n.requests for n in report.nodes] == [3]
+    assert widened.start <= report.start and widened.end == report.end
+
+    code, output = prune("--older-than-days", "7", "--minute-rollups-older-than-days", "2")
+    assert code == 0 and "deleted 2 request rows" in output and "deleted 0 minute" in output
+    db.dispose()
