@@ -97,7 +97,8 @@ class WindowPoint:
 
 @dataclass(frozen=True, slots=True)
 class Report:
-    """A report over whole minutes [start, end) at one level of the hierarchy."""
+    """A report over whole minutes [start, end) at one level of the hierarchy (from the
+    rollups, whole hours where an edge lies before the minute horizon: the range it covers)."""
 
     level: Level
     start: int

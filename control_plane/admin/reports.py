@@ -55,8 +55,10 @@ def iso(epoch: float) -> str:
 
 @dataclass(frozen=True, slots=True)
 class ReportQuery:
-    """What to report: [start, end) (epoch s, widened to whole minutes), the level, optionally
-    one tenant, the series step (60, 3600 or 86400 s; default by span) and the source."""
+    """What to report: [start, end) (epoch s, widened to whole minutes; from the rollups, an
+    edge before the minute horizon to the whole hour), the level, optionally one tenant, the
+    series step (60, 3600 or 86400 s; default by span, at least an hour over pruned minutes,
+    where 60 is refused) and the source."""
 
     start: float
     end: float

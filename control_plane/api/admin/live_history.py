@@ -4,6 +4,8 @@ Ranges up to the Redis history's retention (one hour) come from the leader's rol
 (`state.LiveHistory`: every field of `HISTORY_FIELDS`, one sample per step); longer ranges, up
 to a day, from the SQL minute rollups (`ROLLUP_FIELDS` only: what the recorder keeps per
 minute, by the minute the requests arrived). Either way at most `MAX_POINTS` times per node.
+Minute rollups are pruned no younger than two days (`storage/retention.py`), so a day back
+never reaches the minute horizon (`minute_series` would refuse it: 422).
 """
 
 from __future__ import annotations
