@@ -1,7 +1,8 @@
 """Reports after the minute rollups were pruned: an edge before the horizon is widened to the
 hour and the report equals the one computed before pruning over that widened range; a report
-after the horizon is unchanged; a minute series is never shown over pruned minutes; migration
-0009 (the horizon's table) downgrades and upgrades again."""
+after the horizon is unchanged; a minute series is never shown over pruned minutes; a reader
+open meanwhile keeps its snapshot; migration 0009 (the horizon's table) downgrades and
+upgrades again."""
 
 from __future__ import annotations
 
@@ -90,6 +91,19 @@ def test_a_minute_series_is_never_shown_over_pruned_minutes(loaded: Database) ->
         late = r.rollups.report(start=CUT + 120.0, end=CUT + 900.0, level="tenant")
         assert late.step == 60 and late.start == CUT + 120
         assert r.rollups.minute_series(start=CUT, end=CUT + 3600.0, level="tenant") != []
+
+
+def test_a_report_open_while_pruning_reads_one_consistent_snapshot(loaded: Database) -> None:
+    """The horizon is committed before any row goes, and a report reads both in one snapshot:
+    a reader that began before the pruning still sees every minute row (and no horizon)."""
+    start, end = RAGGED[0]
+    with loaded.reader() as r:
+        first = r.rollups.report(start=start, end=end, level="agent", step=HOUR)
+        prune_minute_rollups(loaded, before=BEFORE, now=NOW)
+        assert r.rollups.minute_horizon() is None
+        assert r.rollups.report(start=start, end=end, level="agent", step=HOUR) == first
+    with loaded.reader() as r:
+        assert r.rollups.report(start=start, end=end, level="agent", step=HOUR).start < first.start
 
 
 def test_migration_0009_downgrades_and_upgrades_with_a_horizon(db_url: str) -> None:
