@@ -1,5 +1,5 @@
 """Reports equal totals computed straight from the request rows; CSV and HTML downloads; service
-per model kind."""
+per model kind; a report over pruned minute rollups widens its edges there to the hour."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from storage.records import RequestRecord
+from storage.retention import prune_minute_rollups
 from tests.control_plane.api.admin.conftest import AdminApi
 
 START = 1_700_002_800  # a whole hour (UTC)
@@ -202,6 +203,24 @@ async def test_a_period_too_long_for_its_step_is_refused_at_once(
     assert far.status_code == 422 and far.json()["error"]["param"] == "to"
     week = {"from": 0, "to": 7 * 86400, "step": 60, "source": source}
     assert (await api.client.get("/admin/reports", params=week)).status_code == 200
+
+
+async def test_a_report_over_pruned_minutes_says_its_widened_range(loaded: AdminApi) -> None:
+    """After `prune-history --minute-rollups-older-than-days`: an edge before the horizon is
+    widened to the hour (`from` says so), the default series is hourly there, a minute step is
+    refused, and the totals are those of the rows in the widened range."""
+    prune_minute_rollups(loaded.db, before=START + 3600 + 900, now=START + 10 * 86_400)
+    params: dict[str, Any] = {"from": START + 600, "to": START + SPAN - 590, "level": "tenant"}
+    resp = await loaded.client.get("/admin/reports", params=params)
+    assert resp.status_code == 200, resp.text
+    report = resp.json()
+    assert (report["start"], report["end"], report["step"]) == (START, START + SPAN - 540, 3600)
+    assert report["from"] == datetime.fromtimestamp(START, UTC).isoformat().replace("+00:00", "Z")
+    rows = [rec for rec in make_rows() if rec.arrival < START + SPAN - 540]
+    want = {key: w["requests"] for key, w in expected(rows, "tenant").items()}
+    assert {n["key"]: n["requests"] for n in report["nodes"]} == want
+    refused = await loaded.client.get("/admin/reports", params={**params, "step": 60})
+    assert refused.status_code == 422 and "were pruned" in refused.json()["error"]["message"]
 
 
 KIND_ROWS = [
