@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -11,6 +13,9 @@ from redis.asyncio.connection import SSLConnection, parse_url
 from redis.asyncio.retry import Retry
 from redis.asyncio.sentinel import Sentinel, SentinelConnectionPool
 from redis.backoff import NoBackoff
+
+REDISCOVER_S = 1.0
+"""How often (at most) a pool in use asks the Sentinels again which node is the primary."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,7 +34,69 @@ class BlockingSentinelPool(SentinelConnectionPool, BlockingConnectionPool):
     Rule: every new connection asks Sentinel for the current primary; a connection to a primary
     that was demoted answers READONLY and is dropped (redis-py's `SentinelManagedConnection`),
     so after a fail-over every command reaches the promoted replica once Sentinel names it.
+
+    Rule: a connection open to a node Sentinel no longer names is closed before its next
+    command, which then reconnects to the one it names. While the pool is in use the
+    Sentinels are asked again at most every `REDISCOVER_S`, in the background (a command
+    never waits for it; a discovery that fails changes nothing). Before, only a new
+    connection asked: one that stayed open through a fail-over (idle while the old primary
+    was stalled or cut off) went on writing to the old primary once it answered again, until
+    Sentinel demoted it (≈ 10 s), and every such write was lost.
     """
+
+    def __init__(self, service_name: str, sentinel_manager: Sentinel, **kwargs: Any) -> None:
+        super().__init__(service_name, sentinel_manager, **kwargs)  # type: ignore[no-untyped-call]
+        self._asked_at = float("-inf")
+        self._asking: asyncio.Task[None] | None = None
+
+    async def get_connection(self, *args: Any, **options: Any) -> Any:
+        self._rediscover_soon()
+        get = super().get_connection
+        connection = await get(*args, **options)  # type: ignore[no-untyped-call]
+        if self._elsewhere(connection):
+            try:
+                await connection.disconnect()
+                await self.ensure_connection(connection)  # asks Sentinel, connects there
+            except BaseException:
+                await self.release(connection)
+                raise
+        return connection
+
+    def _elsewhere(self, connection: Any) -> bool:
+        """True when `connection` is open to a node other than the primary last named."""
+        address = self.master_address
+        return (
+            address is not None
+            and connection.is_connected
+            and (connection.host, connection.port) != tuple(address)
+        )
+
+    def _rediscover_soon(self) -> None:
+        if self.master_address is None or self._asking is not None:
+            return  # none found yet: the next connection asks anyway
+        if time.monotonic() - self._asked_at < REDISCOVER_S:
+            return
+        self._asking = asyncio.get_running_loop().create_task(self._rediscover())
+
+    async def _rediscover(self) -> None:
+        try:
+            # a new address is stored and the idle connections are closed (redis-py)
+            await self.get_master_address()
+        except Exception:  # no answer: the connections' own errors will tell
+            pass
+        finally:
+            self._asking = None
+
+    async def get_master_address(self) -> Any:
+        self._asked_at = time.monotonic()
+        return await super().get_master_address()  # type: ignore[no-untyped-call]
+
+    async def disconnect(self, inuse_connections: bool = True) -> None:
+        if inuse_connections and self._asking is not None:
+            self._asking.cancel()
+            await asyncio.wait([self._asking])
+            self._asking = None
+        await super().disconnect(inuse_connections)
 
 
 def sentinel_client(

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import asyncio
 import os
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import redis
 
 from control_plane.settings import SettingsError, load_settings
 from control_plane.state import KeySpace, StateStores, connect, sentinel_of
@@ -104,3 +106,34 @@ async def test_failover_reaches_the_new_primary_with_scripts_and_a_larger_token(
         assert await Scripts(stores.redis).call("lease_renew", [KeySpace("ha").leader], ["a", 1])
     finally:
         await stores.aclose()
+
+
+@pytest.mark.slow
+async def test_a_connection_open_through_a_fail_over_stops_writing_to_the_old_primary(
+    group: SentinelGroup,
+) -> None:
+    """The old primary is cut off (stopped) while no command is sent, so the pool's connection
+    to it stays open; once it answers again it is still a primary until Sentinel demotes it
+    (about 10 s). Before, every write in that time went there and was lost."""
+    target = SentinelTarget(tuple(("127.0.0.1", s.port) for s in group.sentinels), SERVICE)
+    client = connect(group.primary_url, sentinel=target)
+    old = group.nodes[0]
+    assert old.proc is not None
+    try:
+        await client.set("before", 1)
+        os.kill(old.proc.pid, signal.SIGSTOP)
+        try:
+            new = await asyncio.to_thread(group.wait_failover, old.port)
+        finally:
+            os.kill(old.proc.pid, signal.SIGCONT)
+        for i in range(10):
+            await client.set(f"after:{i}", i)
+            await asyncio.sleep(0.2)
+        on_new = redis.Redis(port=new, decode_responses=True)
+        try:
+            landed = [i for i in range(10) if on_new.get(f"after:{i}") is not None]
+        finally:
+            on_new.close()
+        assert set(range(5, 10)) <= set(landed)  # within about a second: the new primary
+    finally:
+        await client.aclose()
