@@ -104,8 +104,11 @@ def sentinel_client(
 ) -> Redis:
     """A client for the primary Sentinel names for `target.service`.
 
-    `url` gives the data nodes' credentials, database and TLS (its host and port are not
-    used); `pool_kwargs` are the pool's settings as `connect` builds them. Does no I/O.
+    `url` gives the data nodes' credentials, database and TLS, with its query options (a
+    CA file: `?ssl_ca_certs=…`) as a direct connection takes them (its host and port are not
+    used; before, every option but the password and database was dropped, so a private CA
+    failed every connection); `pool_kwargs` are the pool's settings as `connect` builds
+    them. Does no I/O.
 
     Guarantee: finding the primary asks each Sentinel once, in turn, each ask bounded by
     `sentinel_timeout_s` to connect and again to answer; a dead or silent Sentinel costs one
@@ -132,15 +135,22 @@ def sentinel_client(
         target.service,
         redis_class=Redis,
         connection_pool_class=BlockingSentinelPool,
-        **node,
-        **pool_kwargs,
+        **{**pool_kwargs, **node},  # the URL's own options win, as with a direct URL
     )
 
 
+_ADDRESS = ("host", "port", "path", "connection_class")
+"""What a URL says that Sentinel decides instead: where the primary is (and how to reach it,
+but for TLS, kept as `ssl`)."""
+
+
 def _node_kwargs(url: str) -> dict[str, Any]:
+    """The data nodes' connection settings from `url`: credentials, database, TLS (with the
+    URL's `ssl_*` options: a private CA, client certificates) and its other options, as a
+    direct connection takes them; never its host and port."""
     parsed = parse_url(url)
     out: dict[str, Any] = {
-        key: parsed[key] for key in ("db", "username", "password") if parsed.get(key) is not None
+        key: value for key, value in parsed.items() if key not in _ADDRESS and value is not None
     }
     if parsed.get("connection_class") is SSLConnection:
         out["ssl"] = True
