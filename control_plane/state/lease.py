@@ -14,6 +14,7 @@ from control_plane.state.codec import time_arg
 from control_plane.state.errors import guarded
 from control_plane.state.keys import KeySpace
 from control_plane.state.scripts import Scripts
+from control_plane.state.sentinel import named_elsewhere
 
 log = logging.getLogger(__name__)
 
@@ -37,7 +38,11 @@ class LeaderLease:
     WAIT saw that many replicas take the token (up to `ack_timeout_ms`), so a fail-over to such
     a replica cannot hand out that token again: the fencing token never goes backwards. A
     tenure whose token no replica acknowledged in time is still granted (a lost replica must
-    not stop scheduling) and counted in `unconfirmed`.
+    not stop scheduling) and counted in `unconfirmed` — unless Sentinel names another primary
+    than the node that handed it out: that node was deposed by a fail-over while it was cut
+    off or stalled (its replica promoted, so none acknowledges), and the promoted one hands
+    out the same token to the next leader; such a tenure is refused (before, the deposed
+    holder led on with a token the new leader also held, and its fenced writes passed there).
 
     A call that timed out here during a Redis stall still runs when Redis resumes. Such stale
     calls cannot disturb a later tenure: every acquire carries this object's incarnation and a
@@ -95,6 +100,13 @@ class LeaderLease:
             token = int(await Scripts(conn).call("lease_acquire", keys, args))
             if token > 0 and token != self.token:
                 acked = int(await conn.wait(self.replica_acks, self.ack_timeout_ms))
+                if acked < self.replica_acks and await named_elsewhere(conn):
+                    log.warning(
+                        "fencing token %d was taken on a primary Sentinel no longer names "
+                        "(deposed by a fail-over): the tenure is not taken",
+                        token,
+                    )
+                    return 0
                 if acked < self.replica_acks:
                     self.unconfirmed += 1
                     log.warning(

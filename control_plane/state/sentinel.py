@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from redis import exceptions as rex
 from redis.asyncio import BlockingConnectionPool, Redis
 from redis.asyncio.connection import SSLConnection, parse_url
 from redis.asyncio.retry import Retry
@@ -97,6 +98,22 @@ class BlockingSentinelPool(SentinelConnectionPool, BlockingConnectionPool):
             await asyncio.wait([self._asking])
             self._asking = None
         await super().disconnect(inuse_connections)
+
+
+async def named_elsewhere(client: Redis) -> bool:
+    """True when the Sentinels now name a primary other than the node `client` (a client with
+    a connection of its own, `Redis.client()`, that sent a command) is connected to: that
+    node was deposed by a fail-over (cut off or stalled meanwhile) and what it takes is lost.
+    False when they name it, when none answers, and without Sentinel. Asking also moves the
+    pool's other connections to the primary named (`BlockingSentinelPool`)."""
+    pool, connection = client.connection_pool, client.connection
+    if not isinstance(pool, SentinelConnectionPool) or connection is None:
+        return False
+    try:
+        named = await pool.get_master_address()  # type: ignore[no-untyped-call]
+    except (rex.ConnectionError, rex.TimeoutError):  # incl. MasterNotFoundError
+        return False
+    return bool((connection.host, connection.port) != tuple(named))
 
 
 def sentinel_client(

@@ -137,3 +137,39 @@ async def test_a_connection_open_through_a_fail_over_stops_writing_to_the_old_pr
         assert set(range(5, 10)) <= set(landed)  # within about a second: the new primary
     finally:
         await client.aclose()
+
+
+@pytest.mark.slow
+async def test_a_deposed_primary_does_not_hand_a_new_leader_s_token_out_again(
+    group: SentinelGroup,
+) -> None:
+    """Leader `a` took token 1; its primary is cut off (stopped), the replica promoted, and `b`
+    takes token 2 there. When the old primary answers again (still a primary until Sentinel
+    demotes it), `a` asking for a new tenure there got token 2 too: no replica acknowledged it,
+    which was only a warning, and `a`'s fenced writes passed on the new primary as `b`'s did."""
+    target = SentinelTarget(tuple(("127.0.0.1", s.port) for s in group.sentinels), SERVICE)
+    a = StateStores.open(group.primary_url, "ha", sentinel=target)
+    b = StateStores.open(group.primary_url, "ha", sentinel=target)
+    old = group.nodes[0]
+    assert old.proc is not None
+    try:
+        assert await a.lease.acquire("a", 2, 0.0, fresh=True) and a.lease.token == 1
+        os.kill(old.proc.pid, signal.SIGSTOP)
+        try:
+            await asyncio.to_thread(group.wait_failover, old.port)
+            assert await _until(lambda: _taken(b, "b"))  # once a's lease expired there
+            assert b.lease.token == 2
+        finally:
+            os.kill(old.proc.pid, signal.SIGCONT)
+        took = await a.lease.acquire("a", 2, 1.0, fresh=True)
+        assert (took, a.lease.token) == (False, None)
+        assert await b.lease.is_current(2)
+    finally:
+        await a.aclose()
+        await b.aclose()
+
+
+async def _taken(stores: StateStores, holder: str) -> bool:
+    if not await stores.lease.acquire(holder, 2, 0.0, fresh=True):
+        raise AssertionError(f"{holder} did not get the lease yet")
+    return True
