@@ -25,12 +25,39 @@ COLUMNS = (
     "metrics_age_s",
     "error",
 )
+STALE_AFTER_S = 10.0
+"""Metrics older than this are stale: the scheduler leader scrapes every worker every
+`scrape_interval_s` (0.5 s by default; the console talks to the admin API only, so it is
+restated here) and stores each sample, even a failed scrape's. A sample this old means the
+scrape loop stopped (no leader, or a stalled one): the worker's health and load are from then,
+not now. Not fewer seconds: a loaded leader can miss a few scrapes without anything being
+wrong."""
+
+
+def metrics_age(row: Mapping[str, Any]) -> float | None:
+    """Seconds since the worker's last stored scrape (None: never scraped)."""
+    age = row.get("metrics_age_s")
+    return None if age is None else float(age)
+
+
+def is_stale(row: Mapping[str, Any]) -> bool:
+    """Whether the worker's health and load are from a scrape older than `STALE_AFTER_S`."""
+    age = metrics_age(row)
+    return age is not None and age > STALE_AFTER_S
+
+
+def stale_workers(rows: Sequence[Mapping[str, Any]]) -> dict[str, float]:
+    """Worker id → metrics age (s) of every worker whose health and load are stale."""
+    return {str(r["id"]): float(r["metrics_age_s"]) for r in rows if is_stale(r)}
 
 
 def health_label(row: Mapping[str, Any]) -> str:
-    """'healthy', 'unhealthy' or 'unknown' (not scraped yet), and draining/drained."""
+    """'healthy', 'unhealthy' or 'unknown' (not scraped yet), and draining/drained; a stale
+    scrape's health is marked with its age (it was so then, not now)."""
     healthy = row.get("healthy")
     health = "unknown" if healthy is None else ("healthy" if healthy else "unhealthy")
+    if healthy is not None and is_stale(row):
+        health = f"{health}? (stale: {metrics_age(row):.0f} s old)"
     if row.get("status") == "draining":
         return f"{health}, {'drained' if row.get('drained') else 'draining'}"
     return health
@@ -44,16 +71,22 @@ def kv_percent(row: Mapping[str, Any]) -> float | None:
 
 
 def workers_frame(rows: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
-    """One row per worker; `healthy` shown as a word, drain state included, KV usage in %."""
+    """One row per worker; `healthy` shown as a word, drain state included (and a stale
+    scrape marked), KV usage in %, the metrics' age in seconds to one decimal."""
     records = [
         {
             **{c: r.get(c) for c in COLUMNS},
             "healthy": health_label(r),
             "kv_usage_pct": kv_percent(r),
+            "metrics_age_s": _rounded(metrics_age(r)),
         }
         for r in rows
     ]
     return pd.DataFrame(records, columns=list(COLUMNS))
+
+
+def _rounded(value: float | None) -> float | None:
+    return None if value is None else round(value, 1)
 
 
 def load_figure(rows: Sequence[Mapping[str, Any]]) -> go.Figure:

@@ -1,5 +1,7 @@
-"""Workers: health, running, waiting, KV usage and preemptions (refreshing); drain / undrain,
-reviewed (current → new status) and confirmed before it is sent."""
+"""Workers: health, running, waiting, KV usage and preemptions (refreshing), with a red
+error and a marked health for every worker whose last scrape is stale (`worker_views.
+STALE_AFTER_S`: the scheduler stopped scraping, its last numbers stay behind); drain /
+undrain, reviewed (current → new status) and confirmed before it is sent."""
 
 from __future__ import annotations
 
@@ -20,6 +22,15 @@ def _table() -> None:
     if not rows:
         st.info("No worker is registered.")
         return
+    stale = views.stale_workers(rows)
+    if stale:
+        ages = ", ".join(f"{w} ({age:.0f} s)" for w, age in stale.items())
+        st.error(
+            f"Stale metrics: {ages}. The scheduler leader scrapes every worker about twice a "
+            "second; these were last scraped longer ago than "
+            f"{views.STALE_AFTER_S:g} s, so their health and load below are from then, not "
+            "now: is the scheduler running?"
+        )
     st.dataframe(views.workers_frame(rows), hide_index=True, key="workers_table")
     st.plotly_chart(views.load_figure(rows), key="workers_load")
 
