@@ -69,9 +69,20 @@ def report_frame(report: Mapping[str, Any]) -> pd.DataFrame:
     return pd.DataFrame(records, columns=list(COLUMNS))
 
 
+def served(report: Mapping[str, Any]) -> bool:
+    """Whether any node of the report received service in the period."""
+    return any(float(n.get("unified_service") or 0.0) > 0 for n in report.get("nodes") or ())
+
+
+def period_jain_service(report: Mapping[str, Any]) -> float | None:
+    """The period's Jain's index of service per weight; None when nobody was served (the
+    API's index of all-zero service is 1.0, which would read as perfectly fair)."""
+    return float(report["jain_service"]) if served(report) else None
+
+
 def jain_figure(report: Mapping[str, Any]) -> go.Figure:
-    """Jain's index of weighted service per series window, with the period's value; a window
-    without service has no index and is drawn as a gap."""
+    """Jain's index of weighted service per series window, with the period's value (none
+    when nobody was served); a window without service has no index and is drawn as a gap."""
     series = report["series"]
     fig = go.Figure(
         go.Scatter(
@@ -82,7 +93,9 @@ def jain_figure(report: Mapping[str, Any]) -> go.Figure:
             name="per window",
         )
     )
-    fig.add_hline(y=report["jain_service"], line_dash="dot", annotation_text="whole period")
+    period = period_jain_service(report)
+    if period is not None:
+        fig.add_hline(y=period, line_dash="dot", annotation_text="whole period")
     fig.update_layout(
         title="Jain's index (service per weight) over time",
         height=300,

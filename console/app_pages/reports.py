@@ -40,9 +40,16 @@ def _params() -> dict[str, Any]:
 def _show(report: dict[str, Any], params: dict[str, Any]) -> None:
     cols = st.columns(4)
     cols[0].metric("Nodes", len(report["nodes"]))
-    cols[1].metric("Jain: service / weight", f"{report['jain_service']:.3f}")
+    jain = views.period_jain_service(report)
+    cols[1].metric("Jain: service / weight", "—" if jain is None else f"{jain:.3f}")
     cols[2].metric("Jain: violation rate", f"{report['jain_violation_rate']:.3f}")
     cols[3].metric("Jain: SAFI", f"{report['jain_safi']:.3f}")
+    if jain is None:
+        st.warning(
+            "Nobody was served in this period (every request ended in an error, a timeout, "
+            "an abort or a withdrawal): service per weight has no Jain's index (—), it is "
+            "neither fair nor unfair."
+        )
     st.dataframe(views.report_frame(report), hide_index=True, key="report_table")
     left, right = st.columns(2)
     left.plotly_chart(views.share_figure(report), key="report_share")

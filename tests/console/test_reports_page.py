@@ -175,3 +175,41 @@ def test_program_level_section(admin_server: AdminServer, app_test: AppTest) -> 
     at.button(key="report_submit").click().run()
     assert not at.exception, at.exception
     assert list(at.dataframe[2].value["Application"]) == ["globex/chat"]
+
+
+def test_a_period_in_which_nobody_was_served_has_no_jain_index(
+    admin_server: AdminServer, app_test: AppTest
+) -> None:
+    """Every request timed out: the API's Jain's index of all-zero service is 1.0, which the
+    page showed as a perfectly fair period."""
+    now = time.time()
+    rows = [
+        RequestRecord(
+            id=f"idle{i}",
+            tenant="idle",
+            app="chat",
+            agent=agent,
+            arrival=now - 600,
+            status="timeout",
+            unified_cost=0.0,
+            slo_violated=True,
+        )
+        for i, agent in enumerate(("a", "b"))
+    ]
+    with admin_server.db.repos() as r:
+        r.requests.insert_many(rows)
+    at = signed_in(app_test, "app_pages/reports.py")
+    at.radio(key="rep_level").set_value("agent")
+    at.text_input(key="rep_tenant").input("idle")
+    at.button(key="report_submit").click().run()
+    assert not at.exception, at.exception
+    assert list(at.dataframe[0].value["node"]) == ["idle/chat/a", "idle/chat/b"]
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["Jain: service / weight"] == "—"
+    assert any("Nobody was served" in w.value for w in at.warning), at.warning
+    jain = next(
+        json.loads(c.proto.spec)
+        for c in at.get("plotly_chart")
+        if "Jain" in json.loads(c.proto.spec)["layout"]["title"]["text"]
+    )
+    assert not jain["layout"].get("shapes"), "no 'whole period' line at 1.0"
