@@ -44,6 +44,17 @@ STALE_AFTER_S = 10 * PUBLISH_PERIOD_S
 """A live snapshot older than ten publish periods is stale: the leader stopped, stalled or lost
 its lease, and its numbers are not now. Not fewer: a leader on a loaded box (or one configured
 with a longer period) can miss a few publications without anything being wrong."""
+LEADER_ONLY = (
+    "status",
+    "demand_rate",
+    "entitled_rate",
+    "entitled_share",
+    "received_share",
+    "wait_p95_s",
+    "oldest_wait_s",
+)
+"""Node fields only the scheduler leader's live view knows: without one the API fills them
+with 'ok' and zeros (`node_views._load_fields`), which would read as measured."""
 UTC_TIME = "time (UTC)"
 RANGES: dict[str, tuple[int, str]] = {
     "5m": (300, "5 min"),
@@ -72,6 +83,19 @@ def visible_nodes(nodes: Sequence[Row], tenant: str | None, app: str | None) -> 
     if app is None:
         return [n for n in nodes if n["level"] == "app" and n["path"][0] == tenant]
     return [n for n in nodes if n["level"] == "agent" and n["path"][:2] == [tenant, app]]
+
+
+def has_leader(payload: Row) -> bool:
+    """Whether a scheduler leader published the live view this `/admin/nodes` answer is of."""
+    return payload.get("leader") is not None
+
+
+def known_rows(payload: Row, rows: Sequence[Row]) -> list[Row]:
+    """`rows` as shown: without a leader, the fields only it knows (`LEADER_ONLY`) are
+    unknown (None: '—' in the table, a gap in the charts), not 'ok' and 0."""
+    if has_leader(payload):
+        return list(rows)
+    return [{**r, **dict.fromkeys(LEADER_ONLY)} for r in rows]
 
 
 def children(nodes: Sequence[Row], level: str, parent: Sequence[str] = ()) -> list[str]:

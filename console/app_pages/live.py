@@ -49,20 +49,27 @@ def _freshness(payload: dict[str, Any]) -> dict[str, Any]:
 def _header(payload: dict[str, Any]) -> None:
     """Totals of the same snapshot as the table (`/admin/nodes`), so the two always agree;
     its age first, and every figure marked when the snapshot is stale."""
-    if payload.get("leader") is None:
-        st.warning("No scheduler leader has published live state yet (is the scheduler up?).")
+    live = views.has_leader(payload)
+    if not live:
+        st.warning(
+            "No scheduler leader has published live state yet (is the scheduler up?): "
+            "demand, entitlement, waits and status are unknown (—)."
+        )
     mark = _freshness(payload)
     totals = payload.get("totals") or {}
     top = st.columns(4)
     top[0].metric("Leader", str(payload.get("leader") or "—"), **mark)
     top[1].metric("Policy", str(payload.get("policy") or "—"), **mark)
-    top[2].metric("Starved nodes", int(totals.get("starved", 0)), **mark)
+    starved = int(totals.get("starved", 0)) if live else views.MISSING
+    top[2].metric("Starved nodes", starved, **mark)
     top[3].metric("Jain (tenant SAFI)", views.jain_text(payload), **mark)
     low = st.columns(5)
     low[0].metric("Queued (scheduler)", int(totals.get("queued", 0)), **mark)
     low[1].metric("In flight", int(totals.get("inflight", 0)), **mark)
-    low[2].metric("Waiting in engines", int(totals.get("waiting_in_engines", 0)), **mark)
-    low[3].metric("Demand (UT/s)", f"{float(totals.get('demand_rate', 0.0)):,.1f}", **mark)
+    engines = int(totals.get("waiting_in_engines", 0)) if live else views.MISSING
+    low[2].metric("Waiting in engines", engines, **mark)
+    demand = f"{float(totals.get('demand_rate', 0.0)):,.1f}" if live else views.MISSING
+    low[3].metric("Demand (UT/s)", demand, **mark)
     low[4].metric("Received (UT/s)", f"{float(totals.get('service_rate', 0.0)):,.1f}", **mark)
     st.caption(
         "Queued counts requests waiting for the scheduler; a request the scheduler admitted to "
@@ -144,7 +151,7 @@ def _panel(tenant: str | None, app: str | None, range_s: int) -> None:
         session.show_error(exc)
         return
     _header(payload)
-    rows = views.visible_nodes(payload["nodes"], tenant, app)
+    rows = views.known_rows(payload, views.visible_nodes(payload["nodes"], tenant, app))
     where = " / ".join(p for p in (tenant, app) if p) or "all tenants"
     st.subheader(f"Nodes: {where}")
     if not rows:
