@@ -6,7 +6,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import pandas as pd
 import plotly.graph_objects as go
+
+SWITCH_COLUMNS = ("at (UTC)", "from", "to", "reason", "violation rate", "queued")
 
 
 def switch_rows(switches: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -25,6 +28,24 @@ def switch_rows(switches: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
             }
         )
     return rows
+
+
+def switch_frame(switches: Sequence[dict[str, Any]]) -> pd.DataFrame:
+    """The switches as the page's table: when (UTC: the leader stamps a switch with its
+    epoch clock, which read as a bare number like 1764460000.1), from, to, why, and the
+    violation rate and queue it saw."""
+    records = [
+        (
+            None if r["t"] is None else pd.to_datetime(r["t"], unit="s", utc=True),
+            r["from"],
+            r["to"],
+            r["reason"],
+            r["violation_rate"],
+            r["queued"],
+        )
+        for r in switch_rows(switches)
+    ]
+    return pd.DataFrame(records, columns=list(SWITCH_COLUMNS))
 
 
 def timeline_figure(switches: Sequence[dict[str, Any]]) -> go.Figure:

@@ -19,7 +19,7 @@ import streamlit as st
 from console import session
 from console.admin_client import AdminApiError, AdminClient
 from console.applied import Note, policy_note, weight_note
-from console.controller_views import limits_line, llm_line, switch_rows, timeline_figure
+from console.controller_views import limits_line, llm_line, switch_frame, timeline_figure
 from console.form_specs import audit_frame, diff_rows, flat, node_keys, shown
 from console.forms import (
     Pending,
@@ -69,7 +69,7 @@ def controller_section(policy: dict[str, Any]) -> None:
     switches = controller.get("switches") or []
     if switches:
         st.plotly_chart(timeline_figure(switches), key="controller_timeline")
-        st.dataframe(switch_rows(switches), hide_index=True, key="controller_switches")
+        st.dataframe(switch_frame(switches), hide_index=True, key="controller_switches")
     else:
         st.caption("No automatic switch yet.")
 

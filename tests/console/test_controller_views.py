@@ -2,7 +2,15 @@
 
 from __future__ import annotations
 
-from console.controller_views import limits_line, llm_line, switch_rows, timeline_figure
+import pandas as pd
+
+from console.controller_views import (
+    limits_line,
+    llm_line,
+    switch_frame,
+    switch_rows,
+    timeline_figure,
+)
 
 SWITCHES = [
     {"t": 100.0, "from": "fcfs", "to": "edf", "reason": "deadlines",
@@ -35,3 +43,12 @@ def test_limits_and_llm_lines_say_what_the_controller_holds() -> None:
     text = llm_line({"llm": {"model": "m", "stats": stats, "last_error": "not JSON"}})
     assert text is not None and "5 asked, 3 answered, 1 invalid, 1 timed out" in text
     assert "not JSON" in text
+
+
+def test_the_switch_table_says_when_in_utc_not_as_an_epoch_number() -> None:
+    """The leader stamps a switch with its epoch clock: the table showed `t` 1764460000.0."""
+    frame = switch_frame([{**SWITCHES[0], "t": 1764460000.0}, {"t": None, "to": "sjf"}])
+    assert list(frame.columns) == ["at (UTC)", "from", "to", "reason", "violation rate", "queued"]
+    assert frame["at (UTC)"][0] == pd.Timestamp("2025-11-29 23:46:40", tz="UTC")
+    assert pd.isna(frame["at (UTC)"][1]) and frame["to"][1] == "sjf"
+    assert (frame["from"][0], frame["violation rate"][0], frame["queued"][0]) == ("fcfs", 0.6, 40)
