@@ -110,8 +110,12 @@ def policy_section(api: AdminClient, policy: dict[str, Any]) -> None:
     active = policy["active"]
     st.subheader(f"Active policy: {active['name']}")
     running = policy.get("running") or {}
-    if running and running.get("name") != active["name"] and active["name"] != "auto":
+    # a plug-in named by its module path runs under the name its class gives itself
+    runs_as = policy.get("active_runs_as") or active["name"]
+    if running and running.get("name") != runs_as and active["name"] != "auto":
         st.info(f"The scheduler leader still runs {running.get('name')!r}; it switches shortly.")
+    elif running and runs_as != active["name"]:
+        st.caption(f"The scheduler leader runs it as {runs_as!r} (the name its class gives).")
     params_table(policy)
     st.fragment(run_every=session.refresh_seconds())(_policy_note)()
     st.markdown("**Switch policy**")

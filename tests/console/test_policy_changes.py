@@ -205,3 +205,18 @@ def test_the_forms_show_the_values_in_force(admin_server: AdminServer, app_test:
     assert at.number_input(key="queue_default").value == 50  # an edit of the value is kept
     diff = next(t.value for t in at.table if "field" in t.value)
     assert diff.to_dict("records") == [{"field": "default", "current": "48", "new": "50"}]
+
+
+def test_a_policy_named_by_its_module_path_reads_as_running(
+    admin_server: AdminServer, app_test: AppTest
+) -> None:
+    """An admin's plug-in `module:Class`: the leader reports the name the class gives itself
+    ('fcfs'), and the page said 'The scheduler leader still runs 'fcfs'; it switches shortly'
+    for ever."""
+    path = "control_plane.policies.fcfs:FcfsPolicy"
+    _put(admin_server, "/admin/policy", {"name": path, "params": {}})
+    _publish(admin_server, {"policy": PluginChoice(path, {})})
+    at = signed_in(app_test, "app_pages/policy.py")
+    assert not at.exception, at.exception
+    assert any(path in s.value for s in at.subheader)
+    assert not [i.value for i in at.info if "still runs" in i.value]

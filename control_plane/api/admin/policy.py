@@ -62,16 +62,32 @@ def plugin_catalog(plugins: PluginRegistry[Any]) -> list[dict[str, Any]]:
     return [_entry(name, plugins.resolve(name)) for name in plugins.names()]
 
 
+def runs_as(name: str) -> str | None:
+    """The name a leader running policy `name` reports (`running.name`): the class's own
+    `name`, which for a plug-in named by its module path (`pkg.mod:Class`) is not the path;
+    None for `auto` (the leader reports the policy its controller chose) or a name that does
+    not resolve here."""
+    try:
+        cls = registry.policy_class(name)
+    except registry.UnknownPolicyError:
+        return None
+    own = getattr(cls, "name", None)
+    return own if isinstance(own, str) else None
+
+
 @router.get("/policy")
 async def get_policy(ctx: Ctx, _: Admin) -> dict[str, Any]:
-    """The policy in force (and what the leader reports running), `expected` (the `policy`
-    knob's stored text, '' = unset, to send back with a switch), plus the catalogues of
-    policies, admission and placement plug-ins with their params schemas."""
+    """The policy in force (and what the leader reports running), `active_runs_as` (the name
+    the leader reports while it runs the active policy: see `runs_as`), `expected` (the
+    `policy` knob's stored text, '' = unset, to send back with a switch), plus the catalogues
+    of policies, admission and placement plug-ins with their params schemas."""
     live = await ctx.stores.checkpoints.load_live()
     knobs = await ctx.stores.knobs.get_all()
     knob, expected = await ctx.stores.knobs.read("policy")  # one read: `expected` is its text
+    active = await active_policy(ctx, knob)
     return {
-        "active": await active_policy(ctx, knob),
+        "active": active,
+        "active_runs_as": runs_as(str(active["name"])),
         "expected": expected,
         "running": live.to_json()["policy"] if live else None,
         "controller": live.controller if live else None,

@@ -26,6 +26,20 @@ async def test_policy_catalogue_and_default(api: AdminApi) -> None:
     assert exfairs["params_schema"]["properties"]["alpha"]["maximum"] == 1.0
     assert exfairs["defaults"]["beta"] == 0.1
     assert "capacity" in [a["name"] for a in data["admissions"]]
+    assert data["active_runs_as"] == "vtc"
+
+
+async def test_active_runs_as_is_the_name_the_leader_reports(api: AdminApi) -> None:
+    """A plug-in named by its module path runs under its class's own name (the leader's live
+    view reports that one): `active_runs_as` says which, so a reader can tell it runs."""
+    path = "control_plane.policies.fcfs:FcfsPolicy"
+    resp = await api.client.put("/admin/policy", json={"name": path, "reason": "r"})
+    assert resp.status_code == 200, resp.text
+    data = (await api.client.get("/admin/policy")).json()
+    assert data["active"]["name"] == path and data["active_runs_as"] == "fcfs"
+    resp = await api.client.put("/admin/policy", json={"name": "auto", "reason": "r"})
+    assert resp.status_code == 200, resp.text
+    assert (await api.client.get("/admin/policy")).json()["active_runs_as"] is None
 
 
 async def test_invalid_switch_is_refused_field_by_field(api: AdminApi) -> None:
