@@ -66,10 +66,17 @@ RANGES: dict[str, tuple[int, str]] = {
 """The range picker: URL key → (seconds, label)."""
 DEFAULT_RANGE = "15m"
 COUNTERS = "Virtual counters"
+SERVICE_TITLES = {
+    "redis": "Service since the leader's ledger began (UT, cumulative)",
+    "rollups": "Service since the range's start (UT, cumulative)",
+}
+"""The service chart's title per history source: the leader's rolling history samples the
+ledger's lifetime totals, the SQL rollups are summed from the range's first bucket, so the
+same chart reads a million at 1 h and a thousand at 6 h."""
 DEMAND_VS_RECEIVED = "Demand vs received (UT/s, the nodes shown)"
 HISTORY_CHARTS: dict[str, tuple[str, str, str]] = {
     # key → (history field, title, y axis)
-    "svc": ("service", "Service (Unified Tokens)", "UT"),
+    "svc": ("service", "Service (Unified Tokens)", "UT"),  # titled by source: SERVICE_TITLES
     "rate": ("service_rate", "Received over time (UT/s)", "UT/s"),
     "tps": ("tokens_rate", "Tokens per second", "tokens/s"),
     "wait": ("wait_p95_s", "p95 queue wait over time (s)", "s"),
@@ -266,6 +273,8 @@ def history_figures(payload: Row) -> list[tuple[str, go.Figure]]:
     if "counter" in fields and any(p.get("counter") for p in points):
         out.append(("ctr", lines_figure(series_frame(points, "counter"), COUNTERS, "counter")))
     for key, (field, title, unit) in HISTORY_CHARTS.items():
+        if field == "service":
+            title = SERVICE_TITLES.get(str(payload.get("source")), title)
         if field in fields:
             out.append((key, lines_figure(series_frame(points, field), title, unit)))
     if {"demand_rate", "service_rate"} <= fields:

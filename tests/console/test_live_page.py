@@ -12,6 +12,8 @@ from streamlit.testing.v1 import AppTest
 
 from tests.console.conftest import APP, AdminServer, signed_in
 
+LEDGER_SERVICE = "Service since the leader's ledger began (UT, cumulative)"
+
 
 def _chart_titles(at: AppTest) -> list[str]:
     titles = []
@@ -47,9 +49,7 @@ def test_live_page_shows_nodes_and_drills_down(
     titles = _chart_titles(at)
     assert "Demand, received and entitled (UT/s)" in titles and "Queue wait (s)" in titles
     assert "SAFI (ExFairS: violations and usage)" in titles and "ExFairS credits" in titles
-    assert {"Service (Unified Tokens)", "Received over time (UT/s)", "SLO attainment"} <= set(
-        titles
-    )
+    assert {LEDGER_SERVICE, "Received over time (UT/s)", "SLO attainment"} <= set(titles)
     assert "Virtual counters" not in titles and "Virtual counter" not in table  # ExFairS: none
     safi = next(json.loads(c.proto.spec) for c in at.get("plotly_chart") if "SAFI" in c.proto.spec)
     assert safi["layout"]["shapes"], "the β band is drawn"
@@ -100,13 +100,13 @@ def test_the_range_picker_is_kept_in_the_url_and_drives_the_history(
     at = signed_in(app_test, "app_pages/live.py")
     assert not at.exception, at.exception
     assert at.radio(key="live_range").value == "15m" and at.query_params["range"] == "15m"
-    service = _traces(at, "Service (Unified Tokens)")  # from the history, not this session
+    service = _traces(at, LEDGER_SERVICE)  # from the history, not this session
     assert service["alpha"][-1] == 1190.0 and len(service["alpha"]) == 120
     assert "Demand vs received (UT/s, the nodes shown)" in _chart_titles(at)
 
     at.radio(key="live_range").set_value("5m").run()
     assert at.query_params["range"] == "5m"
-    assert len(_traces(at, "Service (Unified Tokens)")["alpha"]) in (59, 60)
+    assert len(_traces(at, LEDGER_SERVICE)["alpha"]) in (59, 60)
 
     at.switch_page("app_pages/workers.py").run()
     at.switch_page("app_pages/live.py").run()
@@ -117,7 +117,12 @@ def test_the_range_picker_is_kept_in_the_url_and_drives_the_history(
     reloaded = signed_in(reloaded, "app_pages/live.py")
     assert reloaded.radio(key="live_range").value == "6h"
     assert any("SQL minute rollups" in c.value for c in reloaded.caption)
-    assert "Tokens per second" in _chart_titles(reloaded)
+    titles = _chart_titles(reloaded)
+    assert "Tokens per second" in titles
+    # the rollups' service is summed from the range's start, the ledger's is its lifetime's:
+    # one title for both read a million at 1 h and a thousand at 6 h as the same quantity
+    assert "Service since the range's start (UT, cumulative)" in titles
+    assert LEDGER_SERVICE not in titles
 
 
 @pytest.mark.parametrize(
