@@ -48,10 +48,16 @@ class KnobState:
 
     values: dict[str, Any]
     expected: dict[str, str]
+    fallbacks: dict[str, Any]
+    """What gateways use while a knob is unset (their settings), per knob."""
 
     @classmethod
     def of(cls, answer: Mapping[str, Any]) -> KnobState:
-        return cls(dict(answer.get("knobs") or {}), dict(answer.get("expected") or {}))
+        return cls(
+            dict(answer.get("knobs") or {}),
+            dict(answer.get("expected") or {}),
+            dict(answer.get("fallbacks") or {}),
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,7 +148,14 @@ def queue_section(api: AdminClient, knobs: KnobState) -> None:
     st.subheader("Queue caps")
     errors = errors_of("queue")
     knob = knobs.values.get("queue_cap") or {}
-    default = int(knob.get("default") or DEFAULT_QUEUE_CAP)
+    fallback = (knobs.fallbacks.get("queue_cap") or {}).get("default")
+    default = int(knob.get("default") or fallback or DEFAULT_QUEUE_CAP)
+    if knob.get("default") is None:
+        value = f"{default}" if fallback is not None else f"{default} unless it sets another"
+        st.caption(
+            "Not set: tenants without their own cap get the gateway's "
+            f"ARBITER_DEFAULT_QUEUE_CAP ({value})."
+        )
     with st.form("queue"):
         cap = st.number_input(
             "Default cap (tenants without their own)",

@@ -147,7 +147,8 @@ async def list_knobs(ctx: Ctx, _: Admin) -> dict[str, Any]:
     """Current values, the change counter, what each known knob means (with its schema) and,
     per knob (every known one, set or not), `expected`: its stored text ('' = unset), read
     together with its value — send it back with a change to refuse it (409 `knob_changed`)
-    if the knob changed since."""
+    if the knob changed since; `fallbacks`: what gateways use while a knob is unset (their
+    settings: `queue_cap` ← `ARBITER_DEFAULT_QUEUE_CAP`)."""
     knobs = ctx.stores.knobs
     version = await knobs.version()
     known = known_knobs()
@@ -157,7 +158,14 @@ async def list_knobs(ctx: Ctx, _: Admin) -> dict[str, Any]:
         value, expected[name] = await knobs.read(name)
         if value is not None:
             values[name] = value.to_json()
-    return {"knobs": values, "version": version, "known": known, "expected": expected}
+    fallbacks = {"queue_cap": {"default": ctx.settings.default_queue_cap}}
+    return {
+        "knobs": values,
+        "version": version,
+        "known": known,
+        "expected": expected,
+        "fallbacks": fallbacks,
+    }
 
 
 KNOB_CHANGED = conflict(

@@ -310,3 +310,12 @@ async def test_a_plugin_knob_name_past_the_rule_is_a_422_not_a_500(
     assert resp.status_code == 422, resp.text
     assert resp.json()["error"]["param"] == "value.name"
     assert await api.stores.knobs.get("admission") is None
+
+
+async def test_knobs_say_what_an_unset_queue_cap_falls_back_to(api: AdminApi) -> None:
+    """While `queue_cap` is unset, gateways cap tenants without their own at their settings'
+    `default_queue_cap`: the console shows that number, not a constant of its own."""
+    data = (await api.client.get("/admin/knobs")).json()
+    assert "queue_cap" not in data["knobs"]
+    settings = api.app.state.settings
+    assert data["fallbacks"] == {"queue_cap": {"default": settings.default_queue_cap}}
