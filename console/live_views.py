@@ -219,6 +219,15 @@ def staleness(payload: Row) -> tuple[float | None, bool]:
     return float(age), float(age) > STALE_AFTER_S
 
 
+def as_of(payload: Row) -> str:
+    """The snapshot's time as a UTC clock time ('23:58:05 UTC'), '' when none was published:
+    with the refresh off the page stays as drawn, and 'N s ago' stays what it was then."""
+    at = payload.get("updated_at")
+    if at is None:
+        return ""
+    return f"{pd.to_datetime(float(at), unit='s', utc=True):%H:%M:%S} UTC"
+
+
 def jain_text(payload: Row, level: str = "tenant") -> str:
     """Jain's index of SAFI over the level's active nodes, `—` when none is active (the API's
     index of nobody is 1.0, which would read as perfectly fair)."""

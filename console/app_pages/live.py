@@ -34,15 +34,18 @@ def _freshness(payload: dict[str, Any]) -> dict[str, Any]:
     age, stale = views.staleness(payload)
     if age is None:
         return {}
+    at = views.as_of(payload)
     if not stale:
-        st.caption(f"Live state as of {age:.0f} s ago (leader {payload.get('leader')}).")
+        st.caption(
+            f"Live state as of {at} ({age:.0f} s old when read; leader {payload.get('leader')})."
+        )
         return {}
     st.error(
         f"Live state is stale: the scheduler leader {payload.get('leader')!r} last published "
         f"{age:.0f} s ago (it publishes every {views.PUBLISH_PERIOD_S:g} s). Every number below "
         "is from then, not now: is the scheduler running?"
     )
-    st.caption(f"Live state as of {age:.0f} s ago: stale.")
+    st.caption(f"Live state as of {at} ({age:.0f} s old when read): stale.")
     return {"delta": f"stale: {age:.0f} s old", "delta_color": "red", "delta_arrow": "off"}
 
 

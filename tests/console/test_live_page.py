@@ -82,6 +82,20 @@ def test_an_old_snapshot_is_shown_as_stale(admin_server: AdminServer, app_test: 
     assert any("as of" in c.value for c in at.caption)
 
 
+def test_the_snapshot_says_the_utc_time_it_is_of(
+    admin_server: AdminServer, app_test: AppTest
+) -> None:
+    """With the refresh off the page stays as drawn: 'as of 0 s ago' read as fresh an hour
+    later. The caption names the snapshot's UTC time."""
+    published = time.time() - 2
+    admin_server.publish_live_state(published)
+    at = signed_in(app_test, "app_pages/live.py")
+    at.selectbox(key="refresh_s").set_value(0.0).run()
+    assert not at.exception, at.exception
+    stamp = time.strftime("%H:%M:%S", time.gmtime(published))
+    assert any(f"as of {stamp} UTC" in c.value for c in at.caption), [c.value for c in at.caption]
+
+
 def _traces(at: AppTest, title: str) -> dict[str, list[float]]:
     spec = next(
         json.loads(c.proto.spec)
