@@ -210,6 +210,19 @@ def grouped_bars(rows: Sequence[Row], fields: Mapping[str, str], title: str) -> 
     return fig
 
 
+def slo_figure(rows: Sequence[Row]) -> go.Figure:
+    """SLO attainment per node over the last minute and hour, in percent as the table shows
+    it (the API's fractions drew 0.95 beside a table reading 95.0); None → gap."""
+    fields = {"last minute": "slo_attainment_1m", "last hour": "slo_attainment_1h"}
+    in_percent = [
+        {**r, **{f: None if r.get(f) is None else 100 * float(r[f]) for f in fields.values()}}
+        for r in rows
+    ]
+    fig = grouped_bars(in_percent, fields, "SLO attainment (%)")
+    fig.update_layout(yaxis_title="%", yaxis_range=[0, 105])
+    return fig
+
+
 def staleness(payload: Row) -> tuple[float | None, bool]:
     """(age of the leader's live snapshot in seconds, whether it is stale: older than
     `STALE_AFTER_S`); (None, False) when no leader published one."""

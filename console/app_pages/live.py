@@ -118,11 +118,7 @@ def _charts(payload: dict[str, Any], rows: list[views.Row], history: dict[str, A
         left.plotly_chart(views.safi_figure(rows, payload["alpha"], payload["beta"]), key="safi")
         credits = {"credit": "credit", "resource": "resource"}
         right.plotly_chart(views.grouped_bars(rows, credits, "ExFairS credits"), key="credits")
-    slo = {"last minute": "slo_attainment_1m", "last hour": "slo_attainment_1h"}
-    figures = [
-        *views.history_figures(history),
-        ("slo", views.grouped_bars(rows, slo, "SLO attainment")),
-    ]
+    figures = [*views.history_figures(history), ("slo", views.slo_figure(rows))]
     for start in range(0, len(figures), 2):
         for column, (key, figure) in zip(st.columns(2), figures[start : start + 2], strict=False):
             column.plotly_chart(figure, key=key)

@@ -49,7 +49,10 @@ def test_live_page_shows_nodes_and_drills_down(
     titles = _chart_titles(at)
     assert "Demand, received and entitled (UT/s)" in titles and "Queue wait (s)" in titles
     assert "SAFI (ExFairS: violations and usage)" in titles and "ExFairS credits" in titles
-    assert {LEDGER_SERVICE, "Received over time (UT/s)", "SLO attainment"} <= set(titles)
+    assert {LEDGER_SERVICE, "Received over time (UT/s)", "SLO attainment (%)"} <= set(titles)
+    slo = _traces(at, "SLO attainment (%)")  # in percent, as the table's columns
+    for shown, cell in zip(slo["last minute"], table["SLO attainment 1 min %"], strict=True):
+        assert (cell == "—" and shown is None) or float(cell) == pytest.approx(shown, abs=0.05)
     assert "Virtual counters" not in titles and "Virtual counter" not in table  # ExFairS: none
     safi = next(json.loads(c.proto.spec) for c in at.get("plotly_chart") if "SAFI" in c.proto.spec)
     assert safi["layout"]["shapes"], "the β band is drawn"
