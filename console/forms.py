@@ -30,6 +30,7 @@ from console.form_specs import FieldSpec, diff_rows, field_specs, to_json_value
 from console.session import field_error, show_error
 
 FLASH = "flash"
+FLASH_WARNINGS = "flash_warnings"
 SEEN = "__seen"
 KNOB_CHANGED = "knob_changed"
 CHANGED_CODES = frozenset({KNOB_CHANGED, "node_changed"})
@@ -59,9 +60,19 @@ def errors_of(form: str) -> dict[str, str]:
 
 
 def show_flash() -> None:
+    """The last change's success message, then every warning the API gave with it."""
     message = st.session_state.pop(FLASH, None)
     if message:
         st.success(message)
+    for warning in st.session_state.pop(FLASH_WARNINGS, None) or ():
+        st.warning(f"The admin API made the change with a warning: {warning}")
+
+
+def warnings_of(answer: Any) -> list[str]:
+    """The `warnings` of a change's answer: what it did not do although it answered 200 (e.g.
+    the scheduler or the other gateways were not told, Redis being unavailable)."""
+    found = answer.get("warnings") if isinstance(answer, dict) else None
+    return [str(w) for w in found] if isinstance(found, list) else []
 
 
 def synced(key: str, shown: Any) -> str:
@@ -76,11 +87,11 @@ def synced(key: str, shown: Any) -> str:
 
 
 def submit(form: str, pending: Pending) -> None:
-    """Send `pending`; remember field errors or a success message (and, if given, what the
-    leader's live view should come to show: `<form>_watch`), or a knob changed meanwhile
-    (`<form>_conflict`); rerun."""
+    """Send `pending`; remember field errors or a success message with the answer's warnings
+    (and, if given and nothing was left undone, what the leader's live view should come to
+    show: `<form>_watch`), or a knob changed meanwhile (`<form>_conflict`); rerun."""
     try:
-        pending.action()
+        answer = pending.action()
     except AdminApiError as exc:
         if exc.status == 409 and exc.code in CHANGED_CODES:
             st.session_state[f"{form}_conflict"] = pending
@@ -93,9 +104,11 @@ def submit(form: str, pending: Pending) -> None:
         st.session_state[f"{form}_errors"] = fields
         st.session_state[FLASH] = None
     else:
+        warnings = warnings_of(answer)
         st.session_state[f"{form}_errors"] = {}
         st.session_state[FLASH] = pending.success
-        if pending.watch is not None:
+        st.session_state[FLASH_WARNINGS] = warnings
+        if pending.watch is not None and not warnings:  # not told: it would wait for ever
             st.session_state[f"{form}_watch"] = pending.watch
     st.rerun()
 

@@ -220,3 +220,23 @@ def test_a_policy_named_by_its_module_path_reads_as_running(
     assert not at.exception, at.exception
     assert any(path in s.value for s in at.subheader)
     assert not [i.value for i in at.info if "still runs" in i.value]
+
+
+def test_a_change_the_api_made_with_warnings_says_them(
+    admin_server: AdminServer, app_test: AppTest, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The weight is committed but the scheduler was not told it (Redis was unavailable): the
+    API answers 200 with `warnings`; the page said only 'weight 3.' and then 'Waiting for the
+    scheduler leader to apply…' for ever."""
+    told = "the scheduler was not told the new weight (Redis unavailable: test)"
+
+    async def untold(*_: Any) -> list[str]:
+        return [told]
+
+    monkeypatch.setattr("control_plane.api.admin.tenants.publish_weight", untold)
+    at = _weight_reviewed(admin_server, app_test, "untold", 3.0, "more")
+    at.button(key="weight_confirm").click().run()
+    assert not at.exception, at.exception
+    assert any("untold: weight 3." in s.value for s in at.success)  # committed in SQL
+    assert any(told in w.value for w in at.warning), [w.value for w in at.warning]
+    assert not any("Waiting for the scheduler leader" in i.value for i in at.info)
