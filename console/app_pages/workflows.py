@@ -14,6 +14,7 @@ from console import learned_views as learned
 from console import session
 from console import workflow_views as views
 from console.admin_client import AdminApiError
+from console.live_views import PUBLISH_PERIOD_S, STALE_AFTER_S
 
 NO_LEADER = (
     "No scheduler leader has published its live state yet (is the scheduler up?): nothing "
@@ -35,6 +36,13 @@ def _learned_payload() -> tuple[dict[str, Any] | None, AdminApiError | None]:
 
 def _show_learned_app(app: dict[str, Any], policy: str, updated_at: float) -> None:
     now = time.time()
+    age = now - updated_at
+    if age > STALE_AFTER_S:  # a leader that stopped leaves its last view behind
+        st.error(
+            f"Stale: the scheduler leader last published {age:.0f} s ago (it publishes every "
+            f"{PUBLISH_PERIOD_S:g} s). The graph, priority order and windows below are what it "
+            "had learned then, not what any scheduler uses now: is the scheduler running?"
+        )
     st.caption(
         f"Policy the leader runs: **{policy}** · updated {learned.ago(updated_at, now)} · "
         f"{app['workflows']} workflows learned. Edge labels: calls over the source agent's "
