@@ -8,6 +8,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from console import live_views
 from console.admin_client import AdminApiError
 
 AUTO = "auto"
@@ -62,6 +63,11 @@ def weight_applied(node: str, weight: float, live_weights: Mapping[str, Any] | N
     return have is not None and _same(have, weight)
 
 
+STALE_AFTER_S = live_views.STALE_AFTER_S
+"""A leader's view older than this is stale: no leader is publishing, so a change cannot be
+seen applied however long the page waits."""
+
+
 def policy_note(asked: Mapping[str, Any], fetch: Fetch) -> Note:
     """The note on a policy switch; `fetch` reads `GET /admin/policy`."""
     name = asked["name"]
@@ -72,19 +78,34 @@ def policy_note(asked: Mapping[str, Any], fetch: Fetch) -> Note:
     if policy_applied(asked, view.get("running"), view.get("controller")):
         runs = "its meta-controller runs" if name == AUTO else "it now runs"
         return Note("success", f"Applied by the scheduler leader: {runs} {name}.", done=True)
-    return Note("info", f"Waiting for the scheduler leader to apply {name}…")
+    return _stale(view.get("running_age_s"), f"The switch to {name}") or Note(
+        "info", f"Waiting for the scheduler leader to apply {name}…"
+    )
 
 
 def weight_note(asked: Mapping[str, Any], fetch: Fetch) -> Note:
     """The note on a weight change; `fetch` reads `GET /admin/state`."""
     node, weight = asked["node"], asked["weight"]
     try:
-        weights = fetch().get("weights")
+        state = fetch()
     except AdminApiError as exc:
         return _failed(exc, f"{node}'s new weight")
-    if weight_applied(node, weight, weights):
+    if weight_applied(node, weight, state.get("weights")):
         return Note("success", f"Applied by the scheduler leader: {node} weighs {weight:g}.", True)
-    return Note("info", f"Waiting for the scheduler leader to apply {node}'s new weight…")
+    return _stale(state.get("age_s"), f"The new weight of {node}") or Note(
+        "info", f"Waiting for the scheduler leader to apply {node}'s new weight…"
+    )
+
+
+def _stale(age: Any, what: str) -> Note | None:
+    """The note while the leader's view is stale (`STALE_AFTER_S`), else None."""
+    if age is None or float(age) <= STALE_AFTER_S:
+        return None
+    return Note(
+        "error",
+        f"Not applied yet, and no scheduler leader is publishing: its view is {float(age):.0f} s "
+        f"old. {what} is stored and applies once a leader runs: is the scheduler running?",
+    )
 
 
 def _failed(exc: AdminApiError, what: str) -> Note:

@@ -18,7 +18,7 @@ import streamlit as st
 
 from console import session
 from console.admin_client import AdminApiError, AdminClient
-from console.applied import Note, policy_note, weight_note
+from console.applied import STALE_AFTER_S, Note, policy_note, weight_note
 from console.controller_views import limits_line, llm_line, switch_frame, timeline_figure
 from console.form_specs import audit_frame, diff_rows, flat, node_keys, shown
 from console.forms import (
@@ -110,6 +110,12 @@ def policy_section(api: AdminClient, policy: dict[str, Any]) -> None:
     active = policy["active"]
     st.subheader(f"Active policy: {active['name']}")
     running = policy.get("running") or {}
+    age = policy.get("running_age_s")
+    if running and age is not None and float(age) > STALE_AFTER_S:
+        st.error(
+            f"The scheduler leader last published {float(age):.0f} s ago: what it runs (below "
+            "and under Controller) is from then, not now. Is the scheduler running?"
+        )
     # a plug-in named by its module path runs under the name its class gives itself
     runs_as = policy.get("active_runs_as") or active["name"]
     if running and running.get("name") != runs_as and active["name"] != "auto":

@@ -90,3 +90,19 @@ def test_a_failed_check_reads_as_the_error_not_as_waiting() -> None:
     assert applied.kind == "success" and applied.done  # the watch can be cleared
     assert policy_note(AUTO, lambda: {**view, "controller": None}).kind == "info"
     assert weight_note({"node": "t", "weight": 2.0}, lambda: {"weights": {"t": 2.0}}).done
+
+
+def test_a_change_cannot_be_seen_applied_while_no_leader_publishes() -> None:
+    """A stopped leader's view stays in Redis: the notes said 'Waiting for the scheduler
+    leader to apply…' for ever, as if one were about to."""
+    asked = {"name": "exfairs", "params": {}}
+    stale = {"running": {"name": "vtc", "params": {}}, "running_age_s": 120.0}
+    note = policy_note(asked, lambda: stale)
+    assert note.kind == "error" and "120 s old" in note.text and not note.done
+    fresh = {**stale, "running_age_s": 1.0}
+    assert policy_note(asked, lambda: fresh).kind == "info"
+    weight = {"node": "acme", "weight": 2.0}
+    note = weight_note(weight, lambda: {"weights": {"acme": 1.0}, "age_s": 300.0})
+    assert note.kind == "error" and "300 s old" in note.text
+    applied = weight_note(weight, lambda: {"weights": {"acme": 2.0}, "age_s": 300.0})
+    assert applied.kind == "success"  # it did apply it, before it stopped

@@ -5,6 +5,8 @@ changed since the review is refused and reviewed again, and the forms show the v
 
 from __future__ import annotations
 
+import asyncio
+import time
 from typing import Any
 
 import pytest
@@ -14,6 +16,8 @@ from console.admin_client import AdminApiError, AdminClient
 from control_plane.contracts.knobs import KnobValue, PluginChoice
 from control_plane.core.ledger import Ledger
 from control_plane.scheduler.rebuild import build_core
+from control_plane.scheduler.views import live_view
+from control_plane.state import StateStores
 from tests.console.conftest import AdminServer, publish_core, signed_in
 
 
@@ -239,4 +243,27 @@ def test_a_change_the_api_made_with_warnings_says_them(
     assert not at.exception, at.exception
     assert any("untold: weight 3." in s.value for s in at.success)  # committed in SQL
     assert any(told in w.value for w in at.warning), [w.value for w in at.warning]
+    assert not any("Waiting for the scheduler leader" in i.value for i in at.info)
+
+
+def test_with_a_stale_leader_a_change_does_not_read_as_about_to_apply(
+    admin_server: AdminServer, app_test: AppTest
+) -> None:
+    """The leader stopped 2 minutes ago (its view stays in Redis): the page showed what it ran
+    as now and 'Waiting for the scheduler leader to apply…' for ever."""
+    core = build_core({}, Ledger(), "vtc")
+
+    async def save() -> None:
+        stores = StateStores.open(admin_server.redis_url, "default")
+        try:
+            await stores.checkpoints.save_live(live_view(core, "leader-test", time.time() - 120))
+        finally:
+            await stores.aclose()
+
+    asyncio.run(save())
+    at = _weight_reviewed(admin_server, app_test, "stale-leader", 4.0, "more")
+    assert any("last published 12" in e.value for e in at.error), [e.value for e in at.error]
+    at.button(key="weight_confirm").click().run()
+    assert not at.exception, at.exception
+    assert any("no scheduler leader is publishing" in e.value for e in at.error), at.error
     assert not any("Waiting for the scheduler leader" in i.value for i in at.info)

@@ -4,6 +4,7 @@ validated, audited switch; the switch history."""
 from __future__ import annotations
 
 import inspect
+import time
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query
@@ -77,7 +78,8 @@ def runs_as(name: str) -> str | None:
 
 @router.get("/policy")
 async def get_policy(ctx: Ctx, _: Admin) -> dict[str, Any]:
-    """The policy in force (and what the leader reports running), `active_runs_as` (the name
+    """The policy in force (and what the leader reports running, as of `running_age_s`
+    seconds ago: a stopped leader's view stays behind), `active_runs_as` (the name
     the leader reports while it runs the active policy: see `runs_as`), `expected` (the
     `policy` knob's stored text, '' = unset, to send back with a switch), plus the catalogues
     of policies, admission and placement plug-ins with their params schemas."""
@@ -90,6 +92,7 @@ async def get_policy(ctx: Ctx, _: Admin) -> dict[str, Any]:
         "active_runs_as": runs_as(str(active["name"])),
         "expected": expected,
         "running": live.to_json()["policy"] if live else None,
+        "running_age_s": max(0.0, time.time() - live.updated_at) if live else None,
         "controller": live.controller if live else None,
         "admission": (live and live.admission) or _json(knobs.get("admission")),
         "placement": (live and live.placement) or _json(knobs.get("placement")),

@@ -27,6 +27,7 @@ async def test_policy_catalogue_and_default(api: AdminApi) -> None:
     assert exfairs["defaults"]["beta"] == 0.1
     assert "capacity" in [a["name"] for a in data["admissions"]]
     assert data["active_runs_as"] == "vtc"
+    assert data["running"] is None and data["running_age_s"] is None  # no leader published
 
 
 async def test_active_runs_as_is_the_name_the_leader_reports(api: AdminApi) -> None:
