@@ -8,6 +8,7 @@ token, and each worker's preemptions."""
 from __future__ import annotations
 
 import datetime as dt
+import time
 from typing import Any
 
 import streamlit as st
@@ -15,6 +16,7 @@ import streamlit as st
 from console import kind_views, session
 from console import report_views as views
 from console.admin_client import AdminApiError
+from console.live_views import STALE_AFTER_S
 
 LEVELS = ("tenant", "app", "agent")
 
@@ -105,7 +107,16 @@ def _programs(params: dict[str, Any]) -> None:
         none = "No scheduler leader publishes" if live["updated_at"] is None else "No workers in"
         st.info(f"{none} the live view.")
         return
-    st.caption("Cumulative since each worker's engine started, as the scheduler leader saw it.")
+    age = time.time() - float(live["updated_at"])
+    if age > STALE_AFTER_S:  # a leader that stopped leaves its last view behind
+        st.error(
+            f"Stale: the scheduler leader last published {age:.0f} s ago; these counts are "
+            "from then, not now. Is the scheduler running?"
+        )
+    st.caption(
+        "Cumulative since each worker's engine started, as the scheduler leader saw it "
+        f"{age:.0f} s ago."
+    )
     st.dataframe(views.preemption_frame(report), hide_index=True, key="preemption_table")
 
 

@@ -8,6 +8,7 @@ import dataclasses
 import datetime as dt
 import io
 import json
+import re
 import time
 from typing import Any
 
@@ -213,3 +214,26 @@ def test_a_period_in_which_nobody_was_served_has_no_jain_index(
         if "Jain" in json.loads(c.proto.spec)["layout"]["title"]["text"]
     )
     assert not jain["layout"].get("shapes"), "no 'whole period' line at 1.0"
+
+
+def test_preemptions_from_a_leader_that_stopped_are_flagged_stale(
+    admin_server: AdminServer, app_test: AppTest
+) -> None:
+    """The leader's live view stays in Redis after it stops: its last preemption counts were
+    shown 'as the scheduler leader saw it', with no word of when."""
+    with admin_server.db.repos() as r:  # a period with requests (the section follows them)
+        r.requests.insert_many(_rows(time.time()))
+
+    async def publish() -> None:
+        stores = StateStores.open(admin_server.redis_url, "default")
+        try:
+            await publish_preemptions(stores, {"w1": 4}, time.time() - 300)
+        finally:
+            await stores.aclose()
+
+    asyncio.run(publish())
+    at = signed_in(app_test, "app_pages/reports.py")
+    assert not at.exception, at.exception
+    stale = [e.value for e in at.error if re.search(r"Stale: .* published 3\d\d s ago", e.value)]
+    assert stale, [e.value for e in at.error]
+    assert any(re.search(r"saw it 3\d\d s ago", c.value) for c in at.caption)
