@@ -267,3 +267,20 @@ def test_with_a_stale_leader_a_change_does_not_read_as_about_to_apply(
     assert not at.exception, at.exception
     assert any("no scheduler leader is publishing" in e.value for e in at.error), at.error
     assert not any("Waiting for the scheduler leader" in i.value for i in at.info)
+
+
+def test_a_fairness_change_the_policy_in_force_does_not_take_says_so(
+    admin_server: AdminServer, app_test: AppTest
+) -> None:
+    """Under a policy without α and β (here `auto`: the meta-controller builds each policy
+    with its own defaults) the page said 'α and β updated.' as if the scheduler took them."""
+    _put(admin_server, "/admin/policy", {"name": "auto"})
+    at = signed_in(app_test, "app_pages/policy.py")
+    next(n for n in at.number_input if n.label == "α").set_value(0.5)
+    at.text_input(key="fairness_reason").input("softer")
+    at.button(key="fairness_submit").click().run()
+    at.button(key="fairness_confirm").click().run()
+    assert not at.exception, at.exception
+    assert any("α and β updated" in s.value for s in at.success)
+    assert any("scheduling is unchanged" in w.value for w in at.warning), at.warning
+    assert _knob(admin_server, "fairness")["alpha"] == 0.5

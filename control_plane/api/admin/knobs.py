@@ -2,7 +2,8 @@
 
 Setting `fairness` also carries α and β into the active policy's params when that policy has
 them (ExFairS), so the scheduler applies them at once: both knobs are stored in one step, with
-an audit row each, or neither is.
+an audit row each, or neither is. When it has none (`auto` included), the answer says so in
+`warnings`: the change then reaches only the live fairness view.
 """
 
 from __future__ import annotations
@@ -192,10 +193,27 @@ async def put_knob(
     if carry is not None:  # the knob and the params it carries land together or not at all
         writes.append(carry)
     version, audit = await set_knobs(ctx, writes, actor=actor)
-    return {
+    answer = {
         "name": name,
         "value": value,
         "version": version,
         "audit": as_json(audit[0]),
         "policy": None if carry is None else carry.value,
     }
+    if name == "fairness" and carry is None:
+        answer["warnings"] = [await _not_carried(ctx)]
+    return answer
+
+
+async def _not_carried(ctx: AdminContext) -> str:
+    """Why a `fairness` change leaves scheduling as it was: the policy in force takes no α or
+    β (under `auto`, the meta-controller builds each policy it picks with that policy's own
+    defaults)."""
+    active = str((await active_policy(ctx))["name"])
+    built = (
+        " (it builds each policy it picks with that policy's defaults)" if active == "auto" else ""
+    )
+    return (
+        f"the policy in force, {active!r}, takes no alpha or beta{built}: scheduling is "
+        "unchanged; the knob sets the α and β of the live fairness view (SAFI) only"
+    )

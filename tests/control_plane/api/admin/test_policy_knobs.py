@@ -150,6 +150,30 @@ async def test_fairness_knob_reaches_exfairs_params(api: AdminApi) -> None:
     )
     assert resp.json()["policy"] is None  # fcfs has no α: only the knob changes
     assert getattr(await api.stores.knobs.get("policy"), "name", None) == "fcfs"
+    assert resp.json()["warnings"] == [
+        "the policy in force, 'fcfs', takes no alpha or beta: scheduling is unchanged; the "
+        "knob sets the α and β of the live fairness view (SAFI) only"
+    ]
+
+
+async def test_a_fairness_change_under_auto_says_scheduling_is_unchanged(api: AdminApi) -> None:
+    """Under `auto` nothing carries α and β into the policies the meta-controller builds (each
+    with its own defaults): the answer said nothing of it, and the console reported 'α and β
+    updated' as if the scheduler took them."""
+    await api.client.put("/admin/policy", json={"name": "auto", "reason": "r"})
+    resp = await api.client.put(
+        "/admin/knobs/fairness", json={"value": {"alpha": 0.9, "beta": 0.2}, "reason": "r"}
+    )
+    assert resp.status_code == 200 and resp.json()["policy"] is None, resp.text
+    (warning,) = resp.json()["warnings"]
+    assert "'auto'" in warning and "scheduling is unchanged" in warning
+    assert "with that policy's defaults" in warning
+    resp = await api.client.put("/admin/policy", json={"name": "exfairs", "reason": "r"})
+    carried = await api.client.put(
+        "/admin/knobs/fairness", json={"value": {"alpha": 0.8, "beta": 0.2}, "reason": "r"}
+    )
+    assert carried.json()["policy"]["params"]["alpha"] == 0.8
+    assert "warnings" not in carried.json()
 
 
 async def test_a_fairness_change_and_its_carry_land_together_or_not_at_all(
