@@ -26,12 +26,12 @@ COLUMNS = (
     "error",
 )
 STALE_AFTER_S = 10.0
-"""Metrics older than this are stale: the scheduler leader scrapes every worker every
-`scrape_interval_s` (0.5 s by default; the console talks to the admin API only, so it is
-restated here) and stores each sample, even a failed scrape's. A sample this old means the
-scrape loop stopped (no leader, or a stalled one): the worker's health and load are from then,
-not now. Not fewer seconds: a loaded leader can miss a few scrapes without anything being
-wrong."""
+"""Metrics older than this are stale where the admin API gives no `stale_after_s` of its own
+(its `ARBITER_SCRAPE_INTERVAL_S` taken into account): the scheduler leader scrapes every worker
+every `scrape_interval_s` (0.5 s by default) and stores each sample, even a failed scrape's. A
+sample this old means the scrape loop stopped (no leader, or a stalled one): the worker's
+health and load are from then, not now. Not fewer seconds: a loaded leader can miss a few
+scrapes without anything being wrong."""
 
 
 def metrics_age(row: Mapping[str, Any]) -> float | None:
@@ -41,9 +41,11 @@ def metrics_age(row: Mapping[str, Any]) -> float | None:
 
 
 def is_stale(row: Mapping[str, Any]) -> bool:
-    """Whether the worker's health and load are from a scrape older than `STALE_AFTER_S`."""
+    """Whether the worker's health and load are from a scrape older than the API's
+    `stale_after_s` (else `STALE_AFTER_S`)."""
     age = metrics_age(row)
-    return age is not None and age > STALE_AFTER_S
+    limit = row.get("stale_after_s")
+    return age is not None and age > (STALE_AFTER_S if limit is None else float(limit))
 
 
 def stale_workers(rows: Sequence[Mapping[str, Any]]) -> dict[str, float]:

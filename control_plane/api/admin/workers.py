@@ -80,7 +80,16 @@ async def list_workers(ctx: Ctx, _: Admin) -> dict[str, Any]:
     metrics = await ctx.stores.workers.metrics()
     live = await ctx.stores.checkpoints.load_live()
     views = [asdict(w) for w in live.workers] if live else []
-    return {"data": merge_workers(sql, redis, metrics, views, time.time())}
+    rows = merge_workers(sql, redis, metrics, views, time.time())
+    stale_after = stale_after_s(ctx.settings.scrape_interval_s)
+    return {"data": [{**row, "stale_after_s": stale_after} for row in rows]}
+
+
+def stale_after_s(scrape_interval_s: float) -> float:
+    """How old a worker's last scrape may be before its health and load read as stale: 10 s,
+    or 4 scrape intervals where those are longer (a loaded leader misses a few scrapes with
+    nothing wrong; one that stopped scraping leaves its last samples behind for good)."""
+    return max(10.0, 4 * scrape_interval_s)
 
 
 @router.post("/workers", status_code=201)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from control_plane.api.admin.workers import stale_after_s
 from control_plane.contracts.workers import WorkerSample
 from tests.control_plane.api.admin.conftest import AdminApi
 from tests.control_plane.api.admin.served import served
@@ -101,3 +102,14 @@ async def test_register_probes_the_model_and_refuses_bad_input(api: AdminApi) ->
     assert (
         await api.client.delete("/admin/workers/nope", params={"reason": "r"})
     ).status_code == 404
+
+
+async def test_each_row_says_when_its_scrape_reads_as_stale(api: AdminApi) -> None:
+    """The console flagged a scrape older than its own 10 s as stale: with a leader set to
+    scrape every 30 s every worker read stale. The API says how old is stale for its
+    `scrape_interval_s` (4 intervals, at least 10 s)."""
+    body = {"url": "http://127.0.0.1:1/", "id": "w9", "model": "tiny", "reason": "r"}
+    assert (await api.client.post("/admin/workers", json=body)).status_code == 201
+    (row,) = (await api.client.get("/admin/workers")).json()["data"]
+    assert row["stale_after_s"] == 10.0  # the default interval, 0.5 s
+    assert (stale_after_s(0.5), stale_after_s(2.5), stale_after_s(30)) == (10.0, 10.0, 120.0)
