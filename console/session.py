@@ -10,6 +10,7 @@ requests (with the token they type) to an address of their choosing.
 
 from __future__ import annotations
 
+import math
 import os
 from typing import Any
 
@@ -32,11 +33,33 @@ def api_base() -> str:
     return os.environ.get(API_ENV, DEFAULT_API).rstrip("/")
 
 
+DEFAULT_REFRESH_S = 3.0
+
+
 def refresh_seconds() -> float | None:
     """Seconds between live refreshes (sidebar choice; `$ARBITER_CONSOLE_REFRESH_S`; 0 = off)."""
     chosen = st.session_state.get("refresh_s")
-    value = float(chosen if chosen is not None else os.environ.get(REFRESH_ENV, "3"))
+    value = float(chosen) if chosen is not None else _refresh_setting()
     return value if value > 0 else None
+
+
+def _refresh_setting() -> float:
+    """`$ARBITER_CONSOLE_REFRESH_S`; a value that is no number of seconds is said (one line on
+    the page) and the default taken, rather than a traceback on every page."""
+    raw = os.environ.get(REFRESH_ENV, "").strip()
+    if not raw:
+        return DEFAULT_REFRESH_S
+    try:
+        value = float(raw)
+    except ValueError:
+        value = math.nan
+    if math.isfinite(value) and value >= 0:
+        return value
+    st.warning(
+        f"{REFRESH_ENV}={raw!r} is not a number of seconds (0 = off): "
+        f"refreshing every {DEFAULT_REFRESH_S:g} s"
+    )
+    return DEFAULT_REFRESH_S
 
 
 def signed_in() -> bool:
