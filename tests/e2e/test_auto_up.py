@@ -33,6 +33,8 @@ from tests.support.up_process import UpProcess
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 PERIOD_S = 2.0
+SLOTS = 2
+"""The worker's (--max-num-seqs)."""
 POOL = ["fcfs", "sjf"]
 
 
@@ -42,7 +44,7 @@ def up(tmp_path_factory: pytest.TempPathFactory) -> Iterator[UpProcess]:
         tmp_path_factory.mktemp("auto") / ".arbiter",
         workers=1,
         speed=1.0,
-        extra_args=["--max-num-seqs", "2", "--schedulers", "1", "--policy", "fcfs"],
+        extra_args=["--max-num-seqs", str(SLOTS), "--schedulers", "1", "--policy", "fcfs"],
     )
     try:
         proc.start()
@@ -59,8 +61,17 @@ def admin(up: UpProcess) -> httpx.Client:
 
 
 def hand_over(up: UpProcess, params: dict[str, Any]) -> None:
+    put_policy(up, "auto", params, "e2e: hand the policy over")
+
+
+def pin(up: UpProcess, name: str) -> None:
+    """Pin `name`: the running controller, if any, is detached."""
+    put_policy(up, name, {}, "e2e: pin the policy")
+
+
+def put_policy(up: UpProcess, name: str, params: dict[str, Any], reason: str) -> None:
     with admin(up) as client:
-        body = {"name": "auto", "params": params, "reason": "e2e: hand the policy over"}
+        body = {"name": name, "params": params, "reason": reason}
         resp = client.put("/admin/policy", json=body)
     assert resp.status_code == 200, resp.text
 
@@ -159,8 +170,16 @@ def live_switches(controller: dict[str, Any], since: float) -> list[dict[str, An
 class Worsened:
     """What `overload_that_worsens` saw, for its assertions and for a failure's message."""
 
+    began: float = field(default_factory=time.time)
+    """When the timetable started (epoch seconds)."""
     sent: int = 0
     overload_from: float | None = None
+    boundary: float | None = None
+    """The end of the period the overload starts just before (scheduler clock, epoch seconds):
+    the first whose period began after the timetable did, so the period the switch decides on
+    had the timetable's rate throughout (one begun before it read 20 requests/s for 24)."""
+    switched_at: float | None = None
+    """When the switch showed in the live view (this process's monotonic clock)."""
     controller: dict[str, Any] = field(default_factory=dict)
     switches: list[dict[str, Any]] = field(default_factory=list)
     rows: list[dict[str, Any]] = field(default_factory=list)
@@ -168,11 +187,31 @@ class Worsened:
     """Every distinct view the live controller showed, oldest first: a failure shows which of
     the guard's conditions (p99 TTFT ratio, arrival-rate band) held it, period by period."""
 
-    def look(self, controller: dict[str, Any]) -> None:
+    def look(self, controller: dict[str, Any], since: float) -> None:
+        if any(float(s.get("t", 0.0)) <= since for s in controller.get("switches") or []):
+            return  # the previous test's controller, not yet detached (it shows its switches)
         self.controller = controller
         view = controller.get("view")
         if view is not None and (not self.views or self.views[-1] != view):
             self.views.append(view)
+        closed = last_period_end(controller, since)
+        if self.boundary is None and closed is not None:
+            self.boundary = closed + PERIOD_S
+            while self.boundary - PERIOD_S < self.began:
+                self.boundary += PERIOD_S
+        self.switches = live_switches(controller, since)
+        if self.switches and self.switched_at is None:
+            self.switched_at = time.monotonic()
+
+    def judged(self) -> dict[str, Any] | None:
+        """The view of the first period closed after the first switch: the one the rollback
+        guard compares with the switch's own view (a later switch's, if the live view skipped
+        it)."""
+        if not self.switches:
+            return None
+        seen = [*self.views, *(s["view"] for s in self.switches[1:])]
+        after = [v for v in seen if float(v.get("t", 0.0)) > self.switches[0]["t"]]
+        return min(after, key=lambda v: float(v["t"])) if after else None
 
     def explain(self, up: UpProcess) -> str:
         views = "\n".join(f"  {view}" for view in self.views)
@@ -183,43 +222,58 @@ class Worsened:
         )
 
 
-async def overload_that_worsens(up: UpProcess, since: float, rate: float) -> Worsened:
-    """Open loop at `rate` requests/s on a fixed timetable, whatever the others do:
+async def watch(up: UpProcess, since: float, out: Worsened, stop: asyncio.Event) -> None:
+    """Looks at the live controller 8 times a second until `stop` or a second switch. Its own
+    task: a look is an HTTP round trip to the gateway (a few ms idle, hundreds beside busy
+    loops); awaited between the sends, it held the timetable up — 3 sends per look, ~10
+    requests/s instead of 24 — and the load it meant to overload the worker with did not."""
+    while not stop.is_set() and len(out.switches) < 2:
+        out.look(await off_loop(controller_live, up), since)
+        await asyncio.sleep(1 / 8)
+
+
+async def overload_that_worsens(
+    up: UpProcess, since: float, rate: float, params: dict[str, Any]
+) -> Worsened:
+    """Open loop at `rate` requests/s on a fixed timetable, whatever the others do; the policy
+    is handed to a controller of `params` a quarter period after it starts, so that every
+    period of that controller has the timetable's rate throughout:
     - 4-token answers, well within capacity, until just before the end of a period;
     - 48-token answers from then until the controller switches: the queue grows for only the
       last moments of that period, so its p99 TTFT stays short;
-    - then 4× longer answers at the same rate, until it switches again or 4 periods pass.
+    - then answers allowed 4× longer at the same rate, until it switches again or 4 periods
+      pass (the simulated worker draws lengths from its profile, mean 64, capped by max_tokens:
+      ~63 tokens against ~41; its 2 slots serve ~12 such requests/s, against 24 sent).
     The arrival rate is the same in both periods the guard compares, and the period after the
-    switch carries a whole period of backlog: its p99 TTFT is far above the one before, however
-    busy the box is. Returns what the live view showed and, once the recorder has written as
-    many, the audit rows."""
+    switch carries a whole period of backlog: its p99 TTFT is far above the one before — as
+    long as the box carries the timetable, which the test asserts before the verdict. Returns
+    what the live view showed and, once the recorder has written as many, the audit rows."""
     client = openai_client(up)
     sent: list[asyncio.Task[None]] = []
-    out = Worsened()
-    boundary: float | None = None
-    switched_at: float | None = None
+    out = Worsened(began=time.time())
+    stop = asyncio.Event()
+    watcher = asyncio.create_task(watch(up, since, out, stop))
+
+    async def handing() -> None:
+        await asyncio.sleep(PERIOD_S / 4)
+        await off_loop(hand_over, up, params)
+
+    handed = asyncio.create_task(handing())
     began = time.monotonic()
-    while time.monotonic() - began < 20 * PERIOD_S:
-        if switched_at is not None and time.monotonic() - switched_at > 4 * PERIOD_S:
+    while time.monotonic() - began < 20 * PERIOD_S and len(out.switches) < 2:
+        if out.switched_at is not None and time.monotonic() - out.switched_at > 4 * PERIOD_S:
             break
+        boundary = out.boundary
         overload = boundary is not None and time.time() >= boundary - 0.2 * PERIOD_S
         if overload and out.overload_from is None:
             out.overload_from = time.time()
-        tokens = 192 if switched_at is not None else 48 if overload else 4
+        tokens = 192 if out.switched_at is not None else 48 if overload else 4
         sent.append(asyncio.create_task(ask(client, 200, tokens)))
         # a timetable, not a pause after each send: on a busy box the pauses stretch, the
         # arrival rate drifts out of the guard's load band and the guard rightly stays silent
         await asyncio.sleep(max(0.0, began + len(sent) / rate - time.monotonic()))
-        if len(sent) % int(rate / 8) == 0:  # look 8 times a second
-            out.look(await off_loop(controller_live, up))
-            if boundary is None:
-                closed = last_period_end(out.controller, since)
-                boundary = None if closed is None else closed + PERIOD_S
-            out.switches = live_switches(out.controller, since)
-            if out.switches and switched_at is None:
-                switched_at = time.monotonic()
-            if len(out.switches) >= 2:
-                break
+    stop.set()
+    await asyncio.gather(watcher, handed)
     out.sent = len(sent)
     await asyncio.gather(*sent)
     await client.close()
@@ -256,8 +310,33 @@ def test_the_controller_switches_under_a_burst_and_back_once_it_has_passed(
 def test_the_rollback_guard_undoes_a_switch_that_made_things_worse(up: UpProcess) -> None:
     since = time.time()
     params = {"period_s": PERIOD_S, "pool": POOL, "initial": "fcfs", "rollback_ratio": 1.5}
-    hand_over(up, params)  # new params: a new controller, whose first period starts now
-    seen = asyncio.run(overload_that_worsens(up, since, rate=24.0))
+    # a controller of its own, whose first period starts once the timetable runs: the API
+    # stores `auto` params with their defaults, so these (rollback_ratio 1.5 is the default)
+    # are the previous test's, and handed over again they kept its controller — its period
+    # grid and its view of that test's burst (p99 TTFT ~7 s in this test's first period)
+    pin(up, "fcfs")
+    rate = 24.0
+    seen = asyncio.run(overload_that_worsens(up, since, rate=rate, params=params))
+    assert seen.switches, seen.explain(up)
+    # the premise of the verdict, which a busy box can break (the guard then rightly stays
+    # silent): the two periods the guard compares had arrival rates within its band (25 %) of
+    # each other, and the one after the switch carried a backlog — its queue grew by more than
+    # the worker's slots (an arrival late in it waits a whole round of them, longer than 1.5x
+    # the 0.1 s floor of the pre-switch p99 TTFT). Beside busy loops the timetable once held to
+    # ~10 requests/s, which the worker served without a queue.
+    judged = seen.judged()
+    assert judged is not None, ("no period closed after the switch", seen.explain(up))
+    before_rps, after_rps = seen.switches[0]["view"]["arrival_rps"], judged["arrival_rps"]
+    assert abs(after_rps - before_rps) <= 0.25 * before_rps, (
+        f"premise: the periods the guard compares had {before_rps} and {after_rps} arrivals/s "
+        f"(the timetable: {rate}): not the same load, which the guard rightly does not judge",
+        seen.explain(up),
+    )
+    assert judged["queue_growth_rps"] * PERIOD_S > SLOTS, (
+        f"premise: the queue grew by {judged['queue_growth_rps']:.2f}/s after the switch at "
+        f"{after_rps} arrivals/s: no backlog, nothing the guard should call worse",
+        seen.explain(up),
+    )
     assert len(seen.switches) >= 2, seen.explain(up)
     assert len(seen.rows) >= 2, seen.explain(up)
     switch, rollback = seen.rows[0], seen.rows[1]
