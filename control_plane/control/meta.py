@@ -8,6 +8,7 @@ record (the live scheduler writes them as audit rows with actor `controller`).
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
@@ -26,6 +27,9 @@ if TYPE_CHECKING:
     from control_plane.core.scheduler_core import SchedulerCore
 
 DEFAULT_POOL = ("fcfs", "edf", "sjf", "two_lane", "wfq", "vtc", "hmfs", "exfairs")
+NEVER_AGAIN = 1_000_000_000
+"""The periods a policy that could not be built stays out of the pool: this controller's life."""
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -239,9 +243,16 @@ class MetaController:
 
     def _switch(
         self, core: SchedulerCore, policy: str, reason: str, view: LongView, now: float
-    ) -> Switch:
+    ) -> Switch | None:
+        try:
+            built = self.build(policy)
+        except Exception:  # a plug-in's own code raised: no reason to stop scheduling
+            log.exception("policy %r cannot be built; %r kept", policy, self.current)
+            self._banned[policy] = NEVER_AGAIN
+            self._trial = None
+            return None
         record = Switch(now, self.current, policy, reason, self.selector.name, view.to_json())
-        core.switch_policy(self.build(policy), now)
+        core.switch_policy(built, now)
         self.current = policy
         self.switches.append(record)
         del self.switches[: -self.max_records]

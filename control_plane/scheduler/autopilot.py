@@ -31,11 +31,11 @@ def hand_over(core: SchedulerCore, params: dict[str, Any]) -> bool:
         return False
     try:
         controller = build_controller(params, lambda n: build_policy(n, core.ctx))
-    except ValueError:
-        log.exception("ignoring invalid auto policy knob %r", params)
+        if core.dispatcher.policy.name != controller.current:
+            core.switch_policy(build_policy(controller.current, core.ctx), time.time())
+    except Exception:  # invalid here, or a policy's own code raised: the core keeps its own
+        log.exception("ignoring auto policy knob %r: it cannot be built", params)
         return False
-    if core.dispatcher.policy.name != controller.current:
-        core.switch_policy(build_policy(controller.current, core.ctx), time.time())
     controller.attach(core)
     core.controller = controller
     log.info("policy handed to the meta-controller (%s)", params.get("selector", "rules"))

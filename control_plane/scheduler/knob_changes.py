@@ -5,8 +5,9 @@ Rule: `policy` = `auto` hands the choice to the meta-controller; any other polic
 `admission` and `placement` are replaced without touching the policy or its queue; `weights`
 sets the node weights it names, and a node the previous value named and this one does not
 (deleted) is back to weight 1, as a new leader building from the same knob has it (weights
-that only requests' envelopes set are kept: `Weights.follow_knob`). Guarantee: an invalid
-choice is logged and ignored — the core keeps what it had, so a bad knob can never stop
+that only requests' envelopes set are kept: `Weights.follow_knob`). Guarantee: a choice that
+cannot be built here — invalid, a plug-in module this host lacks, a plug-in whose own code
+raises — is logged and ignored: the core keeps what it had, so a bad knob can never stop
 scheduling.
 """
 
@@ -19,7 +20,7 @@ from control_plane.contracts.knobs import KnobValue, NodeWeights, PluginChoice
 from control_plane.control.meta import AUTO
 from control_plane.core.scheduler_core import SchedulerCore
 from control_plane.placement.registry import build_placement
-from control_plane.policies.registry import PolicyParamsError, UnknownPolicyError, build_policy
+from control_plane.policies.registry import build_policy
 from control_plane.scheduler.autopilot import hand_over
 
 log = logging.getLogger(__name__)
@@ -38,8 +39,8 @@ def apply_knob(core: SchedulerCore, name: str, value: KnobValue, now: float) -> 
             policy = build_policy(value.name, core.ctx, dict(value.params))
             core.switch_policy(policy, now)
             log.info("policy switched to %s", value.name)
-        except (UnknownPolicyError, PolicyParamsError):
-            log.exception("ignoring invalid policy knob %r", value)
+        except Exception:  # invalid here, or the plug-in's own code raised
+            log.exception("ignoring policy knob %r: it cannot be built", value)
     elif name in ("admission", "placement") and isinstance(value, PluginChoice):
         _swap_plugin(core, name, value)
     elif name == "weights" and isinstance(value, NodeWeights):
@@ -58,5 +59,5 @@ def _swap_plugin(core: SchedulerCore, kind: str, value: PluginChoice) -> None:
         else:
             dispatcher.placement = build_placement(value.name, dict(value.params))
         log.info("%s switched to %s", kind, value.name)
-    except ValueError:
-        log.exception("ignoring invalid %s knob %r", kind, value)
+    except Exception:  # invalid here, or the plug-in's own code raised
+        log.exception("ignoring %s knob %r: it cannot be built", kind, value)

@@ -12,10 +12,12 @@ from control_plane.contracts.checkpoints import LeaderState
 from control_plane.contracts.knobs import JsonValue, KnobValue, NodeWeights, PluginChoice, knob_of
 from control_plane.contracts.requests import RecordError, RequestRecord
 from control_plane.control.meta import AUTO, MetaController, build_controller
+from control_plane.core.admission import Admission
 from control_plane.core.dispatcher import Dispatcher
 from control_plane.core.job import Job
 from control_plane.core.ledger import Ledger
 from control_plane.core.live_windows import LiveWindows
+from control_plane.core.placement import Placement
 from control_plane.core.policy import PolicyContext
 from control_plane.core.scheduler_core import SchedulerCore
 from control_plane.placement.registry import build_placement
@@ -47,7 +49,8 @@ def build_core(
     failure_cooldown_s: float = 5.0,
     saved: LeaderState | None = None,
 ) -> SchedulerCore:
-    """A core with the policy/admission/placement the knobs name (invalid knobs → defaults).
+    """A core with the policy/admission/placement the knobs name (knobs that cannot be built
+    here — invalid, a module this host lacks, a plug-in that raises — → defaults, logged).
 
     Under `auto` the core gets the controller back: built from the knob's params, its state
     restored from `saved` when those params are the same, running the policy the previous
@@ -64,14 +67,10 @@ def build_core(
             policy = build_policy(_resumed(controller, saved), ctx)
         else:
             policy = build_policy(pol.name, ctx, dict(pol.params))
-    except ValueError:
-        log.exception("policy knob %r is invalid; using %s", pol, default_policy)
+    except Exception:  # invalid here, or a plug-in's own code raised: never stop the term
+        log.exception("policy knob %r cannot be built; using %s", pol, default_policy)
         policy = build_policy(default_policy, ctx)
-    dispatcher = Dispatcher(
-        policy,
-        build_admission(adm.name, dict(adm.params)),
-        build_placement(plc.name, dict(plc.params)),
-    )
+    dispatcher = Dispatcher(policy, _admission(adm), _placement(plc))
     core = SchedulerCore(dispatcher, failure_cooldown_s)
     core.watch = LiveWindows(ledger.window_s, ledger.bucket_s)  # for the live view
     if controller is not None and saved is not None:
@@ -85,6 +84,26 @@ def build_core(
     except ValueError:
         log.exception("weights knob %r is invalid; ignored", weights)
     return core
+
+
+def _admission(choice: PluginChoice) -> Admission:
+    """The admission `choice` names, else the default (logged): a knob this build or host
+    cannot build — a plug-in module the scheduler's image lacks, params an older build took —
+    must not stop every takeover."""
+    try:
+        return build_admission(choice.name, dict(choice.params))
+    except Exception:
+        log.exception("admission knob %r cannot be built; using %s", choice, DEFAULT_ADMISSION)
+        return build_admission(DEFAULT_ADMISSION.name, dict(DEFAULT_ADMISSION.params))
+
+
+def _placement(choice: PluginChoice) -> Placement:
+    """The placement `choice` names, else the default (logged; see `_admission`)."""
+    try:
+        return build_placement(choice.name, dict(choice.params))
+    except Exception:
+        log.exception("placement knob %r cannot be built; using %s", choice, DEFAULT_PLACEMENT)
+        return build_placement(DEFAULT_PLACEMENT.name, dict(DEFAULT_PLACEMENT.params))
 
 
 def _resumed(controller: MetaController, saved: LeaderState | None) -> str:

@@ -237,3 +237,27 @@ def test_a_queue_timeout_is_an_end_the_views_count() -> None:
 def test_initial_must_be_in_the_pool() -> None:
     with pytest.raises(ValueError, match="not in the pool"):
         AutoParams.model_validate({"pool": ["edf"], "initial": "fcfs"})
+
+
+def test_a_policy_that_cannot_be_built_is_left_out_and_scheduling_goes_on() -> None:
+    """A pool's plug-in whose own code raised when built went up through the core's tick and
+    ended the leader's tick loop at each choice of it: now the controller keeps its policy,
+    leaves that one out for good and chooses again at the next period."""
+    ctl = scripted("broken", "sjf")
+    ctl.pool = ("fcfs", "broken", "sjf")
+    core = core_with(ctl)
+    real = ctl.build
+
+    def build(name: str) -> Policy:
+        if name == "broken":
+            raise RuntimeError("this plug-in cannot start here")
+        return real(name)
+
+    ctl.build = build
+    core.tick(0.0)
+    core.tick(10.0)  # the script's "broken"
+    assert core.dispatcher.policy.name == "fcfs" and not ctl.switches
+    core.tick(20.0)
+    assert core.dispatcher.policy.name == "sjf"
+    assert [(s.old, s.new) for s in ctl.switches] == [("fcfs", "sjf")]
+    assert "broken" in ctl.snapshot()["banned"]

@@ -2,15 +2,58 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+from control_plane.admission.capacity import CapacityAdmission
 from control_plane.contracts.knobs import NodeWeights, PluginChoice
 from control_plane.core.ledger import Ledger
 from control_plane.core.scheduler_core import SchedulerCore
+from control_plane.placement.least_loaded import LeastLoadedPlacement
+from control_plane.policies.fcfs import FcfsPolicy
 from control_plane.scheduler.knob_changes import apply_knob
 from control_plane.scheduler.rebuild import build_core
+
+HERE = __name__
+
+
+class RaisingPolicy(FcfsPolicy):
+    """A plug-in whose own code raises when built (not a ValueError: anything a third
+    party's constructor may raise)."""
+
+    def __init__(self, *args: Any) -> None:
+        raise RuntimeError("this plug-in cannot start here")
+
+
+class RaisingAdmission(CapacityAdmission):
+    def __init__(self, *args: Any) -> None:
+        raise RuntimeError("this plug-in cannot start here")
+
+
+class RaisingPlacement(LeastLoadedPlacement):
+    def __init__(self, *args: Any) -> None:
+        raise KeyError("this plug-in cannot start here")
 
 
 def core() -> SchedulerCore:
     return build_core({"policy": PluginChoice("fcfs")}, Ledger(), "fcfs")
+
+
+def test_a_plug_in_whose_code_raises_leaves_the_core_as_it_was() -> None:
+    """Only `ValueError`s (invalid choices) were caught: a plug-in whose constructor raised
+    anything else ended the knob loop, and so the leader's term, at every takeover."""
+    c = core()
+    apply_knob(c, "policy", PluginChoice(f"{HERE}:RaisingPolicy"), 1.0)
+    apply_knob(c, "admission", PluginChoice(f"{HERE}:RaisingAdmission"), 1.0)
+    apply_knob(c, "placement", PluginChoice(f"{HERE}:RaisingPlacement"), 1.0)
+    raising = f"{HERE}:RaisingPolicy"
+    apply_knob(
+        c, "policy", PluginChoice("auto", {"pool": ["fcfs", raising], "initial": raising}), 1.0
+    )
+    assert c.dispatcher.policy.name == "fcfs" and c.controller is None
+    assert (c.dispatcher.admission.name, c.dispatcher.placement.name) == (
+        "capacity",
+        "least_loaded",
+    )
 
 
 def test_a_pinned_policy_is_switched_and_a_bad_one_leaves_the_core_as_it_was() -> None:

@@ -2,18 +2,29 @@
 
 from __future__ import annotations
 
-from control_plane.contracts.knobs import PluginChoice
+import pytest
+
+from control_plane.contracts.knobs import KnobValue, PluginChoice
 from control_plane.contracts.requests import Envelope
 from control_plane.contracts.workers import WorkerEntry, WorkerSample
 from control_plane.control.meta import MetaController
 from control_plane.core.job import Job, Outcome
+from control_plane.core.ledger import Ledger
 from control_plane.core.scheduler_core import SchedulerCore
 from control_plane.policies.registry import build_policy
-from control_plane.scheduler.rebuild import rebuild
+from control_plane.scheduler.rebuild import (
+    DEFAULT_ADMISSION,
+    DEFAULT_PLACEMENT,
+    build_core,
+    rebuild,
+)
 from control_plane.scheduler.service import SchedulerService
 from control_plane.scheduler.workers import observe
 from control_plane.settings import Settings
 from control_plane.state import StateStores
+from tests.control_plane.scheduler import test_knob_changes
+
+KNOBS = test_knob_changes.__name__
 
 WORKER = WorkerEntry(id="w1", url="http://w1", model="m", max_num_seqs=2)
 
@@ -116,3 +127,29 @@ async def test_a_ledger_that_cannot_be_restored_does_not_stop_the_takeover(
     assert new.ctx.ledger.counter(("a",)) == 0.0
     assert [d.job.id for d in new.decide(101.0)] == ["j0"]
     await stores.aclose()
+
+
+@pytest.mark.parametrize(
+    "knobs",
+    [
+        {"placement": PluginChoice("missing.module:Placement")},  # a module this host lacks
+        {"admission": PluginChoice("capacity", {"renamed_since": 1})},  # an older build's
+        {"placement": PluginChoice(f"{KNOBS}:RaisingPlacement")},
+        {"admission": PluginChoice(f"{KNOBS}:RaisingAdmission")},
+        {"policy": PluginChoice(f"{KNOBS}:RaisingPolicy")},
+    ],
+)
+def test_a_knob_that_cannot_be_built_here_gives_the_default_not_a_failed_takeover(
+    knobs: dict[str, KnobValue],
+) -> None:
+    """`build_core` built admission and placement unguarded, and caught only a policy's
+    `ValueError`: a stored knob the scheduler's host cannot build (a plug-in module its image
+    lacks, params a newer build refuses, a plug-in that raises) failed every takeover, so no
+    scheduler could lead and nothing was scheduled."""
+    core = build_core(knobs, Ledger(), "vtc")
+    dispatcher = core.dispatcher
+    assert (dispatcher.policy.name, dispatcher.admission.name, dispatcher.placement.name) == (
+        "vtc",
+        DEFAULT_ADMISSION.name,
+        DEFAULT_PLACEMENT.name,
+    )
