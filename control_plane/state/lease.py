@@ -43,6 +43,8 @@ class LeaderLease:
     off or stalled (its replica promoted, so none acknowledges), and the promoted one hands
     out the same token to the next leader; such a tenure is refused (before, the deposed
     holder led on with a token the new leader also held, and its fenced writes passed there).
+    The Sentinels are asked for at most `ttl_s / 4` (a tenure whose ask found no answer in
+    that time leads, with the warning).
 
     A call that timed out here during a Redis stall still runs when Redis resumes. Such stale
     calls cannot disturb a later tenure: every acquire carries this object's incarnation and a
@@ -90,17 +92,20 @@ class LeaderLease:
         if not self.replica_acks:
             token = int(await self._scripts.call("lease_acquire", keys, args))
         else:
-            token = await self._acquire_replicated(keys, args)
+            token = await self._acquire_replicated(keys, args, ttl_s)
         self.token = token or None
         return token > 0
 
-    async def _acquire_replicated(self, keys: list[str], args: list[str | int | float]) -> int:
+    async def _acquire_replicated(
+        self, keys: list[str], args: list[str | int | float], ttl_s: float
+    ) -> int:
         # WAIT covers the writes of its own connection only: acquire and wait on one
         async with self._redis.client() as conn:
             token = int(await Scripts(conn).call("lease_acquire", keys, args))
             if token > 0 and token != self.token:
                 acked = int(await conn.wait(self.replica_acks, self.ack_timeout_ms))
-                if acked < self.replica_acks and await named_elsewhere(conn):
+                # within TTL / 4: the scheduler cuts a whole acquire at TTL / 2
+                if acked < self.replica_acks and await named_elsewhere(conn, ttl_s / 4):
                     log.warning(
                         "fencing token %d was taken on a primary Sentinel no longer names "
                         "(deposed by a fail-over): the tenure is not taken",

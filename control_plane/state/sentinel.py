@@ -100,18 +100,25 @@ class BlockingSentinelPool(SentinelConnectionPool, BlockingConnectionPool):
         await super().disconnect(inuse_connections)
 
 
-async def named_elsewhere(client: Redis) -> bool:
+async def named_elsewhere(client: Redis, timeout_s: float) -> bool:
     """True when the Sentinels now name a primary other than the node `client` (a client with
     a connection of its own, `Redis.client()`, that sent a command) is connected to: that
     node was deposed by a fail-over (cut off or stalled meanwhile) and what it takes is lost.
-    False when they name it, when none answers, and without Sentinel. Asking also moves the
-    pool's other connections to the primary named (`BlockingSentinelPool`)."""
+    False when they name it, when none answers within `timeout_s`, and without Sentinel.
+    Asking also moves the pool's other connections to the primary named
+    (`BlockingSentinelPool`).
+
+    Guarantee: returns within `timeout_s`. A discovery asks every Sentinel in turn, each
+    bounded by the Sentinel timeout, so silent Sentinels (a partition, dead hosts) cost their
+    number times it: unbounded here, that outlasted the scheduler's bound on an acquire and
+    every tenure was cut there, taken anew and cut again (no leader at all)."""
     pool, connection = client.connection_pool, client.connection
     if not isinstance(pool, SentinelConnectionPool) or connection is None:
         return False
     try:
-        named = await pool.get_master_address()  # type: ignore[no-untyped-call]
-    except (rex.ConnectionError, rex.TimeoutError):  # incl. MasterNotFoundError
+        async with asyncio.timeout(timeout_s):
+            named = await pool.get_master_address()  # type: ignore[no-untyped-call]
+    except (rex.ConnectionError, rex.TimeoutError, TimeoutError):  # incl. MasterNotFoundError
         return False
     return bool((connection.host, connection.port) != tuple(named))
 

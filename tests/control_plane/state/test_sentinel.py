@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 import redis
 
+from control_plane.scheduler.leader import wait_for_lease
 from control_plane.settings import SettingsError, load_settings
 from control_plane.state import KeySpace, StateStores, connect, sentinel_of
 from control_plane.state.scripts import Scripts, script_sha
@@ -173,3 +174,27 @@ async def _taken(stores: StateStores, holder: str) -> bool:
     if not await stores.lease.acquire(holder, 2, 0.0, fresh=True):
         raise AssertionError(f"{holder} did not get the lease yet")
     return True
+
+
+async def test_silent_sentinels_and_a_lost_replica_do_not_stop_a_leader(
+    group: SentinelGroup,
+) -> None:
+    """The replica is down (WAIT falls short) and the Sentinels do not answer (stopped: a
+    partition or dead hosts, not refused connections). Asking them whether this primary was
+    deposed took 3 × the Sentinel timeout, past the scheduler's bound on an acquire (TTL / 2):
+    every acquire was cut there and retried with a new token, and no scheduler ever led.
+    Before the Sentinel check a tenure here led with a warning, as documented."""
+    target = SentinelTarget(tuple(("127.0.0.1", s.port) for s in group.sentinels), SERVICE)
+    stores = StateStores.open(group.primary_url, "ha", sentinel=target)
+    pids = [s.proc.pid for s in group.sentinels if s.proc is not None]
+    try:
+        await stores.redis.ping()  # the primary is known
+        group.nodes[1].kill9()  # the replica
+        for pid in pids:
+            os.kill(pid, signal.SIGSTOP)
+        term = await asyncio.wait_for(wait_for_lease(stores.lease, "a", 2.0), 5)
+        assert term.active() and stores.lease.unconfirmed == 1
+    finally:
+        for pid in pids:
+            os.kill(pid, signal.SIGCONT)
+        await stores.aclose()
