@@ -33,6 +33,11 @@ COUNTS: Final = (
     "n_queue",
 )  # fmt: skip
 """The integer counters (the others are float sums)."""
+SUMS: Final = {
+    "unified_service": "requests", "sum_ttft_ms": "n_ttft", "sum_tpot_ms": "n_tpot",
+    "sum_e2e_ms": "n_e2e", "sum_queue_ms": "n_queue",
+}  # fmt: skip
+"""Each float sum and the count of the values it adds up (none of them negative)."""
 
 
 LatencyBuckets = tuple[int | None, int | None, int | None]
@@ -96,17 +101,23 @@ class Counters:
 
     def subtract_counters(self, other: Counters) -> None:
         """Take another set of counters back out of this (integers exactly; float sums to
-        within their rounding)."""
+        within their rounding, never below zero: every value they add up is ≥ 0, and a sum
+        whose count is back at zero is exactly zero). Subtracting in floating point can leave
+        a sum a rounding error below zero (0.3 + 0.6 - 0.3 - 0.6 < 0), where reports would
+        read service that nobody received."""
         for name in COUNTERS:
             setattr(self, name, getattr(self, name) - getattr(other, name))
+        for total, count in SUMS.items():
+            if getattr(self, count) == 0 or getattr(self, total) < 0:
+                setattr(self, total, 0.0)
 
 
 @dataclass(slots=True)
 class NodeStats(Counters):
     """Counters plus sparse latency histograms: what one rollup row holds (and a delta to
     it). `merge` is exact and associative; `subtract` takes back a delta that was merged in,
-    exactly for counts and histograms (float sums to within their rounding, but exactly to
-    zero when that delta was all the row held)."""
+    exactly for counts and histograms (float sums to within their rounding, never below
+    zero, and exactly zero when their count is back at zero)."""
 
     ttft_hist: LogHistogram = field(default_factory=LogHistogram)
     tpot_hist: LogHistogram = field(default_factory=LogHistogram)

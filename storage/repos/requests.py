@@ -31,10 +31,11 @@ class RequestRepo:
     not provisional replaces such a row, and in the same transaction the rollups lose exactly
     what the provisional row added to them and gain what the real one adds — as if only the
     real one had been recorded (counts and histograms exactly; float sums to within their
-    rounding). A provisional record never replaces anything, and a replaced row is real, so
-    a replayed batch still changes nothing. The row is locked before it is read (PostgreSQL:
-    `SELECT … FOR UPDATE`, after the insert that found it waited for its writer to commit;
-    SQLite: one writer at a time), so concurrent writers replace it once."""
+    rounding, never below zero). A provisional record never replaces anything, and a
+    replaced row is real, so a replayed batch still changes nothing. The row is locked before
+    it is read (PostgreSQL: `SELECT … FOR UPDATE`, after the insert that found it waited for
+    its writer to commit; SQLite: one writer at a time), so concurrent writers replace it
+    once."""
 
     def __init__(self, session: Session) -> None:
         self.session = session

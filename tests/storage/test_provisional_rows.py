@@ -303,3 +303,25 @@ def test_a_rollup_row_pruned_since_the_audit_row_loses_nothing_of_others(db: Dat
     want_requests, want_rollups = reference(db, [[later], [real("r1")]])
     assert got_requests == want_requests
     assert_same_rollups(got_rollups, want_rollups, exact=False)
+
+
+def test_float_sums_never_go_below_zero(db: Database) -> None:
+    """Two audit rows (0.3 and 0.6 UT charged, end-to-end measured) replaced one at a time
+    by real completions that served nothing and measured no end-to-end latency: the sums
+    come back to exactly zero, as recording only the real rows. Before, 0.3 + 0.6 − 0.3 − 0.6
+    left −1.1e-16 in every rollup row: negative service, and a series window where nobody was
+    served got Jain's index 1.0 instead of none."""
+    charged = [audit(rid, unified_cost=c, e2e_ms=c) for rid, c in (("p1", 0.3), ("p2", 0.6))]
+    write(db, charged)
+    nothing: dict[str, Any] = dict(unified_cost=0.0, n_in=0, n_out=0, e2e_ms=None, status="error")
+    assert write(db, [real("p1", **nothing)]) == (0, ("p1",))
+    assert write(db, [real("p2", **nothing)]) == (0, ("p2",))
+    got_requests, got_rollups = snapshot(db)
+    assert all(row["unified_service"] == row["sum_e2e_ms"] == 0.0 for row in got_rollups.values())
+    with db.reader() as r:
+        report = r.rollups.report(start=T0 - 60, end=T0 + 60, level="tenant", step=60)
+    assert report.node("acme").unified_service == 0.0
+    assert all(point.jain_service is None for point in report.series)
+    want_requests, want_rollups = reference(db, [[real("p1", **nothing), real("p2", **nothing)]])
+    assert got_requests == want_requests
+    assert_same_rollups(got_rollups, want_rollups, exact=True)
