@@ -91,34 +91,47 @@ class RollupRepo:
         written back, so concurrent writers never lose a count. A row left counting no request
         is deleted, as if it had never been added to; a removal from a row that is gone or does
         not hold it (pruned, and made again by later requests) is skipped. One pass over every
-        key in one order, so writers never deadlock here.
+        key in one order, so writers never deadlock here: a chunk that finds a row gone
+        between its insert and its lock is rolled back to its savepoint and done again.
         """
         removed = removed or {}
         keys = sorted(deltas.keys() | removed.keys())  # one lock order for every writer
         changes = [(key, deltas.get(key), removed.get(key)) for key in keys]
         for start in range(0, len(changes), CHUNK):
             chunk = changes[start : start + CHUNK]
-            while chunk:  # again for rows a concurrent writer deleted between insert and lock
-                chunk = self._apply_chunk(chunk)
+            while not self._apply_chunk(chunk):  # a row vanished between insert and lock
+                pass
         return len(keys)
 
-    def _apply_chunk(self, chunk: list[_Change]) -> list[_Change]:
-        """Apply `chunk`; → the changes to do again: additions whose row was deleted after
-        this insert found it there (its removal, if any, went with the row)."""
+    def _apply_chunk(self, chunk: list[_Change]) -> bool:
+        """Apply `chunk` in a savepoint; → False, having applied nothing of it, when a row
+        this insert found was deleted before its lock (a concurrent replacement emptied it,
+        or the pruning went by): the caller applies the chunk again from its start, so that
+        it inserts and locks in key order again. Re-inserting only the vanished rows, while
+        holding the locks of the keys after them, deadlocked on PostgreSQL with a writer that
+        had made them again and waited for one of those locks."""
+        savepoint = self.session.begin_nested()
         rows = [{**key._asdict(), **add.to_columns()} for key, add, _ in chunk if add is not None]
         created = insert_new(self.session, _TABLE, rows)
         pending = {key: (add, sub) for key, add, sub in chunk if key not in created}
+        locked = {
+            RollupKey(*(row[name] for name in KEY_COLUMNS)): row
+            for row in lock_rows(self.session, _TABLE, list(pending))
+        }
+        if any(add is not None and key not in locked for key, (add, _) in pending.items()):
+            savepoint.rollback()  # its inserts and locks go: nobody waits for them any more
+            return False
         updates, emptied = [], []
-        for row in lock_rows(self.session, _TABLE, list(pending)):
-            key = RollupKey(*(row[name] for name in KEY_COLUMNS))
-            merged = _applied(row, *pending.pop(key))
+        for key, row in locked.items():  # a removal whose row is gone (pruned) is skipped
+            merged = _applied(row, *pending[key])
             if merged.requests == 0:
                 emptied.append(key)
             else:
                 updates.append({**key._asdict(), **merged.to_columns()})
         update_rows(self.session, _TABLE, updates)
         self._delete(emptied)
-        return [(key, add, None) for key, (add, _) in pending.items() if add is not None]
+        savepoint.commit()
+        return True
 
     def _delete(self, keys: list[RollupKey]) -> None:
         if keys:

@@ -252,6 +252,58 @@ def test_an_addition_to_a_row_a_replacement_deleted_meanwhile_is_kept(
     assert_same_rollups(got_rollups, want_rollups, exact=False)
 
 
+def test_a_row_made_again_meanwhile_does_not_deadlock_two_adders(
+    db: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """PostgreSQL: writer A's insert finds the audit row's own rollup rows (agent `ghost`,
+    first in key order); a replacement deletes them; writer D makes them again (uncommitted)
+    and waits to lock the shared rows A locks next. A must not then wait for D's new rows
+    while holding those locks: it did (re-inserting only the vanished rows), a deadlock
+    PostgreSQL broke by failing one of the two batches."""
+    if db.dialect != "postgresql":
+        pytest.skip("SQLite has one writer at a time: the interleaving cannot happen")
+    write(db, [audit("r1", agent="ghost")])
+    gates: dict[threading.Thread, tuple[threading.Event, threading.Event]] = {}
+    real_lock = rollups_repo.lock_rows
+
+    def lock_when_told(*args: Any) -> Any:
+        gate = gates.pop(threading.current_thread(), None)
+        if gate is not None:  # its first lock: say it is there, wait to be let through
+            gate[0].set()
+            assert gate[1].wait(30)
+        return real_lock(*args)
+
+    monkeypatch.setattr(rollups_repo, "lock_rows", lock_when_told)
+    errors: list[Exception] = []
+
+    def writer(rows: list[RequestRecord]) -> None:
+        try:
+            write(db, rows)
+        except Exception as exc:  # surfaced below: a thread cannot fail the test itself
+            errors.append(exc)
+
+    rows_a, rows_d = [real("a", agent="ghost")], [real("d", agent="ghost", n_out=3)]
+    a = threading.Thread(target=writer, args=(rows_a,))
+    d = threading.Thread(target=writer, args=(rows_d,))
+    at_a, go_a = gates[a] = (threading.Event(), threading.Event())
+    at_d, go_d = gates[d] = (threading.Event(), threading.Event())
+    a.start()
+    assert at_a.wait(30)
+    assert write(db, [real("r1")]) == (0, ("r1",))  # the ghost rows go
+    d.start()
+    assert at_d.wait(30)  # D made the ghost rows again, uncommitted
+    go_a.set()
+    time.sleep(0.5)  # A locks the shared rows and finds the ghost rows gone
+    go_d.set()
+    a.join(30)
+    d.join(30)
+    assert errors == []
+    got_requests, got_rollups = snapshot(db)
+    want_requests, want_rollups = reference(db, [rows_a, rows_d, [real("r1")]])
+    assert got_requests == want_requests
+    assert_same_rollups(got_rollups, want_rollups, exact=False)
+
+
 def test_writers_splitting_redelivered_events_end_as_recording_the_real_rows(
     db: Database,
 ) -> None:
