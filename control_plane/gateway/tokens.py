@@ -5,17 +5,22 @@ overhead per message. An image part counts as its model's image-token rule says
 (`workers/engine/vision.py`, sizes read from the image header) when the model registry gives
 the model one, else 8 tokens. Image URLs must be `data:` URLs, or `http(s)` URLs on a host the
 operator allows (`ARBITER_IMAGE_HOSTS`; counted as the rule's largest image, since the gateway
-does not fetch them); anything else — another scheme or host, an image that cannot be read or
-is too large — is a 400 naming the part, as is a part of another type or carrying another
-media key (audio, video, embeddings: nothing here serves them, and vLLM would fetch their
-URLs; it reads a part with a `uuid` by its keys). Text parts are `text`, `input_text`,
-`output_text`, `refusal` and `thinking`, as vLLM reads them. Token-id prompts count
-exactly. The estimate orders and prices the queue and is what the scheduler charges for the
-input; the request's SQL row records the worker's `usage.prompt_tokens`.
+does not fetch them); a `data:` image is read (its header) whether or not the model has a rule.
+An `http(s)` URL must be printable ASCII without a backslash or user info, with a valid port:
+fetchers disagree on the host of `http://evil\\@allowed/` (urllib3 and requests fetch `evil`),
+so such a URL is refused rather than judged by one parser. Anything else — another scheme
+or host, an image that cannot be read or is too large — is a 400 naming the part, as is a
+part of another type or carrying another media key (audio, video, embeddings: nothing here
+serves them, and vLLM would fetch their URLs; it reads a part with a `uuid` by its keys).
+Text parts are `text`, `input_text`, `output_text`, `refusal` and `thinking`, as vLLM reads
+them. Token-id prompts count exactly. The estimate orders and prices the queue and is what
+the scheduler charges for the input; the request's SQL row records the worker's
+`usage.prompt_tokens`.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Collection
 from typing import Any
 from urllib.parse import urlsplit
@@ -25,7 +30,9 @@ from control_plane.gateway.schemas import ChatCompletionRequest, CompletionReque
 from workers.engine.vision import (
     ImageError,
     ImageTokenRule,
-    data_url_tokens,
+    decode_data_url,
+    image_size,
+    image_tokens,
     largest_image_tokens,
 )
 
@@ -40,6 +47,9 @@ TEXT_PARTS = {
     "thinking": "thinking",
 }
 """The part types vLLM reads as text, and the field holding the text."""
+_PLAIN_URL = re.compile(r"[!-\[\]-~]+")
+"""Printable ASCII but the backslash: no space, control or look-alike character for two URL
+parsers to read differently."""
 MEDIA_KEYS = frozenset(
     {"image_url", "audio_url", "video_url", "input_audio", "image_embeds", "image_pil",
      "audio_embeds", "video", "audio"}
@@ -78,20 +88,37 @@ class ImageCounter:
         if not isinstance(url, str) or not url:
             raise _bad(param, "An image_url part needs image_url.url.")
         if url.startswith("data:"):
-            if self.rule is None:
-                return _IMAGE_PART
-            try:
-                return data_url_tokens(self.rule, url)
+            try:  # read even without a rule: vLLM would decode what Pillow refuses here
+                width, height = image_size(decode_data_url(url))
+                if self.rule is None:
+                    return _IMAGE_PART
+                return image_tokens(self.rule, width, height)
             except ImageError as exc:
                 raise _bad(param, f"Invalid image: {exc}.") from None
-        parts = urlsplit(url)
-        if parts.scheme not in ("http", "https") or (parts.hostname or "") not in self.hosts:
+        if _remote_host(url) not in self.hosts:
             raise _bad(
                 param,
                 "Image URLs must be data: URLs (base64); this deployment fetches no remote "
-                "image unless its operator allows the host (ARBITER_IMAGE_HOSTS).",
+                "image unless its operator allows the host (ARBITER_IMAGE_HOSTS), named in a "
+                "plain http(s) URL (printable ASCII, no backslash, no user info, a valid port).",
             )
         return _IMAGE_PART if self.rule is None else largest_image_tokens(self.rule)
+
+
+def _remote_host(url: str) -> str | None:
+    """The host of a plain `http(s)` URL every parser reads alike; None for any other URL
+    (another scheme, user info, a backslash, a space or non-ASCII character, a malformed
+    authority or port, which `urlsplit` raises on)."""
+    if _PLAIN_URL.fullmatch(url) is None:
+        return None
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 (raises on a port that is not a number in 0..65535)
+    except ValueError:
+        return None
+    if parts.scheme not in ("http", "https") or "@" in parts.netloc:
+        return None
+    return parts.hostname or None
 
 
 def _bad(param: str, message: str) -> ApiError:

@@ -133,3 +133,51 @@ def test_a_media_key_on_another_part_type_is_checked_or_refused() -> None:
     audio = {"type": "image_url", "image_url": {"url": data_url(8, 8)}, "audio_url": {"url": "x"}}
     with pytest.raises(ApiError, match="Unsupported"):
         estimate_prompt_tokens(parts(audio), QWEN)
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "data:image/png;base64,***",  # not base64
+        "data:text/html;base64,PGI+",  # not an image
+        BOMB,  # Pillow refuses it: vLLM would decode it
+    ],
+)
+def test_without_a_rule_a_data_image_is_still_read(url: str) -> None:
+    """A model the registry gives no image rule (a vLLM registered by URL alone) counts an
+    image as 8 tokens; before, its data: URL went to the worker unread."""
+    with pytest.raises(ApiError) as err:
+        estimate_prompt_tokens(chat(url))
+    assert err.value.code == "invalid_image"
+    assert err.value.param == "messages[0].content[1].image_url"
+
+
+ALLOWED = ["img.example.com"]
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://[::1/x.png",  # urlsplit raises ValueError: was a 500
+        "http://img.example.com]/x.png",
+        "http://a\uff03@img.example.com/x.png",  # invalid under NFKC: ValueError too
+        "http://img.example.com:99999/x.png",  # .port raises
+        "http://evil\\@img.example.com/x.png",  # urllib3 and requests fetch http://evil/
+        "http://evil@img.example.com/x.png",
+        " http://img.example.com/x.png",
+        "http://img.example.com\t/x.png",
+        "http://img.example.com./x.png",
+        "http://bücher.example.com/x.png",
+    ],
+)
+def test_an_ambiguous_or_malformed_remote_url_is_a_400(url: str) -> None:
+    with pytest.raises(ApiError, match="plain http") as err:
+        estimate_prompt_tokens(chat(url), QWEN, ALLOWED)
+    assert err.value.status == 400 and err.value.code == "invalid_image"
+    assert err.value.param == "messages[0].content[1].image_url"
+
+
+def test_an_allowed_host_is_read_in_any_case_and_on_any_port() -> None:
+    largest = estimate_prompt_tokens(chat()) + largest_image_tokens(QWEN)
+    for url in ("HTTPS://IMG.example.COM/x.png", "http://img.example.com:8080/x.png?a=b#c"):
+        assert estimate_prompt_tokens(chat(url), QWEN, ALLOWED) == largest
