@@ -28,7 +28,7 @@ from control_plane.gateway.identity import NodeInfo, SloDefaults
 from control_plane.gateway.proxy import upstream_payload
 from control_plane.gateway.schemas import ChatCompletionRequest, CompletionRequest
 from control_plane.gateway.tags import RequestTags, clamp_tier, relax, strip_tags
-from control_plane.gateway.tokens import estimate_prompt_tokens
+from control_plane.gateway.tokens import estimate_prompt
 from control_plane.perception.tagger import prompt_text, tag
 from control_plane.perception.tasks import task_slo
 
@@ -44,9 +44,9 @@ def build_flight(
     received: float,
 ) -> Flight:
     """The flight of an accepted request: its job (see the module docstring) and payload."""
-    n_in = estimate_prompt_tokens(body, model.image_rule, d.settings.image_hosts)
+    n_in, images = estimate_prompt(body, model.image_rule, d.settings.image_hosts)
     requested, exact = body.requested_max_tokens(), _token_ids(body)
-    check_context(model, body, n_in, exact, requested)
+    check_context(model, body, n_in, exact, requested, images)
     default = max(d.settings.default_max_tokens, body.min_tokens or 0)
     room = _room(model, n_in, exact)
     inject = requested is None and (room is None or room >= default)
@@ -112,14 +112,20 @@ def door_job(
 
 
 def check_context(
-    model: ModelEntry, body: Body, n_in: int, exact: bool, requested: int | None
+    model: ModelEntry,
+    body: Body,
+    n_in: int,
+    exact: bool,
+    requested: int | None,
+    images: int = 0,
 ) -> None:
     """Refuse what every vLLM refuses once queued — before the request queues, takes a slot
     and is charged: `max_tokens` past the longest context a worker of the model reports, or
     a prompt given as token ids (`exact`: its count is exact) that fills it, leaving no room for one
-    token. A prompt that fits with less room than `max_tokens` asks for is left to the worker
-    (vLLM releases differ: some lower `max_tokens` to the room, some refuse), and so is any
-    text prompt (its count is an estimate)."""
+    token, or images that alone fill it (`images`: the tokens they surely cost, as counted by
+    the model's rule). A prompt that fits with less room than `max_tokens` asks for is left to
+    the worker (vLLM releases differ: some lower `max_tokens` to the room, some refuse), and
+    so is any text prompt (its count is an estimate)."""
     limit = model.longest_context
     if limit is None:
         return
@@ -128,6 +134,8 @@ def check_context(
         raise _too_long(limit, f"{requested} output tokens", field or "max_tokens")
     if exact and n_in >= limit:  # a full context leaves no room for one token
         raise _too_long(limit, f"a prompt of {n_in} tokens", "prompt")
+    if images >= limit:
+        raise _too_long(limit, f"images of at least {images} tokens", "messages")
 
 
 def _too_long(limit: int, asked: str, param: str) -> ApiError:

@@ -25,6 +25,7 @@ from collections.abc import Collection
 from typing import Any
 from urllib.parse import urlsplit
 
+from control_plane.gateway.bounds import INT32_MAX
 from control_plane.gateway.errors import ApiError
 from control_plane.gateway.schemas import ChatCompletionRequest, CompletionRequest
 from workers.engine.vision import (
@@ -34,6 +35,7 @@ from workers.engine.vision import (
     image_size,
     image_tokens,
     largest_image_tokens,
+    smallest_image_tokens,
 )
 
 _CHARS_PER_TOKEN = 4
@@ -71,6 +73,9 @@ class ImageCounter:
     def __init__(self, rule: ImageTokenRule | None, hosts: Collection[str]) -> None:
         self.rule = rule
         self.hosts = frozenset(h.lower() for h in hosts)
+        self.sure = 0
+        """Tokens the images counted so far surely cost under the rule (a `data:` image
+        exactly, a remote one at the rule's smallest): the prompt is at least this long."""
 
     def __call__(self, part: dict[str, Any], param: str) -> int:
         media = MEDIA_KEYS.intersection(part) - {"image_url"}
@@ -92,9 +97,11 @@ class ImageCounter:
                 width, height = image_size(decode_data_url(url))
                 if self.rule is None:
                     return _IMAGE_PART
-                return image_tokens(self.rule, width, height)
+                tokens = image_tokens(self.rule, width, height)
             except ImageError as exc:
                 raise _bad(param, f"Invalid image: {exc}.") from None
+            self.sure += tokens
+            return tokens
         if _remote_host(url) not in self.hosts:
             raise _bad(
                 param,
@@ -102,7 +109,10 @@ class ImageCounter:
                 "image unless its operator allows the host (ARBITER_IMAGE_HOSTS), named in a "
                 "plain http(s) URL (printable ASCII, no backslash, no user info, a valid port).",
             )
-        return _IMAGE_PART if self.rule is None else largest_image_tokens(self.rule)
+        if self.rule is None:
+            return _IMAGE_PART
+        self.sure += smallest_image_tokens(self.rule)
+        return largest_image_tokens(self.rule)
 
 
 def _remote_host(url: str) -> str | None:
@@ -149,19 +159,40 @@ def estimate_prompt_tokens(
 ) -> int:
     """Estimated prompt tokens of a validated request (never below 1); ApiError (400) for an
     image part that cannot be counted (see the module docstring)."""
+    return estimate_prompt(body, image_rule, image_hosts)[0]
+
+
+def estimate_prompt(
+    body: ChatCompletionRequest | CompletionRequest,
+    image_rule: ImageTokenRule | None = None,
+    image_hosts: Collection[str] = (),
+) -> tuple[int, int]:
+    """`estimate_prompt_tokens`, and the tokens the request's images surely cost (0 without
+    images or a rule): a prompt whose images alone fill the context is refused at the door
+    (`door.check_context`). An estimate past a 32-bit count (many remote images, each
+    counted at the largest) is a 400 naming `messages`: it could be neither stored nor
+    served."""
     if isinstance(body, ChatCompletionRequest):
         images = ImageCounter(image_rule, image_hosts)
         n = sum(
             _content_tokens(m.content, images, f"messages[{i}].content") + _MESSAGE_OVERHEAD
             for i, m in enumerate(body.messages)
         )
-        return max(1, n)
+        if n > INT32_MAX:
+            raise ApiError(
+                400,
+                f"The prompt is estimated at {n} tokens, more than any model reads; send "
+                "fewer images.",
+                param="messages",
+                code="context_length_exceeded",
+            )
+        return max(1, n), images.sure
     prompt = body.prompt
     if isinstance(prompt, str):
-        return max(1, text_tokens(prompt))
+        return max(1, text_tokens(prompt)), 0
     first = prompt[0]
     if isinstance(first, int):
-        return len(prompt)
+        return len(prompt), 0
     if isinstance(first, list):
-        return max(1, len(first))
-    return max(1, text_tokens(str(first)))
+        return max(1, len(first)), 0
+    return max(1, text_tokens(str(first))), 0

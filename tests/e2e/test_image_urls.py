@@ -3,11 +3,14 @@ nothing is queued for it (the next request is served at once)."""
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import httpx
 import pytest
+import sqlalchemy as sa
 
+from storage.db import Database
 from tests.support.cluster import Cluster
 from tests.workers.engine.test_vision import data_url
 
@@ -58,3 +61,35 @@ def test_hostile_image_urls_are_400s_naming_the_part(gw: tuple[str, dict[str, st
     ok = chat(VLM, data_url(64, 64))
     resp = httpx.post(f"{url}/v1/chat/completions", json=ok, headers=auth, timeout=30)
     assert resp.status_code == 200, resp.text
+
+
+def test_images_past_the_context_are_refused_before_they_are_charged(
+    gw: tuple[str, dict[str, str]], cluster: Cluster
+) -> None:
+    """Three 4000 × 3000 images are 45,000 tokens for a 32,768-token model: before, the
+    request queued, took a slot, was refused by the worker and charged its estimate."""
+    url, auth = gw
+    big = data_url(4000, 3000)
+    body = chat(VLM, big)
+    body["messages"][0]["content"] += [{"type": "image_url", "image_url": {"url": big}}] * 2
+    resp = httpx.post(f"{url}/v1/chat/completions", json=body, headers=auth, timeout=30)
+    assert resp.status_code == 400, resp.text
+    err = resp.json()["error"]
+    assert (err["param"], err["code"]) == ("messages", "context_length_exceeded")
+    ok = httpx.post(f"{url}/v1/chat/completions", json=chat(VLM, big), headers=auth, timeout=30)
+    assert ok.status_code == 200, ok.text
+    db = Database(cluster.db_url)
+    try:
+        deadline = time.time() + 15
+        while True:
+            with db.engine.connect() as conn:
+                rows = conn.execute(sa.text("SELECT status FROM requests")).fetchall()
+            if rows or time.time() > deadline:
+                break
+            time.sleep(0.2)
+        time.sleep(1.0)  # a row for the refused request would have come first
+        with db.engine.connect() as conn:
+            rows = conn.execute(sa.text("SELECT status FROM requests")).fetchall()
+    finally:
+        db.dispose()
+    assert [r[0] for r in rows] == ["ok"]

@@ -115,6 +115,14 @@ def data_url_tokens(rule: ImageTokenRule, url: str) -> int:
     return image_tokens(rule, width, height)
 
 
+def smallest_image_tokens(rule: ImageTokenRule) -> int:
+    """The fewest tokens one image can cost under `rule` (an image whose size is unknown):
+    a resized image is at least one merged patch a side."""
+    if rule.kind == "fixed":
+        return rule.tokens + rule.extra_tokens
+    return 1 + rule.extra_tokens
+
+
 def largest_image_tokens(rule: ImageTokenRule) -> int:
     """The most tokens one image can cost under `rule` (an image whose size is unknown)."""
     if rule.kind == "fixed":
