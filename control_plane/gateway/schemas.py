@@ -17,6 +17,7 @@ from pydantic import (
     StrictInt,
     StrictStr,
     ValidationError,
+    ValidationInfo,
     ValidatorFunctionWrapHandler,
     field_validator,
 )
@@ -34,8 +35,22 @@ class StreamOptions(BaseModel):
     continuous_usage_stats: StrictBool | None = None
 
 
+REFUSED: dict[str, str] = {
+    "prompt_embeds": (
+        "prompt_embeds is not accepted here: the gateway cannot count or check embeddings (a "
+        "tensor the worker would deserialize); send the prompt as text or token ids"
+    ),
+    "mm_processor_kwargs": (
+        "mm_processor_kwargs is not accepted here: an image is priced and checked against the "
+        "context by the model's image rule, which a client's processor settings would change"
+    ),
+}
+"""vLLM fields a tenant may not set, and why (each a 400 naming it; null is ignored)."""
+
+
 class _Common(BaseModel):
-    """Fields shared by chat and text completions. Unknown fields are kept and forwarded."""
+    """Fields shared by chat and text completions. Unknown fields are kept and forwarded, but
+    for those in `REFUSED`."""
 
     model_config = ConfigDict(extra="allow")
 
@@ -51,6 +66,16 @@ class _Common(BaseModel):
     user: StrictStr | None = None
     min_tokens: Annotated[StrictInt, Field(ge=0, le=INT32_MAX)] | None = None
     ignore_eos: StrictBool | None = None
+
+    prompt_embeds: Any = Field(default=None, description=REFUSED["prompt_embeds"])
+    mm_processor_kwargs: Any = Field(default=None, description=REFUSED["mm_processor_kwargs"])
+
+    @field_validator("prompt_embeds", "mm_processor_kwargs", mode="before")
+    @classmethod
+    def _refused(cls, value: Any, info: ValidationInfo) -> None:
+        """Runs only when the field is sent: nothing for a request without it."""
+        if value is not None:
+            raise ValueError(REFUSED[str(info.field_name)])
 
 
 class ChatMessage(BaseModel):

@@ -144,6 +144,9 @@ BAD_TENANT_INPUT = [
     ("text", {**PROMPT, "prompt": [100000000000000000000]}, {}, 400, "prompt"),
     ("text", {**PROMPT, "prompt": [-1]}, {}, 400, "prompt"),
     ("text", {**PROMPT, "prompt": [[]]}, {}, 400, "prompt"),
+    # vLLM would deserialize a tensor the door cannot count, or re-price images: refused
+    ("text", {**PROMPT, "prompt_embeds": "UEsDBAAA"}, {}, 400, "prompt_embeds"),
+    ("chat", {**CHAT, "mm_processor_kwargs": {"min_pixels": 1}}, {}, 400, "mm_processor_kwargs"),
 ]
 
 

@@ -53,3 +53,23 @@ def test_completion_accepts_openai_prompts(prompt: Any) -> None:
 def test_chat_accepts_integral_numbers_for_floats() -> None:
     body = ChatCompletionRequest.model_validate({**CHAT, "temperature": 1, "max_tokens": 5})
     assert body.temperature == 1.0 and body.max_tokens == 5
+
+
+@pytest.mark.parametrize(
+    ("model", "body"),
+    [
+        (CompletionRequest, {"model": "m", "prompt": "x", "prompt_embeds": "UEsDBAAA"}),
+        (ChatCompletionRequest, {**CHAT, "mm_processor_kwargs": {"min_pixels": 1}}),
+        (ChatCompletionRequest, {**CHAT, "prompt_embeds": ["x"]}),
+    ],
+)
+def test_fields_the_door_cannot_price_are_refused_by_name(model: Any, body: Any) -> None:
+    """They were forwarded to vLLM as unknown fields: `prompt_embeds` a tensor the worker
+    deserializes and the door cannot count, `mm_processor_kwargs` a client's own image
+    processing that the door's image rule does not price."""
+    with pytest.raises(ValidationError) as err:
+        model.model_validate(body)
+    (error,) = err.value.errors()
+    name = next(k for k in ("prompt_embeds", "mm_processor_kwargs") if k in body)
+    assert error["loc"] == (name,) and "not accepted here" in error["msg"]
+    assert model.model_validate({**body, name: None}).model_dump(exclude_unset=True)[name] is None
