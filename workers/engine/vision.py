@@ -30,6 +30,10 @@ MAX_IMAGE_BYTES = 20 * 1024 * 1024
 """Largest decoded image accepted in a `data:` URL."""
 MAX_IMAGE_SIDE = 16_384
 """Largest image side in pixels accepted (a header claiming more is refused)."""
+MAX_IMAGE_PIXELS = 89_478_485
+"""Most pixels an image may have: Pillow's own warning line (`Image.MAX_IMAGE_PIXELS`; it
+refuses only twice as many). Below the side limit a 16,384 × 10,900 image of one colour is some
+700 KB as base64 and decodes to about 535 MB in the worker."""
 _DATA_URL = re.compile(r"data:(?P<mime>image/[\w.+-]+)?(?P<params>(;[\w.+-]+=[\w.+-]+)*);base64,")
 
 
@@ -106,6 +110,8 @@ def image_size(data: bytes) -> tuple[int, int]:
         raise ImageError(f"the image cannot be read ({type(exc).__name__})") from None
     if max(width, height) > MAX_IMAGE_SIDE:
         raise ImageError(f"the image is larger than {MAX_IMAGE_SIDE} pixels on a side")
+    if width * height > MAX_IMAGE_PIXELS:
+        raise ImageError(f"the image has more than {MAX_IMAGE_PIXELS} pixels")
     return width, height
 
 
