@@ -106,6 +106,15 @@ def _policy_note() -> None:
         _show(policy_note(asked, session.client().policy), "policy_watch")
 
 
+def _running_note(running: dict[str, Any], runs_as: str, active: str) -> None:
+    """Whether the leader runs the active policy yet; a plug-in named by its module path runs
+    under the name its class gives itself (`runs_as`)."""
+    if running.get("name") != runs_as and active != "auto":
+        st.info(f"The scheduler leader still runs {running.get('name')!r}; it switches shortly.")
+    elif runs_as != active:
+        st.caption(f"The scheduler leader runs it as {runs_as!r} (the name its class gives).")
+
+
 def policy_section(api: AdminClient, policy: dict[str, Any]) -> None:
     active = policy["active"]
     st.subheader(f"Active policy: {active['name']}")
@@ -116,12 +125,11 @@ def policy_section(api: AdminClient, policy: dict[str, Any]) -> None:
             f"The scheduler leader last published {float(age):.0f} s ago: what it runs (below "
             "and under Controller) is from then, not now. Is the scheduler running?"
         )
-    # a plug-in named by its module path runs under the name its class gives itself
-    runs_as = policy.get("active_runs_as") or active["name"]
-    if running and running.get("name") != runs_as and active["name"] != "auto":
-        st.info(f"The scheduler leader still runs {running.get('name')!r}; it switches shortly.")
-    elif running and runs_as != active["name"]:
-        st.caption(f"The scheduler leader runs it as {runs_as!r} (the name its class gives).")
+    errors = policy.get("knob_errors") or {}
+    for knob, why in sorted(errors.items()):
+        st.error(f"The scheduler leader could not apply the {knob} knob and kept its own: {why}")
+    if running and "policy" not in errors:  # else it does not switch: said above
+        _running_note(running, policy.get("active_runs_as") or active["name"], active["name"])
     params_table(policy)
     st.fragment(run_every=session.refresh_seconds())(_policy_note)()
     st.markdown("**Switch policy**")

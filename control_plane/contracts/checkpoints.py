@@ -150,6 +150,10 @@ class LiveView:
     tolerance: float = 0.2
     wait_threshold_s: float = 2.0
     """A node is backlogged when a request of it waited (or waits) longer than this."""
+    knob_errors: Mapping[str, str] = field(default_factory=dict)
+    """Knob name → why the leader could not apply its value (it kept what it had, or took
+    the default): a plug-in module its host lacks, params this build refuses, a plug-in that
+    raised when built."""
 
     def to_json(self) -> dict[str, Any]:
         out = asdict(self)
@@ -185,6 +189,7 @@ def decode_live_view(data: object) -> LiveView:
         window_s=f.number("window_s", 60.0),
         tolerance=f.number("tolerance", 0.2),
         wait_threshold_s=f.number("wait_threshold_s", 2.0),
+        knob_errors={str(k): str(v) for k, v in f.inner("knob_errors").data.items()},
     )
 
 

@@ -23,23 +23,23 @@ RECENT = 20
 """Switches the live view carries (the audit log has them all)."""
 
 
-def hand_over(core: SchedulerCore, params: dict[str, Any]) -> bool:
-    """Attach a controller built from `params` to `core`, starting from its `initial` policy;
-    False when a controller of the same params already runs (e.g. the one a new leader
-    restored) or the params are invalid (logged)."""
+def hand_over(core: SchedulerCore, params: dict[str, Any]) -> str | None:
+    """Attach a controller built from `params` to `core`, starting from its `initial` policy
+    (nothing when a controller of the same params already runs, e.g. the one a new leader
+    restored); → why it could not be built (logged; the core keeps its own), else None."""
     if isinstance(core.controller, MetaController) and core.controller.params == params:
-        return False
+        return None
     try:
         controller = build_controller(params, lambda n: build_policy(n, core.ctx))
         if core.dispatcher.policy.name != controller.current:
             core.switch_policy(build_policy(controller.current, core.ctx), time.time())
-    except Exception:  # invalid here, or a policy's own code raised: the core keeps its own
+    except Exception as exc:  # invalid here, or a policy's own code raised
         log.exception("ignoring auto policy knob %r: it cannot be built", params)
-        return False
+        return f"'auto' cannot be built on the leader: {type(exc).__name__}: {exc}"[:500]
     controller.attach(core)
     core.controller = controller
     log.info("policy handed to the meta-controller (%s)", params.get("selector", "rules"))
-    return True
+    return None
 
 
 def export(core: SchedulerCore, metrics: SchedulerMetrics) -> None:

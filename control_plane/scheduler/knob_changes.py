@@ -27,20 +27,23 @@ log = logging.getLogger(__name__)
 
 
 def apply_knob(core: SchedulerCore, name: str, value: KnobValue, now: float) -> None:
-    """Apply one knob's value to `core` (see the module docstring)."""
+    """Apply one knob's value to `core` (see the module docstring); why one could not be is
+    kept in `core.knob_errors` (the live view shows it) until a value of it is applied."""
     if name == "policy" and isinstance(value, PluginChoice) and value.name == AUTO:
-        hand_over(core, dict(value.params))
+        _noted(core, name, hand_over(core, dict(value.params)))
     elif name == "policy" and isinstance(value, PluginChoice):
         core.detach_controller()  # a pinned policy: the operator decides again
         current = core.dispatcher.policy
         if current.name == value.name and dict(value.params) == current.params.model_dump():
-            return
+            return _noted(core, name, None)
         try:
             policy = build_policy(value.name, core.ctx, dict(value.params))
             core.switch_policy(policy, now)
             log.info("policy switched to %s", value.name)
-        except Exception:  # invalid here, or the plug-in's own code raised
+            _noted(core, name, None)
+        except Exception as exc:  # invalid here, or the plug-in's own code raised
             log.exception("ignoring policy knob %r: it cannot be built", value)
+            _noted(core, name, refusal(value, exc))
     elif name in ("admission", "placement") and isinstance(value, PluginChoice):
         _swap_plugin(core, name, value)
     elif name == "weights" and isinstance(value, NodeWeights):
@@ -59,5 +62,19 @@ def _swap_plugin(core: SchedulerCore, kind: str, value: PluginChoice) -> None:
         else:
             dispatcher.placement = build_placement(value.name, dict(value.params))
         log.info("%s switched to %s", kind, value.name)
-    except Exception:  # invalid here, or the plug-in's own code raised
+        _noted(core, kind, None)
+    except Exception as exc:  # invalid here, or the plug-in's own code raised
         log.exception("ignoring %s knob %r: it cannot be built", kind, value)
+        _noted(core, kind, refusal(value, exc))
+
+
+def refusal(value: PluginChoice, exc: BaseException) -> str:
+    """Why `value` was not applied, in one line for the live view."""
+    return f"{value.name!r} cannot be built on the leader: {type(exc).__name__}: {exc}"[:500]
+
+
+def _noted(core: SchedulerCore, name: str, error: str | None) -> None:
+    if error is None:
+        core.knob_errors.pop(name, None)
+    else:
+        core.knob_errors[name] = error

@@ -22,6 +22,7 @@ from control_plane.core.policy import PolicyContext
 from control_plane.core.scheduler_core import SchedulerCore
 from control_plane.placement.registry import build_placement
 from control_plane.policies.registry import build_policy
+from control_plane.scheduler.knob_changes import refusal
 from control_plane.scheduler.workers import sync_workers
 from control_plane.state import StateStores
 
@@ -61,17 +62,20 @@ def build_core(
     adm = knob_of(knobs, "admission", PluginChoice) or DEFAULT_ADMISSION
     plc = knob_of(knobs, "placement", PluginChoice) or DEFAULT_PLACEMENT
     controller: MetaController | None = None
+    errors: dict[str, str] = {}
     try:
         if pol.name == AUTO:
             controller = build_controller(dict(pol.params), lambda n: build_policy(n, ctx))
             policy = build_policy(_resumed(controller, saved), ctx)
         else:
             policy = build_policy(pol.name, ctx, dict(pol.params))
-    except Exception:  # invalid here, or a plug-in's own code raised: never stop the term
+    except Exception as exc:  # invalid here, or a plug-in's own code raised: never stop the term
         log.exception("policy knob %r cannot be built; using %s", pol, default_policy)
-        policy = build_policy(default_policy, ctx)
-    dispatcher = Dispatcher(policy, _admission(adm), _placement(plc))
+        errors["policy"] = refusal(pol, exc)
+        controller, policy = None, build_policy(default_policy, ctx)
+    dispatcher = Dispatcher(policy, _admission(adm, errors), _placement(plc, errors))
     core = SchedulerCore(dispatcher, failure_cooldown_s)
+    core.knob_errors = errors
     core.watch = LiveWindows(ledger.window_s, ledger.bucket_s)  # for the live view
     if controller is not None and saved is not None:
         _restore_controller(controller, saved.controller)
@@ -86,23 +90,25 @@ def build_core(
     return core
 
 
-def _admission(choice: PluginChoice) -> Admission:
-    """The admission `choice` names, else the default (logged): a knob this build or host
-    cannot build — a plug-in module the scheduler's image lacks, params an older build took —
-    must not stop every takeover."""
+def _admission(choice: PluginChoice, errors: dict[str, str]) -> Admission:
+    """The admission `choice` names, else the default (logged, and why kept in `errors`): a
+    knob this build or host cannot build — a plug-in module the scheduler's image lacks,
+    params an older build took — must not stop every takeover."""
     try:
         return build_admission(choice.name, dict(choice.params))
-    except Exception:
+    except Exception as exc:
         log.exception("admission knob %r cannot be built; using %s", choice, DEFAULT_ADMISSION)
+        errors["admission"] = refusal(choice, exc)
         return build_admission(DEFAULT_ADMISSION.name, dict(DEFAULT_ADMISSION.params))
 
 
-def _placement(choice: PluginChoice) -> Placement:
-    """The placement `choice` names, else the default (logged; see `_admission`)."""
+def _placement(choice: PluginChoice, errors: dict[str, str]) -> Placement:
+    """The placement `choice` names, else the default (see `_admission`)."""
     try:
         return build_placement(choice.name, dict(choice.params))
-    except Exception:
+    except Exception as exc:
         log.exception("placement knob %r cannot be built; using %s", choice, DEFAULT_PLACEMENT)
+        errors["placement"] = refusal(choice, exc)
         return build_placement(DEFAULT_PLACEMENT.name, dict(DEFAULT_PLACEMENT.params))
 
 

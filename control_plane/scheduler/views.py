@@ -58,4 +58,5 @@ def live_view(core: SchedulerCore, holder: str, now: float) -> LiveView:
         window_s=core.ctx.ledger.window_s,
         tolerance=DEFAULT_TOLERANCE,
         wait_threshold_s=DEFAULT_WAIT_THRESHOLD_S,
+        knob_errors=dict(core.knob_errors),
     )

@@ -284,3 +284,23 @@ def test_a_fairness_change_the_policy_in_force_does_not_take_says_so(
     assert any("α and β updated" in s.value for s in at.success)
     assert any("scheduling is unchanged" in w.value for w in at.warning), at.warning
     assert _knob(admin_server, "fairness")["alpha"] == 0.5
+
+
+def test_a_knob_the_leader_could_not_apply_is_said_with_its_reason(
+    admin_server: AdminServer, app_test: AppTest
+) -> None:
+    """A plug-in the leader's host cannot build (its module missing there) was only logged:
+    the page kept saying the leader switches shortly, for ever."""
+    knobs: dict[str, KnobValue] = {
+        "policy": PluginChoice("vtc"),
+        "placement": PluginChoice("missing.module:Placement"),
+    }
+    publish_core(admin_server, build_core(knobs, Ledger(), "vtc"))
+    with admin_server.http() as http:
+        errors = http.get("/admin/policy").json()["knob_errors"]
+    assert list(errors) == ["placement"] and "No module named 'missing'" in errors["placement"]
+    at = signed_in(app_test, "app_pages/policy.py")
+    assert not at.exception, at.exception
+    assert any(
+        "could not apply the placement knob" in e.value and "missing" in e.value for e in at.error
+    ), [e.value for e in at.error]

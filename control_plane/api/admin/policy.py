@@ -82,7 +82,8 @@ async def get_policy(ctx: Ctx, _: Admin) -> dict[str, Any]:
     seconds ago: a stopped leader's view stays behind), `active_runs_as` (the name
     the leader reports while it runs the active policy: see `runs_as`), `expected` (the
     `policy` knob's stored text, '' = unset, to send back with a switch), plus the catalogues
-    of policies, admission and placement plug-ins with their params schemas."""
+    of policies, admission and placement plug-ins with their params schemas; `knob_errors`:
+    the `policy`, `admission` or `placement` values the leader could not build, and why."""
     live = await ctx.stores.checkpoints.load_live()
     knobs = await ctx.stores.knobs.get_all()
     knob, expected = await ctx.stores.knobs.read("policy")  # one read: `expected` is its text
@@ -93,6 +94,7 @@ async def get_policy(ctx: Ctx, _: Admin) -> dict[str, Any]:
         "expected": expected,
         "running": live.to_json()["policy"] if live else None,
         "running_age_s": max(0.0, time.time() - live.updated_at) if live else None,
+        "knob_errors": dict(live.knob_errors) if live else {},
         "controller": live.controller if live else None,
         "admission": (live and live.admission) or _json(knobs.get("admission")),
         "placement": (live and live.placement) or _json(knobs.get("placement")),

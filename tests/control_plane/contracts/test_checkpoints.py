@@ -11,7 +11,10 @@ from control_plane.contracts.checkpoints import (
     NO_EVENT,
     CheckpointError,
     LeaderState,
+    LiveView,
+    PolicyState,
     decode_leader_state,
+    decode_live_view,
 )
 
 
@@ -37,3 +40,16 @@ def test_a_checkpoint_of_the_previous_release_reflects_no_event() -> None:
 def test_an_events_position_that_is_not_a_stream_id_names_the_field(bad: object) -> None:
     with pytest.raises(CheckpointError, match="events_applied_to"):
         decode_leader_state({"events_applied_to": bad})
+
+
+def test_the_live_view_carries_the_knobs_the_leader_could_not_apply() -> None:
+    """A new field: a view an older leader wrote (without it) decodes to none."""
+    live = LiveView(
+        leader="a",
+        updated_at=1.0,
+        policy=PolicyState("vtc", {}, None),
+        knob_errors={"placement": "'x:Y' cannot be built on the leader: ImportError: no x"},
+    )
+    assert decode_live_view(json.loads(json.dumps(live.to_json()))) == live
+    older = {k: v for k, v in live.to_json().items() if k != "knob_errors"}
+    assert decode_live_view(older).knob_errors == {}

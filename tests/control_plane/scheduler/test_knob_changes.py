@@ -54,6 +54,12 @@ def test_a_plug_in_whose_code_raises_leaves_the_core_as_it_was() -> None:
         "capacity",
         "least_loaded",
     )
+    assert set(c.knob_errors) == {"policy", "admission", "placement"}  # for the live view
+    assert "RuntimeError: this plug-in cannot start here" in c.knob_errors["admission"]
+    assert c.knob_errors["policy"].startswith("'auto' cannot be built")
+    apply_knob(c, "policy", PluginChoice("vtc"), 2.0)
+    apply_knob(c, "placement", PluginChoice("round_robin"), 2.0)
+    assert set(c.knob_errors) == {"admission"}  # a value applied clears its knob's
 
 
 def test_a_pinned_policy_is_switched_and_a_bad_one_leaves_the_core_as_it_was() -> None:

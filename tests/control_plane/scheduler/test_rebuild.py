@@ -147,6 +147,8 @@ def test_a_knob_that_cannot_be_built_here_gives_the_default_not_a_failed_takeove
     lacks, params a newer build refuses, a plug-in that raises) failed every takeover, so no
     scheduler could lead and nothing was scheduled."""
     core = build_core(knobs, Ledger(), "vtc")
+    (name,) = knobs
+    assert list(core.knob_errors) == [name] and "cannot be built" in core.knob_errors[name]
     dispatcher = core.dispatcher
     assert (dispatcher.policy.name, dispatcher.admission.name, dispatcher.placement.name) == (
         "vtc",
