@@ -48,6 +48,12 @@ def is_stale(row: Mapping[str, Any]) -> bool:
     return age is not None and age > (STALE_AFTER_S if limit is None else float(limit))
 
 
+def stale_limit(rows: Sequence[Mapping[str, Any]]) -> float:
+    """The age past which the rows' scrapes read as stale (the API's, else `STALE_AFTER_S`)."""
+    limits = [float(r["stale_after_s"]) for r in rows if r.get("stale_after_s") is not None]
+    return max(limits, default=STALE_AFTER_S)
+
+
 def stale_workers(rows: Sequence[Mapping[str, Any]]) -> dict[str, float]:
     """Worker id → metrics age (s) of every worker whose health and load are stale."""
     return {str(r["id"]): float(r["metrics_age_s"]) for r in rows if is_stale(r)}

@@ -1,6 +1,6 @@
 """Workers: health, running, waiting, KV usage and preemptions (refreshing), with a red
-error and a marked health for every worker whose last scrape is stale (`worker_views.
-STALE_AFTER_S`: the scheduler stopped scraping, its last numbers stay behind); drain /
+error and a marked health for every worker whose last scrape is stale (older than the API's
+`stale_after_s`: the scheduler stopped scraping, its last numbers stay behind); drain /
 undrain, reviewed (current → new status) and confirmed before it is sent."""
 
 from __future__ import annotations
@@ -26,10 +26,10 @@ def _table() -> None:
     if stale:
         ages = ", ".join(f"{w} ({age:.0f} s)" for w, age in stale.items())
         st.error(
-            f"Stale metrics: {ages}. The scheduler leader scrapes every worker about twice a "
-            "second; these were last scraped longer ago than "
-            f"{views.STALE_AFTER_S:g} s, so their health and load below are from then, not "
-            "now: is the scheduler running?"
+            f"Stale metrics: {ages}. The scheduler leader scrapes every worker every "
+            "`ARBITER_SCRAPE_INTERVAL_S`; these were last scraped longer ago than "
+            f"{views.stale_limit(rows):g} s (four intervals, at least 10 s), so their health "
+            "and load below are from then, not now: is the scheduler running?"
         )
     st.dataframe(views.workers_frame(rows), hide_index=True, key="workers_table")
     st.plotly_chart(views.load_figure(rows), key="workers_load")
