@@ -118,6 +118,9 @@ class SchedulerCore:
         """Switches the policy automatically when set (the `auto` policy)."""
         self.controller_error: str | None = None
         """Why the controller was detached: an error in it never stops scheduling."""
+        self.fairness: dict[str, float] = {}
+        """The `fairness` knob's α and β (those set), given to every policy the meta-controller
+        builds that takes them (a pinned policy gets them in its own params)."""
         self.knob_errors: dict[str, str] = {}
         """Knob name → why its value could not be applied (the core kept what it had, or took
         the default): shown in the live view until a value of that knob is applied."""

@@ -7,13 +7,16 @@ from __future__ import annotations
 import json
 import logging
 import time
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from control_plane.contracts.events import PolicySwitched
+from control_plane.contracts.knobs import Fairness
 from control_plane.control.llm_selector import LlmSelector
 from control_plane.control.meta import MetaController, Switch, build_controller
+from control_plane.core.policy import Policy
 from control_plane.core.scheduler_core import SchedulerCore
-from control_plane.policies.registry import build_policy
+from control_plane.policies.registry import build_policy, policy_class
 from control_plane.scheduler.advisor import Advisor
 from control_plane.scheduler.metrics import SchedulerMetrics
 from control_plane.state import EventStream, StateUnavailable
@@ -30,9 +33,10 @@ def hand_over(core: SchedulerCore, params: dict[str, Any]) -> str | None:
     if isinstance(core.controller, MetaController) and core.controller.params == params:
         return None
     try:
-        controller = build_controller(params, lambda n: build_policy(n, core.ctx))
+        build = auto_builder(core)
+        controller = build_controller(params, build)
         if core.dispatcher.policy.name != controller.current:
-            core.switch_policy(build_policy(controller.current, core.ctx), time.time())
+            core.switch_policy(build(controller.current), time.time())
     except Exception as exc:  # invalid here, or a policy's own code raised
         log.exception("ignoring auto policy knob %r: it cannot be built", params)
         return f"'auto' cannot be built on the leader: {type(exc).__name__}: {exc}"[:500]
@@ -40,6 +44,46 @@ def hand_over(core: SchedulerCore, params: dict[str, Any]) -> str | None:
     core.controller = controller
     log.info("policy handed to the meta-controller (%s)", params.get("selector", "rules"))
     return None
+
+
+def auto_builder(core: SchedulerCore) -> Callable[[str], Policy]:
+    """How the meta-controller builds a policy: over the core's context, with the `fairness`
+    knob's α and β where the policy takes them (`core.fairness`, read at each build)."""
+
+    def build(name: str) -> Policy:
+        return build_policy(name, core.ctx, carried(name, core.fairness))
+
+    return build
+
+
+def fairness_of(knob: Fairness | None) -> dict[str, float]:
+    """The α and β a `fairness` knob sets (none when unset)."""
+    pairs = (
+        ("alpha", None if knob is None else knob.alpha),
+        ("beta", None if knob is None else knob.beta),
+    )
+    return {k: float(v) for k, v in pairs if v is not None}
+
+
+def carried(name: str, fairness: Mapping[str, float]) -> dict[str, float]:
+    """The part of `fairness` policy `name` takes as params."""
+    if not fairness:
+        return {}
+    fields = policy_class(name).Params.model_fields
+    return {k: v for k, v in fairness.items() if k in fields}
+
+
+def follow_fairness(core: SchedulerCore, fairness: Mapping[str, float], now: float) -> None:
+    """A new `fairness` knob under `auto`: the policy the controller runs is built again with
+    it when it takes α or β (a zero-downtime switch: queue and counters kept)."""
+    core.fairness = dict(fairness)
+    controller = core.controller
+    if not isinstance(controller, MetaController):
+        return
+    params = core.dispatcher.policy.params.model_dump()
+    wanted = carried(controller.current, core.fairness)
+    if any(params.get(k) != v for k, v in wanted.items()):
+        core.switch_policy(controller.build(controller.current), now)
 
 
 def export(core: SchedulerCore, metrics: SchedulerMetrics) -> None:

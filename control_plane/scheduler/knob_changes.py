@@ -5,7 +5,9 @@ Rule: `policy` = `auto` hands the choice to the meta-controller; any other polic
 `admission` and `placement` are replaced without touching the policy or its queue; `weights`
 sets the node weights it names, and a node the previous value named and this one does not
 (deleted) is back to weight 1, as a new leader building from the same knob has it (weights
-that only requests' envelopes set are kept: `Weights.follow_knob`). Guarantee: a choice that
+that only requests' envelopes set are kept: `Weights.follow_knob`); `fairness` gives its α and
+β to each policy the meta-controller builds that takes them, the running one rebuilt at once
+(a pinned policy gets them in its params from the admin API). Guarantee: a choice that
 cannot be built here — invalid, a plug-in module this host lacks, a plug-in whose own code
 raises — is logged and ignored: the core keeps what it had, so a bad knob can never stop
 scheduling.
@@ -16,12 +18,12 @@ from __future__ import annotations
 import logging
 
 from control_plane.admission.registry import build_admission
-from control_plane.contracts.knobs import KnobValue, NodeWeights, PluginChoice
+from control_plane.contracts.knobs import Fairness, KnobValue, NodeWeights, PluginChoice
 from control_plane.control.meta import AUTO
 from control_plane.core.scheduler_core import SchedulerCore
 from control_plane.placement.registry import build_placement
 from control_plane.policies.registry import build_policy
-from control_plane.scheduler.autopilot import hand_over
+from control_plane.scheduler.autopilot import fairness_of, follow_fairness, hand_over
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +48,13 @@ def apply_knob(core: SchedulerCore, name: str, value: KnobValue, now: float) -> 
             _noted(core, name, refusal(value, exc))
     elif name in ("admission", "placement") and isinstance(value, PluginChoice):
         _swap_plugin(core, name, value)
+    elif name == "fairness" and isinstance(value, Fairness):
+        try:
+            follow_fairness(core, fairness_of(value), now)
+            _noted(core, name, None)
+        except Exception as exc:  # the running policy's own code raised
+            log.exception("ignoring fairness knob %r under auto", value)
+            _noted(core, name, f"cannot be applied on the leader: {type(exc).__name__}: {exc}")
     elif name == "weights" and isinstance(value, NodeWeights):
         try:
             core.ctx.weights.follow_knob(dict(value.table))

@@ -9,7 +9,14 @@ from typing import Any
 
 from control_plane.admission.registry import build_admission
 from control_plane.contracts.checkpoints import LeaderState
-from control_plane.contracts.knobs import JsonValue, KnobValue, NodeWeights, PluginChoice, knob_of
+from control_plane.contracts.knobs import (
+    Fairness,
+    JsonValue,
+    KnobValue,
+    NodeWeights,
+    PluginChoice,
+    knob_of,
+)
 from control_plane.contracts.requests import RecordError, RequestRecord
 from control_plane.control.meta import AUTO, MetaController, build_controller
 from control_plane.core.admission import Admission
@@ -18,10 +25,11 @@ from control_plane.core.job import Job
 from control_plane.core.ledger import Ledger
 from control_plane.core.live_windows import LiveWindows
 from control_plane.core.placement import Placement
-from control_plane.core.policy import PolicyContext
+from control_plane.core.policy import Policy, PolicyContext
 from control_plane.core.scheduler_core import SchedulerCore
 from control_plane.placement.registry import build_placement
 from control_plane.policies.registry import build_policy
+from control_plane.scheduler.autopilot import auto_builder, carried, fairness_of
 from control_plane.scheduler.knob_changes import refusal
 from control_plane.scheduler.workers import sync_workers
 from control_plane.state import StateStores
@@ -63,10 +71,15 @@ def build_core(
     plc = knob_of(knobs, "placement", PluginChoice) or DEFAULT_PLACEMENT
     controller: MetaController | None = None
     errors: dict[str, str] = {}
+    carry = fairness_of(knob_of(knobs, "fairness", Fairness))
+
+    def build(name: str) -> Policy:
+        return build_policy(name, ctx, carried(name, carry))
+
     try:
         if pol.name == AUTO:
-            controller = build_controller(dict(pol.params), lambda n: build_policy(n, ctx))
-            policy = build_policy(_resumed(controller, saved), ctx)
+            controller = build_controller(dict(pol.params), build)
+            policy = build(_resumed(controller, saved))
         else:
             policy = build_policy(pol.name, ctx, dict(pol.params))
     except Exception as exc:  # invalid here, or a plug-in's own code raised: never stop the term
@@ -75,11 +88,12 @@ def build_core(
         controller, policy = None, build_policy(default_policy, ctx)
     dispatcher = Dispatcher(policy, _admission(adm, errors), _placement(plc, errors))
     core = SchedulerCore(dispatcher, failure_cooldown_s)
-    core.knob_errors = errors
+    core.knob_errors, core.fairness = errors, carry
     core.watch = LiveWindows(ledger.window_s, ledger.bucket_s)  # for the live view
     if controller is not None and saved is not None:
         _restore_controller(controller, saved.controller)
     if controller is not None:
+        controller.build = auto_builder(core)  # follows the fairness knob from now on
         controller.attach(core)
         core.controller = controller
     weights = knob_of(knobs, "weights", NodeWeights)

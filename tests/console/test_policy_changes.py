@@ -272,9 +272,9 @@ def test_with_a_stale_leader_a_change_does_not_read_as_about_to_apply(
 def test_a_fairness_change_the_policy_in_force_does_not_take_says_so(
     admin_server: AdminServer, app_test: AppTest
 ) -> None:
-    """Under a policy without α and β (here `auto`: the meta-controller builds each policy
-    with its own defaults) the page said 'α and β updated.' as if the scheduler took them."""
-    _put(admin_server, "/admin/policy", {"name": "auto"})
+    """Under a pinned policy without α and β the page said 'α and β updated.' as if the
+    scheduler took them."""
+    _put(admin_server, "/admin/policy", {"name": "fcfs"})
     at = signed_in(app_test, "app_pages/policy.py")
     next(n for n in at.number_input if n.label == "α").set_value(0.5)
     at.text_input(key="fairness_reason").input("softer")

@@ -2,8 +2,9 @@
 
 Setting `fairness` also carries α and β into the active policy's params when that policy has
 them (ExFairS), so the scheduler applies them at once: both knobs are stored in one step, with
-an audit row each, or neither is. When it has none (`auto` included), the answer says so in
-`warnings`: the change then reaches only the live fairness view.
+an audit row each, or neither is. Under `auto` the leader gives them to each policy its
+meta-controller builds that takes them; a pinned policy without them leaves scheduling as it
+was, and the answer says so in `warnings` (the change reaches only the live fairness view).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from control_plane.api.admin.recorded import recorded_then_live
 from control_plane.api.admin.schemas import KnobChange
 from control_plane.api.auth import Admin, Caller
 from control_plane.contracts.knobs import KnobValue, PluginChoice, decode_knob
+from control_plane.control.meta import AUTO
 from control_plane.gateway.errors import ApiError
 from control_plane.policies.registry import UnknownPolicyError, policy_class
 from control_plane.state import KnobChanged
@@ -200,20 +202,19 @@ async def put_knob(
         "audit": as_json(audit[0]),
         "policy": None if carry is None else carry.value,
     }
-    if name == "fairness" and carry is None:
-        answer["warnings"] = [await _not_carried(ctx)]
+    if name == "fairness" and carry is None and (why := await _not_carried(ctx)):
+        answer["warnings"] = [why]
     return answer
 
 
-async def _not_carried(ctx: AdminContext) -> str:
-    """Why a `fairness` change leaves scheduling as it was: the policy in force takes no α or
-    β (under `auto`, the meta-controller builds each policy it picks with that policy's own
-    defaults)."""
+async def _not_carried(ctx: AdminContext) -> str | None:
+    """Why a `fairness` change leaves scheduling as it was: the pinned policy takes no α or β
+    (None under `auto`: the leader gives them to each policy its meta-controller builds that
+    takes them)."""
     active = str((await active_policy(ctx))["name"])
-    built = (
-        " (it builds each policy it picks with that policy's defaults)" if active == "auto" else ""
-    )
+    if active == AUTO:
+        return None
     return (
-        f"the policy in force, {active!r}, takes no alpha or beta{built}: scheduling is "
-        "unchanged; the knob sets the α and β of the live fairness view (SAFI) only"
+        f"the policy in force, {active!r}, takes no alpha or beta: scheduling is unchanged; "
+        "the knob sets the α and β of the live fairness view (SAFI) only"
     )

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from control_plane.admission.capacity import CapacityAdmission
-from control_plane.contracts.knobs import NodeWeights, PluginChoice
+from control_plane.contracts.knobs import Fairness, NodeWeights, PluginChoice
 from control_plane.core.ledger import Ledger
 from control_plane.core.scheduler_core import SchedulerCore
 from control_plane.placement.least_loaded import LeastLoadedPlacement
@@ -102,3 +102,24 @@ def test_a_node_the_weights_knob_no_longer_names_is_back_to_weight_1() -> None:
     assert c.ctx.weights.table == {("beta",): 2.0, ("gamma",): 4.0}
     apply_knob(c, "weights", NodeWeights({("beta",): 2.0}), 3.0)  # a catch-up re-read
     assert c.ctx.weights.of(("gamma",)) == 4.0 and c.ctx.weights.of(("acme",)) == 1.0
+
+
+def test_under_auto_the_fairness_knob_reaches_the_policies_the_controller_builds() -> None:
+    """The meta-controller built each policy with its own α and β, whatever the `fairness`
+    knob said (only a pinned policy got them, carried into its params by the admin API)."""
+    c = core()
+    apply_knob(c, "fairness", Fairness(0.9, 0.25), 1.0)
+    auto = {"pool": ["fcfs", "exfairs"], "initial": "exfairs"}
+    apply_knob(c, "policy", PluginChoice("auto", auto), 1.0)
+    params = c.dispatcher.policy.params.model_dump()
+    assert c.dispatcher.policy.name == "exfairs"
+    assert (params["alpha"], params["beta"]) == (0.9, 0.25)
+    apply_knob(c, "fairness", Fairness(0.5, 0.25), 2.0)  # the running one is built again
+    assert c.dispatcher.policy.params.model_dump()["alpha"] == 0.5
+    assert c.controller is not None and c.controller.build("fcfs").name == "fcfs"  # takes none
+    rebuilt = build_core(
+        {"policy": PluginChoice("auto", auto), "fairness": Fairness(0.4, None)}, Ledger(), "fcfs"
+    )  # a takeover
+    assert rebuilt.dispatcher.policy.params.model_dump()["alpha"] == 0.4
+    apply_knob(rebuilt, "fairness", Fairness(0.3, None), 3.0)
+    assert rebuilt.dispatcher.policy.params.model_dump()["alpha"] == 0.3
