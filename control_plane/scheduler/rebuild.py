@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from control_plane.admission.registry import build_admission
 from control_plane.contracts.checkpoints import LeaderState
@@ -19,12 +19,10 @@ from control_plane.contracts.knobs import (
 )
 from control_plane.contracts.requests import RecordError, RequestRecord
 from control_plane.control.meta import AUTO, MetaController, build_controller
-from control_plane.core.admission import Admission
 from control_plane.core.dispatcher import Dispatcher
 from control_plane.core.job import Job
 from control_plane.core.ledger import Ledger
 from control_plane.core.live_windows import LiveWindows
-from control_plane.core.placement import Placement
 from control_plane.core.policy import Policy, PolicyContext
 from control_plane.core.scheduler_core import SchedulerCore
 from control_plane.placement.registry import build_placement
@@ -35,6 +33,7 @@ from control_plane.scheduler.workers import sync_workers
 from control_plane.state import StateStores
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 # Live, the scheduler's own in-flight count is exact while scraped `waiting` lags by up to a
 # scrape interval; refusing a worker on a stale `waiting > 0` would idle it for that long.
@@ -86,7 +85,11 @@ def build_core(
         log.exception("policy knob %r cannot be built; using %s", pol, default_policy)
         errors["policy"] = refusal(pol, exc)
         controller, policy = None, build_policy(default_policy, ctx)
-    dispatcher = Dispatcher(policy, _admission(adm, errors), _placement(plc, errors))
+    dispatcher = Dispatcher(
+        policy,
+        _plugin("admission", adm, DEFAULT_ADMISSION, build_admission, errors),
+        _plugin("placement", plc, DEFAULT_PLACEMENT, build_placement, errors),
+    )
     core = SchedulerCore(dispatcher, failure_cooldown_s)
     core.knob_errors, core.fairness = errors, carry
     core.watch = LiveWindows(ledger.window_s, ledger.bucket_s)  # for the live view
@@ -104,26 +107,22 @@ def build_core(
     return core
 
 
-def _admission(choice: PluginChoice, errors: dict[str, str]) -> Admission:
-    """The admission `choice` names, else the default (logged, and why kept in `errors`): a
-    knob this build or host cannot build — a plug-in module the scheduler's image lacks,
-    params an older build took — must not stop every takeover."""
+def _plugin(
+    kind: str,
+    choice: PluginChoice,
+    default: PluginChoice,
+    build: Callable[[str, dict[str, Any]], T],
+    errors: dict[str, str],
+) -> T:
+    """The admission or placement (`kind`) `choice` names, else `default` (logged, and why
+    kept in `errors`): a knob this build or host cannot build — a plug-in module the
+    scheduler's image lacks, params an older build took — must not stop every takeover."""
     try:
-        return build_admission(choice.name, dict(choice.params))
+        return build(choice.name, dict(choice.params))
     except Exception as exc:
-        log.exception("admission knob %r cannot be built; using %s", choice, DEFAULT_ADMISSION)
-        errors["admission"] = refusal(choice, exc)
-        return build_admission(DEFAULT_ADMISSION.name, dict(DEFAULT_ADMISSION.params))
-
-
-def _placement(choice: PluginChoice, errors: dict[str, str]) -> Placement:
-    """The placement `choice` names, else the default (see `_admission`)."""
-    try:
-        return build_placement(choice.name, dict(choice.params))
-    except Exception as exc:
-        log.exception("placement knob %r cannot be built; using %s", choice, DEFAULT_PLACEMENT)
-        errors["placement"] = refusal(choice, exc)
-        return build_placement(DEFAULT_PLACEMENT.name, dict(DEFAULT_PLACEMENT.params))
+        log.exception("%s knob %r cannot be built; using %s", kind, choice, default)
+        errors[kind] = refusal(choice, exc)
+        return build(default.name, dict(default.params))
 
 
 def _resumed(controller: MetaController, saved: LeaderState | None) -> str:

@@ -115,13 +115,15 @@ def signed_in(at: AppTest, page: str) -> AppTest:
     return at.switch_page(page).run()
 
 
-def publish_core(admin_server: AdminServer, core: SchedulerCore) -> None:
-    """Publish `core`'s live view as a scheduler leader would (`leader-test`, now)."""
+def publish_core(admin_server: AdminServer, core: SchedulerCore, at: float | None = None) -> None:
+    """Publish `core`'s live view as a scheduler leader would (`leader-test`, at `at`: now
+    when None; earlier for a leader that stopped)."""
 
     async def save() -> None:
         stores = StateStores.open(admin_server.redis_url, "default")
         try:
-            await stores.checkpoints.save_live(live_view(core, "leader-test", time.time()))
+            when = time.time() if at is None else at
+            await stores.checkpoints.save_live(live_view(core, "leader-test", when))
         finally:
             await stores.aclose()
 

@@ -5,7 +5,6 @@ changed since the review is refused and reviewed again, and the forms show the v
 
 from __future__ import annotations
 
-import asyncio
 import time
 from typing import Any
 
@@ -16,8 +15,6 @@ from console.admin_client import AdminApiError, AdminClient
 from control_plane.contracts.knobs import KnobValue, PluginChoice
 from control_plane.core.ledger import Ledger
 from control_plane.scheduler.rebuild import build_core
-from control_plane.scheduler.views import live_view
-from control_plane.state import StateStores
 from tests.console.conftest import AdminServer, publish_core, signed_in
 
 
@@ -252,15 +249,7 @@ def test_with_a_stale_leader_a_change_does_not_read_as_about_to_apply(
     """The leader stopped 2 minutes ago (its view stays in Redis): the page showed what it ran
     as now and 'Waiting for the scheduler leader to apply…' for ever."""
     core = build_core({}, Ledger(), "vtc")
-
-    async def save() -> None:
-        stores = StateStores.open(admin_server.redis_url, "default")
-        try:
-            await stores.checkpoints.save_live(live_view(core, "leader-test", time.time() - 120))
-        finally:
-            await stores.aclose()
-
-    asyncio.run(save())
+    publish_core(admin_server, core, time.time() - 120)
     at = _weight_reviewed(admin_server, app_test, "stale-leader", 4.0, "more")
     assert any("last published 12" in e.value for e in at.error), [e.value for e in at.error]
     at.button(key="weight_confirm").click().run()

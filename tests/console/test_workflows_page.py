@@ -3,7 +3,6 @@ convergence) and the graph rebuilt from the request history, against a served ad
 
 from __future__ import annotations
 
-import asyncio
 import json
 import time
 from typing import Any
@@ -16,8 +15,6 @@ from console import workflow_views
 from control_plane.contracts.knobs import PluginChoice
 from control_plane.core.ledger import Ledger
 from control_plane.scheduler.rebuild import build_core
-from control_plane.scheduler.views import live_view
-from control_plane.state import StateStores
 from tests.console.conftest import AdminServer, publish_core, signed_in
 from tests.control_plane.api.admin.test_workflows import qa_rows
 from tests.support.qa_workflows import feed_qa
@@ -150,15 +147,7 @@ def test_a_learned_view_from_a_leader_that_stopped_is_flagged_stale(
     all the page said above 'the priority order the scheduler uses'."""
     core = build_core({"policy": PluginChoice("kairos")}, Ledger(), "vtc")
     core.tick(feed_qa(core.ctx.workflows, 12, time.time() - 400.0))
-
-    async def save() -> None:
-        stores = StateStores.open(admin_server.redis_url, "default")
-        try:
-            await stores.checkpoints.save_live(live_view(core, "leader-test", time.time() - 120))
-        finally:
-            await stores.aclose()
-
-    asyncio.run(save())
+    publish_core(admin_server, core, time.time() - 120)
     at = signed_in(app_test, "app_pages/workflows.py")
     at.selectbox(key="wf_app").select("acme/qa").run()
     assert not at.exception, at.exception
