@@ -126,9 +126,8 @@ def test_an_unreachable_database_is_one_line_without_its_password(tmp_path: Path
         assert "s3cret" not in done.stdout + done.stderr
 
 
-def test_prune_history_deletes_old_rows_and_refuses_a_cut_under_a_day(
-    runner: CliRunner, db_url: str
-) -> None:
+def _three_rows(runner: CliRunner, db_url: str) -> tuple[Database, float]:
+    """A migrated database with requests that arrived 9, 8 and 0 days ago; → it, and now."""
     assert _migrate(runner, db_url)[0] == 0
     db = Database(db_url)
     now = time.time()
@@ -139,6 +138,13 @@ def test_prune_history_deletes_old_rows_and_refuses_a_cut_under_a_day(
                 for i, a in enumerate((9, 8, 0))
             ]
         )
+    return db, now
+
+
+def test_prune_history_deletes_old_rows_and_refuses_a_cut_under_a_day(
+    runner: CliRunner, db_url: str
+) -> None:
+    db, _ = _three_rows(runner, db_url)
     for bad in ("0.5", "nan", "x", "100001", "1e400"):  # a cut before year 1 was a traceback
         result = runner.invoke(
             cli.app, ["prune-history", "--older-than-days", bad, "--database-url", db_url]
@@ -167,16 +173,7 @@ def test_prune_history_on_a_database_not_migrated_says_so_in_one_line(
 
 
 def test_prune_history_minute_rollups_alone_and_its_errors(runner: CliRunner, db_url: str) -> None:
-    assert _migrate(runner, db_url)[0] == 0
-    db = Database(db_url)
-    now = time.time()
-    with db.repos() as r:
-        r.requests.insert_many(
-            [
-                dataclasses.replace(_request(i), arrival=now - a * 86_400)
-                for i, a in enumerate((9, 8, 0))
-            ]
-        )
+    db, now = _three_rows(runner, db_url)
     with db.reader() as r:
         report = r.rollups.report(start=now - 10 * 86_400, end=now + 60, level="tenant")
 
